@@ -1,0 +1,1 @@
+"""collector package (filled by later work)."""

@@ -1,0 +1,1 @@
+"""scheduler package (filled by later work)."""

@@ -1,0 +1,55 @@
+"""The Moonin API error tree. httpx errors are translated in one place (`shipper.client`).
+
+    MooninAPIError
+    ├── RejectedBody        400, 413, 422: this body will never be accepted; split it
+    ├── StreamPaused        the agent cannot fix this by retrying soon; pause and re-read the token
+    │   ├── CredentialsRejected   401, 403
+    │   └── Misconfigured         404, 405 and every other 4xx
+    └── RetryLater          408, 429, 5xx, connection errors, timeouts (may carry Retry-After)
+
+InsecureURLError is a configuration error raised before any request is made.
+"""
+
+from __future__ import annotations
+
+
+class MooninAPIError(Exception):
+    """A request to Moonin did not succeed. `status` is None for transport failures."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body  # already cut short: safe to log and to store with a dead letter
+
+
+class RejectedBody(MooninAPIError):
+    pass
+
+
+class StreamPaused(MooninAPIError):
+    pass
+
+
+class CredentialsRejected(StreamPaused):
+    pass
+
+
+class Misconfigured(StreamPaused):
+    pass
+
+
+class RetryLater(MooninAPIError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body)
+        self.retry_after = retry_after
+
+
+class InsecureURLError(ValueError):
+    """A plain http:// URL without MOONIN_INSECURE_HTTP=true."""

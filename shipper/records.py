@@ -1,0 +1,100 @@
+"""Wire records: what the collector and the scheduler put into the outbox.
+
+Both shapes follow the contract in docs/protocol.md field for field. They are frozen
+msgspec Structs, encoded to JSON once, when they are put, so the shipper splices the stored
+bytes straight into a request body without decoding them again.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+
+DISCOVERY = "discovery"
+SCALING = "scaling"
+STREAMS = (DISCOVERY, SCALING)
+
+
+class RecordClass(enum.IntEnum):
+    """How the outbox bounds treat a record (see the design's drop policy)."""
+
+    UPSERT = 1  # state: may be dropped past the bound, the collector re-sends it on resync
+    DELETE = 2  # never dropped
+    EVENT = 3  # discovery events: dropped only past the byte bound; scaling events never
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
+    """One discovery record (`POST /v1/clusters/{id}/records`)."""
+
+    id: str
+    kind: str
+    op: Literal["upsert", "delete", "event"]
+    key: str
+    observed_at: str
+    uid: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    resource_version: str | None = None
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def record_class(self) -> RecordClass:
+        return _CLASS_OF_OP[self.op]
+
+
+class ScalingEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One scaling event (`POST /v1/clusters/{id}/events`); ids are deterministic."""
+
+    id: str
+    type: Literal["apply", "revert", "error"]
+    template_id: str
+    occurred_at: str
+    action_id: str | None = None
+    namespace: str | None = None
+    deployment: str | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    window_start: str | None = None
+    run_until: str | None = None
+    provisional: bool = False
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def record_class(self) -> RecordClass:
+        return RecordClass.EVENT
+
+
+Outgoing = Record | ScalingEvent
+
+_CLASS_OF_OP = {
+    "upsert": RecordClass.UPSERT,
+    "delete": RecordClass.DELETE,
+    "event": RecordClass.EVENT,
+}
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode(record: Outgoing) -> bytes:
+    return _ENCODER.encode(record)
+
+
+def utc_timestamp(moment: datetime | None = None) -> str:
+    """RFC 3339 in UTC with a `Z`, as every timestamp on the wire."""
+    moment = moment or datetime.now(UTC)
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_id() -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by creation time."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
