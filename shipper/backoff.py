@@ -1,0 +1,30 @@
+"""Full-jitter exponential backoff, shared by every retry loop in the agent.
+
+Each failure doubles the ceiling (from `initial` up to `maximum`) and the wait is drawn
+uniformly below it, so many agents that failed together do not retry together.
+"""
+
+from __future__ import annotations
+
+import random
+
+
+class Backoff:
+    def __init__(self, *, initial: float = 1.0, maximum: float = 300.0) -> None:
+        if initial <= 0 or maximum < initial:
+            raise ValueError("backoff needs 0 < initial <= maximum")
+        self.initial = initial
+        self.maximum = maximum
+        self.failures = 0
+
+    def next_delay(self, *, at_least: float | None = None) -> float:
+        """Count a failure and return how long to wait; `at_least` honours a Retry-After."""
+        ceiling = min(self.maximum, self.initial * 2**self.failures)
+        self.failures = min(self.failures + 1, 64)  # 2**64 is far past any maximum
+        delay = random.uniform(0, ceiling)
+        if at_least is not None:
+            delay = max(delay, min(at_least, self.maximum))
+        return delay
+
+    def reset(self) -> None:
+        self.failures = 0

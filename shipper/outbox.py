@@ -1,0 +1,386 @@
+"""The durable outbox: every record and scaling event is committed here before it is sent.
+
+One `StreamOutbox` per destination (`discovery`, `scaling`), each its own SQLite file
+through persist-queue's `SQLiteAckQueue`, so an outage of one API never delays the other.
+A queue item is a chunk of records (persist-queue commits each put, get and ack at
+`synchronous=FULL`; per-record items are ~15x slower end to end). Producers only `put`;
+the stream's shipper `take`s whole chunks, then `ack`s them once every record is delivered
+or dead-lettered. Chunks taken but never acked (a crash) are resumed on the next open.
+
+Bounds (records and bytes, the byte bound below the volume's size limit): past them the
+oldest queued upserts are dropped and a durable `resync_needed` mark asks the collector to
+re-send full state. Deletes are never dropped; discovery events only past the byte bound
+(and counted); scaling events never (the scheduler reads `at_bound` and applies nothing
+new). Only chunks not taken by the shipper are trimmed.
+
+Failure modes: `QueueDirectoryBusy` (another process owns the directory) and
+`QueueFileError` (locked, unreadable, disk errors) stop start-up; a corrupt file is
+quarantined (see `shipper.queuefile`) and the stream starts empty with `resync_needed` set.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import persistqueue
+import structlog
+
+from shipper import queuefile
+from shipper.health import HealthReporter
+from shipper.lock import DirectoryLock
+from shipper.queuefile import Chunk, ChunkInfo, Entry, QueueFileError, StreamStats
+from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode
+
+log = structlog.get_logger("shipper.outbox")
+
+# Shrinking rewrites the file; only worth it once a drain freed a real amount of space.
+SHRINK_AFTER_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bounds:
+    """Limits of one stream. Chunks are cut to the batch limits so a chunk always fits a batch."""
+
+    max_records: int = 1_000_000
+    max_bytes: int = 400 * 1024 * 1024
+    chunk_records: int = 500
+    chunk_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Whole chunks taken together; `batch_id` is stable for the same chunks of the same file."""
+
+    batch_id: str
+    pqids: tuple[int, ...]
+    entries: tuple[Entry, ...]
+
+    @property
+    def bodies(self) -> list[bytes]:
+        return [entry.body for entry in self.entries]
+
+
+class _RecordId(msgspec.Struct):
+    id: str = ""
+
+
+_read_record_id = msgspec.json.Decoder(_RecordId).decode
+
+
+class StreamOutbox:
+    """One stream's queue file. Thread-safe: producers and the shipper share it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        stream: str,
+        *,
+        bounds: Bounds,
+        reporter: HealthReporter | None = None,
+    ) -> None:
+        self.stream = stream
+        self.bounds = bounds
+        self.reporter = reporter or HealthReporter(f"outbox.{stream}")
+        self.path = directory / f"{stream}.db"
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._ready: OrderedDict[int, ChunkInfo] = OrderedDict()
+        self._taken: dict[int, ChunkInfo] = {}
+        self._records = 0
+        self._bytes = 0
+        self._freed_since_shrink = 0
+
+        quarantined = queuefile.check_or_quarantine(self.path)
+        try:
+            self._queue = persistqueue.SQLiteAckQueue(
+                str(directory),
+                auto_resume=True,  # taken-but-unacked chunks of a crashed run go out again
+                name=queuefile.QUEUE_NAME,
+                multithreading=True,
+                timeout=queuefile.SQLITE_TIMEOUT_SECONDS,
+                serializer=queuefile.ChunkSerializer,
+                db_file_name=self.path.name,
+            )
+            self._db = sqlite3.connect(
+                str(self.path), timeout=queuefile.SQLITE_TIMEOUT_SECONDS, check_same_thread=False
+            )
+            with self._db:
+                for statement in queuefile.META_SCHEMA:
+                    self._db.execute(statement)
+            self._meta = queuefile.read_meta(self._db)
+            if "epoch" not in self._meta:
+                self._write_meta(epoch=uuid.uuid4().hex[:12])
+            if quarantined is not None:
+                log.error("queue_file_quarantined", stream=stream, moved_to=str(quarantined))
+                self.reporter.count("quarantined")
+                self._write_meta(resync_needed="1")
+            self._load_index()
+        except sqlite3.Error as exc:
+            raise QueueFileError(f"cannot open queue file {self.path}: {exc}") from exc
+
+    # -- producers ---------------------------------------------------------------------
+
+    def put(self, records: Iterable[Outgoing]) -> None:
+        """Commit records durably (in order); when this returns they survive a SIGKILL."""
+        entries = [Entry(record.record_class, encode(record)) for record in records]
+        if not entries:
+            return
+        with self._lock:
+            for chunk in self._cut_chunks(entries):
+                pqid = self._queue.put(chunk)
+                info = ChunkInfo.of(chunk)
+                self._ready[pqid] = info
+                self._records += info.records
+                self._bytes += info.bytes
+            self.reporter.count("records_enqueued", len(entries))
+            self._enforce_bounds()
+            self._changed.notify_all()
+
+    @property
+    def at_bound(self) -> bool:
+        """True while the stream holds as much as its bounds allow (the scheduler then waits)."""
+        with self._lock:
+            return self._records >= self.bounds.max_records or self._bytes >= self.bounds.max_bytes
+
+    @property
+    def resync_needed(self) -> bool:
+        with self._lock:
+            return self._meta.get("resync_needed") == "1"
+
+    def clear_resync_needed(self) -> None:
+        """Called by the collector once it has re-sent full state with snapshots."""
+        with self._lock:
+            self._write_meta(resync_needed="0")
+
+    # -- the shipper -------------------------------------------------------------------
+
+    def wait_for_records(self, min_records: int, timeout: float) -> int:
+        """Block until `min_records` are ready or `timeout` passes; return how many are ready."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                ready = sum(info.records for info in self._ready.values())
+                remaining = deadline - time.monotonic()
+                if ready >= min_records or remaining <= 0:
+                    return ready
+                self._changed.wait(remaining)
+
+    def take(self, *, max_records: int, max_bytes: int) -> Batch | None:
+        """Take whole chunks, oldest first, within the limits (always at least one chunk)."""
+        with self._lock:
+            pqids: list[int] = []
+            entries: list[Entry] = []
+            size = 0
+            for pqid, info in list(self._ready.items()):
+                over = len(entries) + info.records > max_records or size + info.bytes > max_bytes
+                if pqids and over:
+                    break
+                item = self._queue.get(id=pqid, raw=True)
+                chunk: Chunk = item["data"]
+                self._taken[pqid] = self._ready.pop(pqid)
+                pqids.append(pqid)
+                entries.extend(chunk.entries)
+                size += info.bytes
+            if not pqids:
+                return None
+            batch_id = f"{self._meta['epoch']}-{pqids[0]}-{pqids[-1]}"
+            return Batch(batch_id=batch_id, pqids=tuple(pqids), entries=tuple(entries))
+
+    def ack(self, batch: Batch) -> None:
+        """Every record of the batch was delivered or dead-lettered: remove its chunks."""
+        with self._lock:
+            for pqid in batch.pqids:
+                self._queue.ack(id=pqid)
+                info = self._taken.pop(pqid, None)
+                if info is not None:
+                    self._records -= info.records
+                    self._bytes -= info.bytes
+                    self._freed_since_shrink += info.bytes
+            self._queue.clear_acked_data(max_delete=len(batch.pqids) + 1000, keep_latest=0)
+            self._shrink_if_drained()
+            self._changed.notify_all()
+
+    def dead_letter(self, entries: Sequence[Entry], *, status: int | None, response: str) -> None:
+        """Keep records the platform will never accept, with its answer, for an operator."""
+        now = time.time()
+        rows = [(_record_id(entry.body), status, response, entry.body, now) for entry in entries]
+        with self._lock:
+            self._store_dead_letters(rows)
+        self.reporter.count("records_dead_lettered", len(rows))
+
+    # -- inspection --------------------------------------------------------------------
+
+    def stats(self) -> StreamStats:
+        with self._lock:
+            return queuefile.summarise(
+                [*self._taken.values(), *self._ready.values()],
+                dead_letters=queuefile.count_dead_letters(self._db),
+                dropped=queuefile.dropped_total(self._meta),
+                resync_needed=self._meta.get("resync_needed") == "1",
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._queue.close()
+            self._db.close()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _cut_chunks(self, entries: list[Entry]) -> Iterable[Chunk]:
+        now = time.time()
+        current: list[Entry] = []
+        size = 0
+        for entry in entries:
+            full = len(current) >= self.bounds.chunk_records
+            if current and (full or size + len(entry.body) > self.bounds.chunk_bytes):
+                yield Chunk(now, current)
+                current, size = [], 0
+            current.append(entry)
+            size += len(entry.body)
+        if current:
+            yield Chunk(now, current)
+
+    def _load_index(self) -> None:
+        self._queue.clear_acked_data(max_delete=1_000_000, keep_latest=0)
+        for stored in queuefile.scan_chunks(self._db):
+            if stored.chunk is None:
+                # SQLite is fine but the row is not one of ours: keep the bytes for an operator.
+                row = (f"undecodable-{stored.pqid}", None, "undecodable", stored.raw, time.time())
+                self._store_dead_letters([row])
+                self._queue.ack(id=stored.pqid)
+                log.error("queue_item_undecodable", stream=self.stream, pqid=stored.pqid)
+                continue
+            info = ChunkInfo.of(stored.chunk)
+            self._ready[stored.pqid] = info
+            self._records += info.records
+            self._bytes += info.bytes
+
+    def _over_bounds(self) -> bool:
+        return self._records > self.bounds.max_records or self._bytes > self.bounds.max_bytes
+
+    def _enforce_bounds(self) -> None:
+        if self.stream != DISCOVERY or not self._over_bounds():
+            return  # scaling events are never dropped
+        # The mark goes first: a crash after it and before the drop costs a resync, not data.
+        if self._meta.get("resync_needed") != "1":
+            self._write_meta(resync_needed="1")
+            log.warning("outbox_bound_reached", stream=self.stream, records=self._records)
+        dropped = self._drop_oldest(RecordClass.UPSERT, self._over_bounds)
+        self._add_to_meta_counter("dropped_upserts", dropped)
+        self.reporter.count("records_dropped_upserts", dropped)
+        # Past the byte bound with no upserts left: the oldest discovery events go, counted.
+        dropped = self._drop_oldest(RecordClass.EVENT, lambda: self._bytes > self.bounds.max_bytes)
+        if dropped:
+            log.warning("outbox_events_dropped", stream=self.stream, count=dropped)
+        self._add_to_meta_counter("dropped_events", dropped)
+        self.reporter.count("records_dropped_events", dropped)
+
+    def _drop_oldest(self, cls: RecordClass, still_over: Callable[[], bool]) -> int:
+        dropped = 0
+        for pqid in list(self._ready):
+            if not still_over():
+                break
+            info = self._ready[pqid]
+            if (info.upserts if cls is RecordClass.UPSERT else info.events) == 0:
+                continue
+            (data,) = self._db.execute(
+                f"SELECT data FROM {queuefile.QUEUE_TABLE} WHERE _id = ?", (pqid,)
+            ).fetchone()
+            chunk = queuefile.ChunkSerializer.loads(data)
+            kept: list[Entry] = []
+            for entry in chunk.entries:
+                if entry.cls == cls and still_over():
+                    self._records -= 1
+                    self._bytes -= len(entry.body)
+                    dropped += 1
+                else:
+                    kept.append(entry)
+            if kept:
+                trimmed = Chunk(chunk.enqueued_at, kept)
+                self._queue.update(trimmed, id=pqid)
+                self._ready[pqid] = ChunkInfo.of(trimmed)
+            else:
+                self._queue.ack(id=pqid)
+                del self._ready[pqid]
+        if dropped:
+            self._queue.clear_acked_data(max_delete=1_000_000, keep_latest=0)
+        return dropped
+
+    def _shrink_if_drained(self) -> None:
+        if self._ready or self._taken or self._freed_since_shrink < SHRINK_AFTER_BYTES:
+            return
+        self._queue.shrink_disk_usage()
+        # VACUUM went through the WAL; truncating it is what gives the space back.
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._freed_since_shrink = 0
+
+    def _store_dead_letters(self, rows: list[tuple[object, ...]]) -> None:
+        with self._db:
+            # Record ids are the key: a crash between this and the ack cannot double a letter.
+            self._db.executemany("INSERT OR REPLACE INTO dead_letters VALUES (?, ?, ?, ?, ?)", rows)
+
+    def _write_meta(self, **values: str) -> None:
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO outbox_meta (key, value) VALUES (?, ?)", values.items()
+            )
+        self._meta.update(values)
+
+    def _add_to_meta_counter(self, key: str, amount: int) -> None:
+        if amount:
+            self._write_meta(**{key: str(int(self._meta.get(key, "0")) + amount)})
+
+
+def _record_id(body: bytes) -> str:
+    try:
+        return _read_record_id(body).id or "unknown"
+    except msgspec.DecodeError:
+        return "unknown"
+
+
+class Outbox:
+    """A queue directory: its lock and one `StreamOutbox` per stream."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        streams: Sequence[str] = STREAMS,
+        bounds: Bounds | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise QueueFileError(f"cannot create queue directory {self.directory}: {exc}") from exc
+        self._lock = DirectoryLock(self.directory)
+        self._lock.acquire()
+        self.streams: dict[str, StreamOutbox] = {}
+        try:
+            for name in streams:
+                self.streams[name] = StreamOutbox(self.directory, name, bounds=bounds or Bounds())
+        except BaseException:
+            self.close()
+            raise
+
+    def __getitem__(self, stream: str) -> StreamOutbox:
+        return self.streams[stream]
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            stream.close()
+        self._lock.release()
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,279 @@
+"""The on-disk layout of one outbox stream, shared by the running outbox and the inspection CLI.
+
+Each stream lives in its own SQLite file, `<queue dir>/<stream>.db`, holding three tables:
+persist-queue's `ack_queue_outbox` (one row per chunk of records, msgpack-encoded, never
+pickle), `outbox_meta` (the file's epoch, the `resync_needed` mark, drop counters) and
+`dead_letters`. Reading goes through `scan_chunks`, so the agent rebuilding its index at
+start-up and `moonin-agent queue stats` read the file the same way.
+
+A file that is not a database or fails SQLite's integrity check is moved aside with its
+`-wal`/`-shm` (see `check_or_quarantine`); lock, permission and I/O errors are raised as
+`QueueFileError`, because moving a healthy file aside would throw queued records away.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import msgspec
+
+from shipper.records import RecordClass
+
+QUEUE_NAME = "outbox"  # persist-queue's table is ack_queue_<name>
+QUEUE_TABLE = f"ack_queue_{QUEUE_NAME}"
+ACKED_STATUS = 5  # persist-queue's AckStatus.acked
+
+META_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS outbox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dead_letters ("
+    " record_id TEXT PRIMARY KEY, status INTEGER, response TEXT,"
+    " record BLOB NOT NULL, dead_lettered_at REAL NOT NULL)",
+)
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+# How long any connection waits for another writer before failing with "database is locked".
+SQLITE_TIMEOUT_SECONDS = 10.0
+
+# SQLite primary result codes that mean the bytes on disk are not a usable database.
+_CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+class Entry(msgspec.Struct, array_like=True, frozen=True):
+    """One record inside a chunk: its bound class and its JSON, exactly as it is sent."""
+
+    cls: int
+    body: bytes
+
+
+class Chunk(msgspec.Struct, array_like=True, frozen=True):
+    enqueued_at: float
+    entries: list[Entry]
+
+
+class ChunkSerializer:
+    """persist-queue serializer: msgpack via msgspec (`dumps`/`loads` is all it asks for)."""
+
+    _encoder = msgspec.msgpack.Encoder()
+    _decoder = msgspec.msgpack.Decoder(Chunk)
+
+    @classmethod
+    def dumps(cls, chunk: Chunk) -> bytes:
+        return cls._encoder.encode(chunk)
+
+    @classmethod
+    def loads(cls, data: bytes) -> Chunk:
+        return cls._decoder.decode(data)
+
+
+@dataclass(slots=True)
+class ChunkInfo:
+    """What the bounds and the stats need to know of a chunk, without its bodies."""
+
+    records: int
+    bytes: int
+    upserts: int
+    deletes: int
+    events: int
+    enqueued_at: float
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> ChunkInfo:
+        counts = {RecordClass.UPSERT: 0, RecordClass.DELETE: 0, RecordClass.EVENT: 0}
+        size = 0
+        for entry in chunk.entries:
+            counts[entry.cls] += 1
+            size += len(entry.body)
+        return cls(
+            records=len(chunk.entries),
+            bytes=size,
+            upserts=counts[RecordClass.UPSERT],
+            deletes=counts[RecordClass.DELETE],
+            events=counts[RecordClass.EVENT],
+            enqueued_at=chunk.enqueued_at,
+        )
+
+
+class StreamStats(msgspec.Struct, frozen=True):
+    """The shape `moonin-agent queue stats` prints per stream (see the design)."""
+
+    records: int
+    bytes: int
+    oldest_age_seconds: float | None
+    dead_letters: int
+    dropped: int
+    resync_needed: bool
+
+
+def summarise(
+    infos: Iterable[ChunkInfo], *, dead_letters: int, dropped: int, resync_needed: bool
+) -> StreamStats:
+    records = size = 0
+    oldest: float | None = None
+    for info in infos:
+        records += info.records
+        size += info.bytes
+        if oldest is None or info.enqueued_at < oldest:
+            oldest = info.enqueued_at
+    return StreamStats(
+        records=records,
+        bytes=size,
+        oldest_age_seconds=None if oldest is None else round(max(0.0, time.time() - oldest), 3),
+        dead_letters=dead_letters,
+        dropped=dropped,
+        resync_needed=resync_needed,
+    )
+
+
+class QueueFileError(RuntimeError):
+    """The queue file cannot be used and must not be thrown away (locked, no permission, I/O)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    pqid: int
+    status: int
+    chunk: Chunk | None  # None when the row's bytes do not decode
+    raw: bytes
+
+
+def scan_chunks(conn: sqlite3.Connection) -> Iterator[StoredChunk]:
+    """Every chunk not yet acked, oldest first."""
+    if not _has_table(conn, QUEUE_TABLE):
+        return
+    rows = conn.execute(
+        f"SELECT _id, status, data FROM {QUEUE_TABLE} WHERE status < ? ORDER BY _id",
+        (ACKED_STATUS,),
+    )
+    for pqid, status, data in rows:
+        try:
+            chunk: Chunk | None = ChunkSerializer.loads(data)
+        except (msgspec.DecodeError, TypeError):
+            chunk = None
+        yield StoredChunk(pqid=pqid, status=int(status), chunk=chunk, raw=bytes(data or b""))
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    if not _has_table(conn, "outbox_meta"):
+        return {}
+    return dict(conn.execute("SELECT key, value FROM outbox_meta"))
+
+
+def count_dead_letters(conn: sqlite3.Connection) -> int:
+    if not _has_table(conn, "dead_letters"):
+        return 0
+    return conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    record_id: str
+    status: int | None
+    response: str
+    record: bytes
+    dead_lettered_at: float
+
+
+def read_dead_letters(conn: sqlite3.Connection, limit: int | None = None) -> list[DeadLetter]:
+    if not _has_table(conn, "dead_letters"):
+        return []
+    rows = conn.execute(
+        "SELECT record_id, status, response, record, dead_lettered_at FROM dead_letters"
+        " ORDER BY dead_lettered_at, record_id LIMIT ?",
+        (-1 if limit is None else limit,),
+    )
+    return [DeadLetter(r[0], r[1], r[2] or "", bytes(r[3]), r[4]) for r in rows]
+
+
+def stream_stats(conn: sqlite3.Connection) -> StreamStats:
+    """Stats read from a file (the inspection CLI); the running outbox uses its index."""
+    meta = read_meta(conn)
+    infos = (ChunkInfo.of(stored.chunk) for stored in scan_chunks(conn) if stored.chunk)
+    return summarise(
+        infos,
+        dead_letters=count_dead_letters(conn),
+        dropped=dropped_total(meta),
+        resync_needed=meta.get("resync_needed") == "1",
+    )
+
+
+def dropped_total(meta: dict[str, str]) -> int:
+    return int(meta.get("dropped_upserts", 0)) + int(meta.get("dropped_events", 0))
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that can never write, so inspection is safe beside a running agent."""
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_TIMEOUT_SECONDS
+        )
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise QueueFileError(f"cannot read queue file {path}: {exc}") from exc
+    return conn
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) is not None and (
+        exc.sqlite_errorcode & 0xFF in _CORRUPTION_CODES
+    )
+
+
+def check_or_quarantine(path: Path) -> Path | None:
+    """Run SQLite's integrity check; move a broken file aside and return where it went.
+
+    Returns None when the file is missing or healthy. Anything that is not corruption
+    (locked, permission denied, disk I/O) raises QueueFileError: start-up must stop rather
+    than discard a file that only could not be opened.
+    """
+    if not path.exists():
+        return None
+    if not _looks_like_sqlite(path):
+        # Decided from the header alone: opening it would let SQLite discard its companions.
+        return _move_aside(path)
+    try:
+        conn = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)
+        try:
+            verdict = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        if not is_corruption(exc):
+            raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
+        verdict = [str(exc)]
+    if verdict == ["ok"]:
+        return None
+    return _move_aside(path)
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
+    return header in (b"", _SQLITE_HEADER)  # an empty file is a valid empty database
+
+
+def _move_aside(path: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("-wal", "-shm"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            companion.rename(target.with_name(target.name + suffix))
+    path.rename(target)
+    return target
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
