@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import random
 
+# A server may ask for a pause longer than our own ceiling; past an hour it is more likely a
+# bug than a plan, and waiting longer would only hide the outage.
+RETRY_AFTER_CEILING_SECONDS = 3600.0
+
 
 class Backoff:
     def __init__(self, *, initial: float = 1.0, maximum: float = 300.0) -> None:
@@ -23,7 +27,7 @@ class Backoff:
         self.failures = min(self.failures + 1, 64)  # 2**64 is far past any maximum
         delay = random.uniform(0, ceiling)
         if at_least is not None:
-            delay = max(delay, min(at_least, self.maximum))
+            delay = max(delay, min(at_least, RETRY_AFTER_CEILING_SECONDS))
         return delay
 
     def reset(self) -> None:

@@ -97,6 +97,7 @@ class StreamOutbox:
         self._records = 0
         self._bytes = 0
         self._freed_since_shrink = 0
+        self._wakeups = 0
 
         quarantined = queuefile.check_or_quarantine(self.path)
         try:
@@ -166,12 +167,19 @@ class StreamOutbox:
         """Block until `min_records` are ready or `timeout` passes; return how many are ready."""
         deadline = time.monotonic() + timeout
         with self._lock:
+            woken = self._wakeups
             while True:
                 ready = sum(info.records for info in self._ready.values())
                 remaining = deadline - time.monotonic()
-                if ready >= min_records or remaining <= 0:
+                if ready >= min_records or remaining <= 0 or self._wakeups != woken:
                     return ready
                 self._changed.wait(remaining)
+
+    def wake(self) -> None:
+        """End every `wait_for_records` now (a stopping shipper should not sit out a linger)."""
+        with self._lock:
+            self._wakeups += 1
+            self._changed.notify_all()
 
     def take(self, *, max_records: int, max_bytes: int) -> Batch | None:
         """Take whole chunks, oldest first, within the limits (always at least one chunk)."""

@@ -77,6 +77,7 @@ class StreamShipper:
             initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds
         )
         self._stop_at: float | None = None  # monotonic deadline once a stop was asked for
+        self._stop_requested = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"shipper-{self.stream}", daemon=True
         )
@@ -89,6 +90,8 @@ class StreamShipper:
     def stop(self, *, drain_seconds: float) -> bool:
         """Ship what is queued for at most `drain_seconds`, then stop. True if it stopped."""
         self._stop_at = time.monotonic() + drain_seconds
+        self._stop_requested.set()
+        self.outbox.wake()
         self._thread.join(drain_seconds + _POLL_SECONDS * 2)
         return not self._thread.is_alive()
 
@@ -199,8 +202,12 @@ class StreamShipper:
         """Wait, but never past the stop deadline: then the batch stays for the next start."""
         until = time.monotonic() + seconds
         while (remaining := until - time.monotonic()) > 0:
-            if self._deadline_passed:
+            if self._stop_at is None:
+                self._stop_requested.wait(remaining)  # a stop ends the wait early
+                continue
+            left = self._stop_at - time.monotonic()
+            if left <= 0:
                 raise _Stopped
-            time.sleep(min(remaining, _POLL_SECONDS))
+            time.sleep(min(remaining, left))
         if self._deadline_passed:
             raise _Stopped

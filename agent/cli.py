@@ -1,0 +1,117 @@
+"""The `moonin-agent` command line.
+
+Every error a user can cause (bad configuration, a missing queue directory) is one line on
+stderr and exit code 2; scripts parse stdout, whose shapes are fixed by the design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import msgspec
+
+from shipper.records import STREAMS
+from shipper.version import VERSION
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="moonin-agent",
+        description="In-cluster agent for Moonin: discovery records and scheduled HPA scaling.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    commands.add_parser("version", help="print the agent version")
+
+    run = commands.add_parser("run", help="run the agent (configured by the environment)")
+    run.add_argument("--role", required=True, choices=["discovery", "scaling", "all"])
+    run.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+
+    queue = commands.add_parser("queue", help="inspect a queue directory (read-only)")
+    queue_commands = queue.add_subparsers(dest="queue_command", required=True, metavar="VIEW")
+    for name, help_text in (
+        ("stats", "records, bytes, age, dead letters and drops per stream (one JSON object)"),
+        ("peek", "queued records, oldest first, exactly as they will be sent (JSON lines)"),
+        ("dead-letters", "records the platform refused, with its answer (JSON lines)"),
+    ):
+        view = queue_commands.add_parser(name, help=help_text)
+        view.add_argument(
+            "--queue-dir",
+            default=os.environ.get("QUEUE_DIR"),
+            help="the agent's queue directory (default: $QUEUE_DIR)",
+        )
+        view.add_argument("--stream", choices=STREAMS, help="only this stream")
+        if name != "stats":
+            view.add_argument("--limit", type=_positive_int, default=100, help="at most N lines")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "version":
+        print(VERSION)
+        return 0
+    if args.command == "queue":
+        return _queue(args)
+    return _run(args)
+
+
+def _fail(message: str) -> int:
+    print(f"moonin-agent: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agent import config, run
+
+    try:
+        settings = config.load_settings(args.role, os.environ, config_file=args.config)
+    except config.ConfigError as exc:
+        return _fail(str(exc))
+    return run.run(settings)
+
+
+def _queue(args: argparse.Namespace) -> int:
+    from agent import inspect
+
+    if not args.queue_dir:
+        return _fail("--queue-dir is required (or set QUEUE_DIR)")
+    queue_dir = Path(args.queue_dir)
+    try:
+        if args.queue_command == "stats":
+            stats = inspect.stats(queue_dir, args.stream)
+            _write_lines([msgspec.json.encode(stats)])
+        elif args.queue_command == "peek":
+            _write_lines(inspect.peek(queue_dir, args.stream, args.limit))
+        else:
+            _write_lines(inspect.dead_letters(queue_dir, args.stream, args.limit))
+    except inspect.InspectError as exc:
+        return _fail(str(exc))
+    return 0
+
+
+def _write_lines(lines: Iterable[bytes]) -> None:
+    out = sys.stdout.buffer
+    for line in lines:
+        out.write(line + b"\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

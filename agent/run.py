@@ -1,0 +1,203 @@
+"""`moonin-agent run`: one process, its outbox, a shipper per stream, and a clean shutdown.
+
+The role decides the streams: `discovery` ships the discovery stream, `scaling` the scaling
+stream, `all` both (each to its own API). Producers (the collector, the scheduler) plug in
+as components with `start()` and `stop()`; on SIGTERM they stop first, so what they hold in
+memory reaches the outbox, then the shippers drain for `shutdown_ship_seconds` and the
+process exits. Whatever is still queued waits on disk for the next start.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+
+from agent.config import Settings, api_url_for
+from agent.logs import configure_logging
+from shipper.client import ApiClient
+from shipper.health import HealthReporter, HealthSnapshot
+from shipper.lock import QueueDirectoryBusy
+from shipper.outbox import Bounds, Outbox
+from shipper.queuefile import QueueFileError
+from shipper.records import DISCOVERY, SCALING
+from shipper.shipper import ShipperSettings, StreamShipper
+from shipper.token import TokenSource
+from shipper.version import VERSION
+
+log = structlog.get_logger("agent")
+
+ROLE_STREAMS = {
+    "discovery": (DISCOVERY,),
+    "scaling": (SCALING,),
+    "all": (DISCOVERY, SCALING),
+}
+
+# Exit code for a start-up that cannot proceed for a reason outside the configuration
+# (the queue directory is owned by another process, locked or unreadable).
+EXIT_STARTUP_FAILED = 1
+
+
+@dataclass
+class Delivery:
+    """The outbox of a process and the shippers that empty it, one per stream."""
+
+    outbox: Outbox
+    shippers: dict[str, StreamShipper]
+    clients: list[ApiClient] = field(default_factory=list)
+
+    def start(self) -> None:
+        for shipper in self.shippers.values():
+            shipper.start()
+
+    def stop(self, *, drain_seconds: float) -> None:
+        """Drain every stream in parallel for at most `drain_seconds`, then close."""
+        deadline = time.monotonic() + drain_seconds
+        stoppers = [
+            threading.Thread(
+                target=shipper.stop, kwargs={"drain_seconds": drain_seconds}, daemon=True
+            )
+            for shipper in self.shippers.values()
+        ]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join(max(0.0, deadline - time.monotonic()) + 2)
+        busy = [name for name, shipper in self.shippers.items() if shipper.alive]
+        if busy:
+            # A request is still in flight: its batch stays unacked and goes out next start.
+            log.warning("shutdown_with_request_in_flight", streams=busy)
+            return
+        for client in self.clients:
+            client.close()
+        self.outbox.close()
+
+    def reporters(self) -> list[HealthReporter]:
+        return [
+            *(stream.reporter for stream in self.outbox.streams.values()),
+            *(shipper.reporter for shipper in self.shippers.values()),
+        ]
+
+
+def shipper_settings(settings: Settings) -> ShipperSettings:
+    return ShipperSettings(
+        batch_max_records=settings.batch_max_records,
+        batch_max_bytes=settings.batch_max_bytes,
+        linger_seconds=settings.linger_seconds,
+    )
+
+
+def open_delivery(
+    settings: Settings, token: TokenSource, *, shipping: ShipperSettings | None = None
+) -> Delivery:
+    """Open the queue directory and build a shipper per stream of the role (not started)."""
+    streams = ROLE_STREAMS[settings.role]
+    outbox = Outbox(
+        settings.queue_dir,
+        streams=streams,
+        bounds=Bounds(
+            max_records=settings.queue_max_records,
+            max_bytes=settings.queue_max_bytes,
+            chunk_records=settings.batch_max_records,
+            chunk_bytes=settings.batch_max_bytes,
+        ),
+    )
+    delivery = Delivery(outbox=outbox, shippers={})
+    for stream in streams:
+        client = ApiClient(
+            base_url=api_url_for(settings, stream),
+            project_id=settings.project_id,
+            cluster_id=settings.cluster_id,
+            token=token,
+            insecure_http=settings.insecure_http,
+            ca_bundle=settings.ca_bundle,
+        )
+        delivery.clients.append(client)
+        post = client.post_records if stream == DISCOVERY else client.post_events
+        delivery.shippers[stream] = StreamShipper(
+            outbox[stream],
+            post,
+            settings=shipping or shipper_settings(settings),
+            token=token,
+        )
+    return delivery
+
+
+class HealthWatch:
+    """Polls every component's health and logs each change (the health server reads it too)."""
+
+    def __init__(self, reporters: Iterable[HealthReporter], *, interval: float = 1.0) -> None:
+        self._reporters = list(reporters)
+        self._interval = interval
+        self._last: dict[str, tuple[bool, str | None]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self._interval * 2)
+
+    def snapshot(self) -> list[HealthSnapshot]:
+        return [reporter.snapshot() for reporter in self._reporters]
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.log_changes()
+
+    def log_changes(self) -> None:
+        for snap in self.snapshot():
+            state = (snap.health.ok, snap.health.reason)
+            if self._last.get(snap.component, (True, None)) != state:
+                log.info(
+                    "component_health",
+                    component=snap.component,
+                    ok=snap.health.ok,
+                    reason=snap.health.reason,
+                    counters=snap.counters,
+                )
+            self._last[snap.component] = state
+
+
+def run(settings: Settings) -> int:
+    token = TokenSource(value=settings.token, file=settings.token_file)
+    configure_logging(settings.log_level, secrets=token.secrets)
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    try:
+        delivery = open_delivery(settings, token)
+    except (QueueDirectoryBusy, QueueFileError) as exc:
+        log.error("startup_failed", error=str(exc))
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
+    watch = HealthWatch(delivery.reporters())
+    delivery.start()
+    watch.start()
+    log.info(
+        "agent_started",
+        role=settings.role,
+        version=VERSION,
+        streams=list(delivery.shippers),
+        queue_dir=str(settings.queue_dir),
+    )
+    stop.wait()
+    log.info("agent_stopping", drain_seconds=settings.shutdown_ship_seconds)
+    delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
+    watch.stop()
+    watch.log_changes()
+    log.info("agent_stopped")
+    return 0

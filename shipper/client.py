@@ -1,0 +1,381 @@
+"""The Moonin API client: the one module that builds Moonin URLs and request bodies.
+
+Everything that talks to the platform (the shipper's delivery loop, the collector's
+heartbeat, the scheduler's template reads) goes through `ApiClient`, so the wire contract
+(docs/protocol.md) lives in one place: headers, gzip above 1 KiB, body envelopes and what
+each status code means.
+
+Record and event bodies are spliced from the bytes already stored in the outbox; they are
+never decoded and encoded again. Only the small envelope around them is encoded here.
+
+How it fails: construction raises ValueError (`InsecureURLError` for a URL scheme that is
+not allowed) for bad settings, before any request. A request either returns or raises one
+of the `shipper.errors` classes; httpx's own exceptions are translated in one function
+(`ApiClient._request`) and chained. Error messages name the method and URL, never the
+token, and carry at most a short, redacted piece of the response body.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import zlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import msgspec
+
+from shipper.errors import (
+    CredentialsRejected,
+    InsecureURLError,
+    Misconfigured,
+    MooninAPIError,
+    RejectedBody,
+    RetryLater,
+)
+from shipper.records import new_id, utc_timestamp
+from shipper.token import TokenSource
+from shipper.version import VERSION
+
+GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
+CONNECT_TIMEOUT = 10.0
+BODY_SNIPPET = 500  # characters of an error response kept on the exception
+
+# Enough raw bytes to fill the snippet even with multi-byte characters, and no more:
+# an error page can be large, and only its beginning is ever kept.
+_SNIPPET_BYTES = BODY_SNIPPET * 4
+
+_DELTA_SECONDS = re.compile(r"[0-9]+")
+_json = msgspec.json.Encoder()
+
+
+class _Templates(msgspec.Struct):
+    templates: list[dict[str, Any]]
+
+
+class _Actions(msgspec.Struct):
+    actions: list[dict[str, Any]]
+
+
+_TEMPLATES = msgspec.json.Decoder(_Templates)
+_ACTIONS = msgspec.json.Decoder(_Actions)
+_OBJECT = msgspec.json.Decoder(dict[str, Any])
+
+
+class ApiClient:
+    """A keep-alive HTTPS client for one Moonin API (discovery or scaling) and one cluster."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        project_id: str,
+        cluster_id: str,
+        token: TokenSource,
+        insecure_http: bool = False,
+        ca_bundle: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._base = _checked_base_url(base_url, insecure_http=insecure_http)
+        self._cluster_id = cluster_id
+        self._token = token
+        self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
+        # The envelope's fixed start, encoded once; msgspec escapes the strings.
+        self._envelope_start = (
+            b'{"project_id":'
+            + _json.encode(project_id)
+            + b',"cluster_id":'
+            + _json.encode(cluster_id)
+        )
+        verify: ssl.SSLContext | bool = _ssl_context(ca_bundle) if ca_bundle else True
+        # trust_env stays on so HTTPS_PROXY/HTTP_PROXY/NO_PROXY apply; httpx ignores the
+        # environment's proxies only when a transport is passed in (tests).
+        self._http = httpx.Client(
+            verify=verify,
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            transport=transport,
+            trust_env=True,
+            follow_redirects=False,  # a redirect would carry the token elsewhere
+            headers={"User-Agent": f"moonin-agent/{VERSION}", "Accept": "application/json"},
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self._base
+
+    # -- the contract's calls -------------------------------------------------------------
+
+    def post_records(self, batch_id: str, records: Sequence[bytes]) -> None:
+        """Deliver encoded discovery records; returns once the platform has all of them."""
+        body = b"".join(
+            (
+                self._envelope_start,
+                b',"batch_id":',
+                _json.encode(batch_id),
+                b',"sent_at":',
+                _json.encode(utc_timestamp()),
+                b',"agent_version":',
+                _json.encode(VERSION),
+                b',"records":[',
+                b",".join(records),
+                b"]}",
+            )
+        )
+        self._request("POST", "/records", body=body, idempotency_key=batch_id)
+
+    def post_events(self, batch_id: str, events: Sequence[bytes]) -> None:
+        """Deliver encoded scaling events; the platform de-duplicates them by id."""
+        body = b"".join((self._envelope_start, b',"events":[', b",".join(events), b"]}"))
+        self._request("POST", "/events", body=body, idempotency_key=batch_id)
+
+    def heartbeat(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a heartbeat; the decoded answer (`{}` when empty), e.g. `{"resync": true}`."""
+        body = b"".join(
+            (
+                self._envelope_start,
+                b',"sent_at":',
+                _json.encode(utc_timestamp()),
+                b',"agent_version":',
+                _json.encode(VERSION),
+                b',"metadata":',
+                _json.encode(dict(metadata)),
+                b"}",
+            )
+        )
+        # Heartbeats are never replayed, so each one is its own idempotent request.
+        content = self._request("POST", "/heartbeat", body=body, idempotency_key=new_id())
+        if not content.strip():
+            return {}
+        return self._decode(_OBJECT, content, "/heartbeat")
+
+    def get_templates(self) -> list[dict[str, Any]]:
+        """The cluster's scaling templates, as the platform sent them."""
+        content = self._request("GET", "/templates")
+        return self._decode(_TEMPLATES, content, "/templates").templates
+
+    def get_actions(self, template_id: str) -> list[dict[str, Any]]:
+        """The actions of one template, as the platform sent them."""
+        path = f"/templates/{_segment(template_id)}/actions"
+        content = self._request("GET", path)
+        return self._decode(_ACTIONS, content, path).actions
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- one request, and the one place httpx errors are translated ------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        idempotency_key: str | None = None,
+    ) -> bytes:
+        """Send one request; the body of a successful answer, or a `shipper.errors` raise."""
+        url = self._url(path)
+        token = self._token.current()
+        headers = {"X-Cluster-Token": token, "Authorization": f"Bearer {token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            if idempotency_key is not None:
+                headers["Idempotency-Key"] = idempotency_key
+            if len(body) > GZIP_THRESHOLD:
+                # Level 1: the measured sweet spot. zlib with wbits=31 writes the gzip
+                # wrapper in the same C call; it measured as fast as or faster than
+                # gzip.compress(compresslevel=1) and leaves no timestamp in the header.
+                body = zlib.compress(body, level=1, wbits=31)
+                headers["Content-Encoding"] = "gzip"
+        request = self._http.build_request(method, url, content=body, headers=headers)
+        try:
+            response = self._http.send(request, stream=True)
+            try:
+                if response.is_success:
+                    return response.read()
+                if response.status_code == 409 and method == "POST":
+                    return b""  # delivered before; its body is no answer to decode
+                snippet = _read_prefix(response)
+            finally:
+                response.close()
+        except httpx.RequestError as e:
+            raise self._transport_error(e, method, url) from e
+        raise _status_error(
+            method, url, response.status_code, response.headers, self._redact(snippet)
+        )
+
+    def _transport_error(self, error: httpx.RequestError, method: str, url: str) -> MooninAPIError:
+        failure = _certificate_failure(error)
+        if failure is not None:
+            # Retrying cannot make an untrusted certificate trusted: the trust store is a
+            # setting, so this pauses the stream as a configuration error, and says which.
+            return Misconfigured(
+                f"{method} {url}: the server's TLS certificate could not be verified "
+                f"({failure}); if the API uses a private or corporate certificate authority, "
+                "configure a CA bundle (a PEM file with that authority's certificate)"
+            )
+        detail = self._redact(str(error)) or "no detail"
+        return RetryLater(f"{method} {url} failed: {type(error).__name__}: {detail}")
+
+    def _decode(self, decoder: msgspec.json.Decoder[Any], content: bytes, path: str) -> Any:
+        try:
+            return decoder.decode(content)
+        except msgspec.DecodeError as e:
+            # A 2xx with a body we cannot use is the platform's problem, not ours, and
+            # nothing is lost by asking again later, so it is retried rather than paused.
+            raise RetryLater(
+                f"malformed answer from {self._url(path)}: {e}",
+                body=self._redact(content[:_SNIPPET_BYTES].decode("utf-8", "replace"))[
+                    :BODY_SNIPPET
+                ],
+            ) from e
+
+    def _url(self, path: str) -> str:
+        return f"{self._base}{self._cluster_path}{path}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._token.secrets():
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` value (delta-seconds or an HTTP date).
+
+    A date in the past gives 0; anything unparseable gives None (the caller's backoff).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" means UTC without saying so
+        when = when.replace(tzinfo=UTC)
+    delay = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, delay)
+
+
+def _status_error(
+    method: str, url: str, status: int, headers: httpx.Headers, body: str
+) -> MooninAPIError:
+    where = f"{method} {url} answered {status}"
+    if status in (400, 413, 422):
+        return RejectedBody(f"{where}: the platform refused this body", status=status, body=body)
+    if status in (401, 403):
+        return CredentialsRejected(
+            f"{where}: the cluster token was rejected (check CLUSTER_TOKEN / CLUSTER_TOKEN_FILE)",
+            status=status,
+            body=body,
+        )
+    if status in (408, 429) or status >= 500:
+        return RetryLater(
+            f"{where}: try again later",
+            status=status,
+            body=body,
+            retry_after=parse_retry_after(headers.get("Retry-After")),
+        )
+    if 300 <= status < 400:
+        return Misconfigured(
+            f"{where} (a redirect to {headers.get('Location', 'nowhere')!r}); "
+            "the API URL must point at the API itself",
+            status=status,
+            body=body,
+        )
+    return Misconfigured(
+        f"{where}: the agent is pointed at the wrong place "
+        "(check the API URL and CLUSTER_ID for this role)",
+        status=status,
+        body=body,
+    )
+
+
+def _read_prefix(response: httpx.Response) -> str:
+    """The start of an error response as text, without reading all of it."""
+    buffer = bytearray()
+    for chunk in response.iter_bytes():
+        buffer += chunk
+        if len(buffer) >= _SNIPPET_BYTES:
+            break
+    return bytes(buffer[:_SNIPPET_BYTES]).decode(response.encoding or "utf-8", "replace")[
+        :BODY_SNIPPET
+    ]
+
+
+def _certificate_failure(error: BaseException) -> str | None:
+    """Why certificate verification failed, if that is what `error` is about."""
+    # httpx wraps httpcore's error, which wraps the ssl module's: walk the chain.
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return getattr(current, "verify_message", None) or "certificate verify failed"
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    if "CERTIFICATE_VERIFY_FAILED" in str(error):
+        return "certificate verify failed"
+    return None
+
+
+def _segment(value: str) -> str:
+    """One URL path segment; '.' and '..' are escaped so they cannot climb the path."""
+    if value in (".", ".."):
+        return value.replace(".", "%2E")
+    return quote(value, safe="")
+
+
+def _checked_base_url(base_url: str, *, insecure_http: bool) -> str:
+    parts = urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    if scheme == "http" and not insecure_http:
+        raise InsecureURLError(
+            f"API_URL {base_url} uses plain http://; set MOONIN_INSECURE_HTTP=true to allow "
+            "it (never in production)"
+        )
+    if scheme not in ("http", "https"):
+        raise InsecureURLError(
+            f"API_URL {base_url!r} must be an https:// URL (http:// only with "
+            "MOONIN_INSECURE_HTTP=true)"
+        )
+    if not parts.hostname:
+        raise ValueError(f"API_URL {base_url!r} has no host name")
+    try:
+        parts.port  # noqa: B018 (parsing the port is the check)
+        httpx.URL(base_url.strip())
+    except (ValueError, httpx.InvalidURL) as e:
+        raise ValueError(f"API_URL {base_url!r} is not a valid URL: {e}") from None
+    if parts.username is not None or parts.password is not None:
+        # The URL appears in error messages and logs; credentials must not.
+        raise ValueError("API_URL must not contain credentials (user:password@)")
+    if parts.query or parts.fragment:
+        raise ValueError(f"API_URL {base_url!r} must not have a query or fragment")
+    return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def _ssl_context(ca_bundle: str) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=ca_bundle)
+    except FileNotFoundError:
+        raise ValueError(f"CA bundle {ca_bundle} does not exist") from None
+    except ssl.SSLError as e:  # before OSError: it is one
+        raise ValueError(
+            f"CA bundle {ca_bundle} holds no usable PEM certificate ({e.reason or e})"
+        ) from None
+    except OSError as e:
+        raise ValueError(f"CA bundle {ca_bundle} cannot be read: {e.strerror or e}") from None
