@@ -50,6 +50,8 @@ BODY_SNIPPET = 500  # characters of an error response kept on the exception
 _SNIPPET_BYTES = BODY_SNIPPET * 4
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
+# httpx would percent-encode these into a host name that can never resolve.
+_BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
 _json = msgspec.json.Encoder()
 
 
@@ -82,7 +84,6 @@ class ApiClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._base = _checked_base_url(base_url, insecure_http=insecure_http)
-        self._cluster_id = cluster_id
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
         # The envelope's fixed start, encoded once; msgspec escapes the strings.
@@ -93,8 +94,9 @@ class ApiClient:
             + _json.encode(cluster_id)
         )
         verify: ssl.SSLContext | bool = _ssl_context(ca_bundle) if ca_bundle else True
-        # trust_env stays on so HTTPS_PROXY/HTTP_PROXY/NO_PROXY apply; httpx ignores the
-        # environment's proxies only when a transport is passed in (tests).
+        # trust_env stays on so HTTPS_PROXY/HTTP_PROXY/NO_PROXY apply (and, without a CA
+        # bundle, SSL_CERT_FILE/SSL_CERT_DIR); httpx ignores the environment's proxies only
+        # when a transport is passed in (tests).
         self._http = httpx.Client(
             verify=verify,
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
@@ -205,7 +207,11 @@ class ApiClient:
                     return response.read()
                 if response.status_code == 409 and method == "POST":
                     return b""  # delivered before; its body is no answer to decode
-                snippet = _read_prefix(response)
+                try:
+                    snippet = _read_prefix(response)
+                except httpx.DecodingError:
+                    # The status is the answer; a garbled error body must not hide it.
+                    snippet = "(undecodable body)"
             finally:
                 response.close()
         except httpx.RequestError as e:
@@ -234,7 +240,7 @@ class ApiClient:
             # A 2xx with a body we cannot use is the platform's problem, not ours, and
             # nothing is lost by asking again later, so it is retried rather than paused.
             raise RetryLater(
-                f"malformed answer from {self._url(path)}: {e}",
+                f"malformed answer from {self._url(path)}: {self._redact(str(e))}",
                 body=self._redact(content[:_SNIPPET_BYTES].decode("utf-8", "replace"))[
                     :BODY_SNIPPET
                 ],
@@ -341,7 +347,15 @@ def _segment(value: str) -> str:
 
 
 def _checked_base_url(base_url: str, *, insecure_http: bool) -> str:
-    parts = urlsplit(base_url.strip())
+    try:
+        parts = urlsplit(base_url.strip())
+        parts.port  # noqa: B018 (parsing the port is part of the check)
+    except ValueError as e:
+        raise ValueError(f"API_URL is not a valid URL: {e}") from None
+    if parts.username is not None or parts.password is not None:
+        # The URL appears in error messages and logs; credentials must not, so this
+        # message does not repeat it.
+        raise ValueError("API_URL must not contain credentials (user:password@)")
     scheme = parts.scheme.lower()
     if scheme == "http" and not insecure_http:
         raise InsecureURLError(
@@ -355,17 +369,16 @@ def _checked_base_url(base_url: str, *, insecure_http: bool) -> str:
         )
     if not parts.hostname:
         raise ValueError(f"API_URL {base_url!r} has no host name")
-    try:
-        parts.port  # noqa: B018 (parsing the port is the check)
-        httpx.URL(base_url.strip())
-    except (ValueError, httpx.InvalidURL) as e:
-        raise ValueError(f"API_URL {base_url!r} is not a valid URL: {e}") from None
-    if parts.username is not None or parts.password is not None:
-        # The URL appears in error messages and logs; credentials must not.
-        raise ValueError("API_URL must not contain credentials (user:password@)")
+    if _BAD_HOST.search(parts.hostname):
+        raise ValueError(f"API_URL {base_url!r} has an invalid host name")
     if parts.query or parts.fragment:
         raise ValueError(f"API_URL {base_url!r} must not have a query or fragment")
-    return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+    normalized = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+    try:
+        httpx.URL(normalized)
+    except httpx.InvalidURL as e:
+        raise ValueError(f"API_URL {base_url!r} is not a valid URL: {e}") from None
+    return normalized
 
 
 def _ssl_context(ca_bundle: str) -> ssl.SSLContext:

@@ -5,7 +5,10 @@ through persist-queue's `SQLiteAckQueue`, so an outage of one API never delays t
 A queue item is a chunk of records (persist-queue commits each put, get and ack at
 `synchronous=FULL`; per-record items are ~15x slower end to end). Producers only `put`;
 the stream's shipper `take`s whole chunks, then `ack`s them once every record is delivered
-or dead-lettered. Chunks taken but never acked (a crash) are resumed on the next open.
+or dead-lettered. A take only reads: claiming a row through persist-queue's `get` rewrites
+the whole row (hundreds of KB) just to flip its status, and with one consumer per stream
+(the directory lock sees to that) the claim buys nothing. So a chunk taken but never acked
+(a crash) is simply still queued on the next open, and goes out again.
 
 Bounds (records and bytes, the byte bound below the volume's size limit): past them the
 oldest queued upserts are dropped and a durable `resync_needed` mark asks the collector to
@@ -103,7 +106,7 @@ class StreamOutbox:
         try:
             self._queue = persistqueue.SQLiteAckQueue(
                 str(directory),
-                auto_resume=True,  # taken-but-unacked chunks of a crashed run go out again
+                auto_resume=True,
                 name=queuefile.QUEUE_NAME,
                 multithreading=True,
                 timeout=queuefile.SQLITE_TIMEOUT_SECONDS,
@@ -191,8 +194,7 @@ class StreamOutbox:
                 over = len(entries) + info.records > max_records or size + info.bytes > max_bytes
                 if pqids and over:
                     break
-                item = self._queue.get(id=pqid, raw=True)
-                chunk: Chunk = item["data"]
+                chunk = queuefile.read_chunk(self._db, pqid)
                 self._taken[pqid] = self._ready.pop(pqid)
                 pqids.append(pqid)
                 entries.extend(chunk.entries)
@@ -205,14 +207,13 @@ class StreamOutbox:
     def ack(self, batch: Batch) -> None:
         """Every record of the batch was delivered or dead-lettered: remove its chunks."""
         with self._lock:
+            self._delete_rows(batch.pqids)
             for pqid in batch.pqids:
-                self._queue.ack(id=pqid)
                 info = self._taken.pop(pqid, None)
                 if info is not None:
                     self._records -= info.records
                     self._bytes -= info.bytes
                     self._freed_since_shrink += info.bytes
-            self._queue.clear_acked_data(max_delete=len(batch.pqids) + 1000, keep_latest=0)
             self._shrink_if_drained()
             self._changed.notify_all()
 
@@ -257,13 +258,12 @@ class StreamOutbox:
             yield Chunk(now, current)
 
     def _load_index(self) -> None:
-        self._queue.clear_acked_data(max_delete=1_000_000, keep_latest=0)
         for stored in queuefile.scan_chunks(self._db):
             if stored.chunk is None:
                 # SQLite is fine but the row is not one of ours: keep the bytes for an operator.
                 row = (f"undecodable-{stored.pqid}", None, "undecodable", stored.raw, time.time())
                 self._store_dead_letters([row])
-                self._queue.ack(id=stored.pqid)
+                self._delete_rows([stored.pqid])
                 log.error("queue_item_undecodable", stream=self.stream, pqid=stored.pqid)
                 continue
             info = ChunkInfo.of(stored.chunk)
@@ -299,10 +299,7 @@ class StreamOutbox:
             info = self._ready[pqid]
             if (info.upserts if cls is RecordClass.UPSERT else info.events) == 0:
                 continue
-            (data,) = self._db.execute(
-                f"SELECT data FROM {queuefile.QUEUE_TABLE} WHERE _id = ?", (pqid,)
-            ).fetchone()
-            chunk = queuefile.ChunkSerializer.loads(data)
+            chunk = queuefile.read_chunk(self._db, pqid)
             kept: list[Entry] = []
             for entry in chunk.entries:
                 if entry.cls == cls and still_over():
@@ -316,11 +313,21 @@ class StreamOutbox:
                 self._queue.update(trimmed, id=pqid)
                 self._ready[pqid] = ChunkInfo.of(trimmed)
             else:
-                self._queue.ack(id=pqid)
+                self._delete_rows([pqid])
                 del self._ready[pqid]
-        if dropped:
-            self._queue.clear_acked_data(max_delete=1_000_000, keep_latest=0)
         return dropped
+
+    def _delete_rows(self, pqids: Sequence[int]) -> None:
+        """The ack: delete the rows in one transaction.
+
+        persist-queue's `ack` + `clear_acked_data(keep_latest=0)` reaches the same end state
+        in two transactions, and its status flip grows the record by a byte, which makes
+        SQLite rewrite the whole chunk (hundreds of KB) only to delete it right after.
+        """
+        with self._db:
+            self._db.executemany(
+                f"DELETE FROM {queuefile.QUEUE_TABLE} WHERE _id = ?", [(pqid,) for pqid in pqids]
+            )
 
     def _shrink_if_drained(self) -> None:
         if self._ready or self._taken or self._freed_since_shrink < SHRINK_AFTER_BYTES:

@@ -159,6 +159,11 @@ def scan_chunks(conn: sqlite3.Connection) -> Iterator[StoredChunk]:
         yield StoredChunk(pqid=pqid, status=int(status), chunk=chunk, raw=bytes(data or b""))
 
 
+def read_chunk(conn: sqlite3.Connection, pqid: int) -> Chunk:
+    (data,) = conn.execute(f"SELECT data FROM {QUEUE_TABLE} WHERE _id = ?", (pqid,)).fetchone()
+    return ChunkSerializer.loads(data)
+
+
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     if not _has_table(conn, "outbox_meta"):
         return {}

@@ -1,4 +1,4 @@
-"""The outbox, asserted through what is on disk: which records are ready, taken, dead or gone."""
+"""The outbox, asserted through what is on disk: which records are queued, dead or gone."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox
 from shipper.queuefile import QueueFileError
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-
-TAKEN = 2  # persist-queue's "unack" status
 
 
 def record(key: str, op: str = "upsert", size: int = 0) -> Record:
@@ -36,15 +34,14 @@ def on_disk(directory: Path, stream: str = DISCOVERY) -> dict[str, list[str]]:
     """Record keys (or event ids) by state, read from the file as the inspection CLI reads it."""
     conn = queuefile.open_readonly(directory / f"{stream}.db")
     try:
-        state: dict[str, list[str]] = {"ready": [], "taken": [], "dead": []}
+        queued: list[str] = []
         for stored in queuefile.scan_chunks(conn):
             assert stored.chunk is not None
-            bucket = "taken" if stored.status == TAKEN else "ready"
             for entry in stored.chunk.entries:
                 body = msgspec.json.decode(entry.body)
-                state[bucket].append(body.get("key") or body["id"])
-        state["dead"] = [letter.record_id for letter in queuefile.read_dead_letters(conn)]
-        return state
+                queued.append(body.get("key") or body["id"])
+        dead = [letter.record_id for letter in queuefile.read_dead_letters(conn)]
+        return {"queued": queued, "dead": dead}
     finally:
         conn.close()
 
@@ -54,21 +51,23 @@ def small_bounds() -> Bounds:
     return Bounds(max_records=1000, max_bytes=10**7, chunk_records=2, chunk_bytes=10**6)
 
 
-def test_put_then_take_then_ack_moves_records_from_ready_to_taken_to_gone(
+def test_put_then_take_then_ack_removes_exactly_the_taken_records(
     tmp_path: Path, small_bounds: Bounds
 ) -> None:
     with Outbox(tmp_path, bounds=small_bounds) as outbox:
         stream = outbox[DISCOVERY]
         stream.put([record("a/1"), record("a/2"), record("a/3")])
-        assert on_disk(tmp_path)["ready"] == ["a/1", "a/2", "a/3"]
+        assert on_disk(tmp_path)["queued"] == ["a/1", "a/2", "a/3"]
 
         batch = stream.take(max_records=2, max_bytes=10**6)
         assert batch is not None
         assert [msgspec.json.decode(b)["key"] for b in batch.bodies] == ["a/1", "a/2"]
-        assert on_disk(tmp_path) == {"ready": ["a/3"], "taken": ["a/1", "a/2"], "dead": []}
+        # Taken is not delivered: the records stay on disk until the ack.
+        assert on_disk(tmp_path) == {"queued": ["a/1", "a/2", "a/3"], "dead": []}
+        assert stream.stats().records == 3
 
         stream.ack(batch)
-        assert on_disk(tmp_path) == {"ready": ["a/3"], "taken": [], "dead": []}
+        assert on_disk(tmp_path) == {"queued": ["a/3"], "dead": []}
         assert stream.stats().records == 1
 
 
@@ -94,10 +93,11 @@ def test_taken_but_unacked_records_are_delivered_again_after_a_restart(
         outbox[DISCOVERY].put([record("a/1"), record("a/2"), record("a/3")])
         taken = outbox[DISCOVERY].take(max_records=2, max_bytes=10**6)
         assert taken is not None
-        assert on_disk(tmp_path)["taken"] == ["a/1", "a/2"]
+        rest = outbox[DISCOVERY].take(max_records=2, max_bytes=10**6)
+        assert rest is not None and len(rest.entries) == 1  # a/1 and a/2 are not taken twice
 
     with Outbox(tmp_path, bounds=small_bounds) as outbox:
-        assert on_disk(tmp_path) == {"ready": ["a/1", "a/2", "a/3"], "taken": [], "dead": []}
+        assert on_disk(tmp_path) == {"queued": ["a/1", "a/2", "a/3"], "dead": []}
         again = outbox[DISCOVERY].take(max_records=2, max_bytes=10**6)
         assert again is not None
         assert again.bodies == taken.bodies
@@ -114,7 +114,7 @@ def test_dead_letters_keep_the_record_with_status_and_answer_and_survive_the_ack
         assert batch is not None
         stream.dead_letter(batch.entries[1:], status=422, response="bad key")
         stream.ack(batch)
-        assert on_disk(tmp_path) == {"ready": [], "taken": [], "dead": ["id-a/2"]}
+        assert on_disk(tmp_path) == {"queued": [], "dead": ["id-a/2"]}
         conn = queuefile.open_readonly(tmp_path / "discovery.db")
         (letter,) = queuefile.read_dead_letters(conn)
         conn.close()
@@ -136,7 +136,7 @@ def test_past_the_record_bound_the_oldest_upserts_go_first_and_resync_is_marked(
         stream.put([record("u/3"), record("d/2", op="delete")])
         # Two over the bound: u/1 and u/2 (the oldest upserts) are dropped, deletes and
         # events are kept even though they are older than u/3.
-        assert on_disk(tmp_path)["ready"] == ["d/1", "e/1", "u/3", "d/2"]
+        assert on_disk(tmp_path)["queued"] == ["d/1", "e/1", "u/3", "d/2"]
         assert stream.resync_needed
         assert stream.stats().dropped == 2
 
@@ -152,7 +152,7 @@ def test_deletes_are_never_dropped_even_far_past_the_bound(tmp_path: Path) -> No
     with Outbox(tmp_path, bounds=bounds) as outbox:
         stream = outbox[DISCOVERY]
         stream.put([record(f"d/{i}", op="delete") for i in range(5)])
-        assert on_disk(tmp_path)["ready"] == [f"d/{i}" for i in range(5)]
+        assert on_disk(tmp_path)["queued"] == [f"d/{i}" for i in range(5)]
         assert stream.stats().dropped == 0
         assert stream.at_bound
 
@@ -161,7 +161,7 @@ def test_discovery_events_are_dropped_only_past_the_byte_bound(tmp_path: Path) -
     # The record bound alone never drops events.
     with Outbox(tmp_path / "count", bounds=Bounds(max_records=1, chunk_records=10)) as outbox:
         outbox[DISCOVERY].put([record(f"e/{i}", op="event") for i in range(3)])
-        assert on_disk(tmp_path / "count")["ready"] == ["e/0", "e/1", "e/2"]
+        assert on_disk(tmp_path / "count")["queued"] == ["e/0", "e/1", "e/2"]
 
     # Past the byte bound, after the upserts are gone, the oldest events go and are counted.
     sized = record("e/0", op="event", size=100)
@@ -172,7 +172,7 @@ def test_discovery_events_are_dropped_only_past_the_byte_bound(tmp_path: Path) -
         stream.put([record("u/0", op="upsert", size=100), sized])
         stream.put([record(f"e/{i}", op="event", size=100) for i in (1, 2)])
         stream.put([record("d/0", op="delete", size=100)])
-        assert on_disk(tmp_path / "bytes")["ready"] == ["e/1", "e/2", "d/0"]
+        assert on_disk(tmp_path / "bytes")["queued"] == ["e/1", "e/2", "d/0"]
         assert stream.stats().dropped == 2  # u/0 then e/0
 
 
@@ -183,7 +183,7 @@ def test_scaling_events_are_never_dropped_and_the_stream_reports_its_bound(
         stream = outbox[SCALING]
         assert not stream.at_bound
         stream.put([event(str(i)) for i in range(5)])
-        assert on_disk(tmp_path, SCALING)["ready"] == [f"ev-{i}" for i in range(5)]
+        assert on_disk(tmp_path, SCALING)["queued"] == [f"ev-{i}" for i in range(5)]
         assert stream.at_bound
         assert stream.stats().dropped == 0
 
@@ -196,7 +196,7 @@ def test_only_chunks_not_taken_are_trimmed(tmp_path: Path) -> None:
         batch = stream.take(max_records=2, max_bytes=10**6)
         assert batch is not None
         stream.put([record("u/3"), record("u/4")])
-        assert on_disk(tmp_path) == {"ready": [], "taken": ["u/1", "u/2"], "dead": []}
+        assert on_disk(tmp_path) == {"queued": ["u/1", "u/2"], "dead": []}
         assert stream.stats().dropped == 2
 
 
@@ -239,7 +239,7 @@ def test_a_file_that_is_not_a_database_is_quarantined_with_its_companions(
         assert stream.resync_needed
         assert stream.reporter.snapshot().counters["quarantined"] == 1
         stream.put([record("a/1")])
-        assert on_disk(tmp_path)["ready"] == ["a/1"]
+        assert on_disk(tmp_path)["queued"] == ["a/1"]
     moved = sorted(p.name for p in tmp_path.glob("discovery.db.corrupt-*"))
     assert len(moved) == 2 and moved[1].endswith("-wal")
 
@@ -275,7 +275,7 @@ def test_a_locked_file_is_not_corruption_and_stops_start_up(
         blocker.close()
     assert not list(tmp_path.glob("*.corrupt-*"))
     with Outbox(tmp_path):
-        assert on_disk(tmp_path)["ready"] == ["a/1"]
+        assert on_disk(tmp_path)["queued"] == ["a/1"]
 
 
 def test_a_file_that_cannot_be_opened_is_not_corruption(tmp_path: Path) -> None:
@@ -296,5 +296,5 @@ def test_streams_are_separate_files(tmp_path: Path) -> None:
     with Outbox(tmp_path) as outbox:
         outbox[DISCOVERY].put([record("a/1")])
         outbox[SCALING].put([event("1")])
-        assert on_disk(tmp_path, DISCOVERY)["ready"] == ["a/1"]
-        assert on_disk(tmp_path, SCALING)["ready"] == ["ev-1"]
+        assert on_disk(tmp_path, DISCOVERY)["queued"] == ["a/1"]
+        assert on_disk(tmp_path, SCALING)["queued"] == ["ev-1"]
