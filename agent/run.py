@@ -25,18 +25,12 @@ from shipper.health import HealthReporter, HealthSnapshot
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox
 from shipper.queuefile import QueueFileError
-from shipper.records import DISCOVERY, SCALING
+from shipper.records import DISCOVERY
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
 from shipper.version import VERSION
 
 log = structlog.get_logger("agent")
-
-ROLE_STREAMS = {
-    "discovery": (DISCOVERY,),
-    "scaling": (SCALING,),
-    "all": (DISCOVERY, SCALING),
-}
 
 # Exit code for a start-up that cannot proceed for a reason outside the configuration
 # (the queue directory is owned by another process, locked or unreadable).
@@ -96,7 +90,7 @@ def open_delivery(
     settings: Settings, token: TokenSource, *, shipping: ShipperSettings | None = None
 ) -> Delivery:
     """Open the queue directory and build a shipper per stream of the role (not started)."""
-    streams = ROLE_STREAMS[settings.role]
+    streams = settings.streams
     outbox = Outbox(
         settings.queue_dir,
         streams=streams,

@@ -1,0 +1,144 @@
+"""The command line: version, queue inspection shapes, and inspection beside a live agent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+from sandbox.platform import FakePlatform
+from shipper.outbox import Bounds, Outbox
+from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
+from shipper.version import VERSION
+from tests.test_crash import WORKER, _worker_env
+
+STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
+
+
+def record(n: int) -> Record:
+    return Record(
+        id=f"r-{n}", kind="namespace", op="upsert", key=f"ns-{n}", observed_at=utc_timestamp()
+    )
+
+
+@pytest.fixture
+def queue_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "queue"
+    with Outbox(directory, bounds=Bounds(chunk_records=2)) as outbox:
+        outbox[DISCOVERY].put([record(n) for n in range(5)])
+        outbox[SCALING].put(
+            [ScalingEvent(id="e-1", type="apply", template_id="t", occurred_at=utc_timestamp())]
+        )
+        batch = outbox[DISCOVERY].take(max_records=2, max_bytes=10**6)
+        assert batch is not None
+        outbox[DISCOVERY].dead_letter(batch.entries[:1], status=422, response="no such kind")
+        outbox[DISCOVERY].ack(batch)
+    return directory
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == VERSION
+
+
+def test_queue_stats_prints_one_object_keyed_by_stream(
+    queue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", "stats", "--queue-dir", str(queue_dir)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert set(stats) == {"discovery", "scaling"}
+    assert set(stats["discovery"]) == STATS_KEYS
+    assert stats["discovery"]["records"] == 3
+    assert stats["discovery"]["dead_letters"] == 1
+    assert stats["discovery"]["bytes"] > 0
+    assert stats["discovery"]["oldest_age_seconds"] >= 0
+    assert stats["scaling"]["records"] == 1
+    assert stats["scaling"]["resync_needed"] is False
+
+
+def test_queue_peek_prints_records_oldest_first_as_they_will_be_sent(
+    queue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", "peek", "--queue-dir", str(queue_dir), "--stream", "discovery"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["r-2", "r-3", "r-4"]
+    assert main(["queue", "peek", "--queue-dir", str(queue_dir), "--limit", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_queue_dead_letters_prints_the_record_with_the_platform_answer(
+    queue_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", "dead-letters", "--queue-dir", str(queue_dir)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    letter = json.loads(line)
+    assert (letter["stream"], letter["status"], letter["response"]) == (
+        "discovery",
+        422,
+        "no such kind",
+    )
+    assert letter["record"]["id"] == "r-0"
+
+
+@pytest.mark.parametrize("view", ["stats", "peek", "dead-letters"])
+def test_a_missing_queue_directory_is_one_line_and_exit_code_2(
+    view: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["queue", view, "--queue-dir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "does not exist" in err
+
+
+def test_an_unreadable_queue_file_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "discovery.db").write_bytes(b"not a database at all" * 50)
+    assert main(["queue", "stats", "--queue-dir", str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    crash_platform_token = "crash-token"
+    platform.token = crash_platform_token
+    queue = tmp_path / "queue"
+    committed = tmp_path / "committed.log"
+    total = 3000
+    agent = subprocess.Popen(
+        [sys.executable, str(WORKER), str(committed), "live", str(total)],
+        env=_worker_env(platform, queue),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    views = 0
+    try:
+        while agent.poll() is None:
+            for view in (["stats"], ["peek", "--limit", "50"], ["dead-letters"]):
+                probe = subprocess.run(
+                    [sys.executable, "-m", "agent.cli", "queue", *view, "--queue-dir", str(queue)],
+                    capture_output=True,
+                    timeout=30,
+                )
+                if probe.returncode == 2 and b"does not exist" in probe.stderr:
+                    continue  # the agent has not created its directory yet
+                assert probe.returncode == 0, probe.stderr
+                if view == ["stats"]:
+                    assert set(json.loads(probe.stdout)["discovery"]) == STATS_KEYS
+                views += 1
+            time.sleep(0.01)
+        out, err = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+    assert b"drained" in out, err.decode()
+    assert views >= 3
+    delivered = Counter(received["id"] for received in platform.received_records())
+    assert sorted(delivered) == sorted(f"live-{n}" for n in range(total))
+    assert max(delivered.values()) == 1

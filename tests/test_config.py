@@ -1,0 +1,544 @@
+"""Settings from the environment and config.yaml: precedence, defaults, and one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from agent.config import (
+    DEFAULT_API_URLS,
+    ConfigError,
+    Settings,
+    api_url_for,
+    load_settings,
+    split_host_port,
+)
+
+TOKEN = "tok-3f9a1c77e2b84d05"
+
+
+def env(**overrides: str) -> dict[str, str]:
+    base = {"PROJECT_ID": "p-1", "CLUSTER_ID": "c-1", "CLUSTER_TOKEN": TOKEN}
+    base.update(overrides)
+    return {key: value for key, value in base.items() if value is not None}
+
+
+def config_error(role: str = "discovery", environ: dict[str, str] | None = None, **kw) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(role, env() if environ is None else environ, **kw)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def write_config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+# --- defaults and roles ------------------------------------------------------------------------
+
+
+def test_the_chart_minimum_gives_the_documented_defaults() -> None:
+    settings = load_settings("discovery", env())
+
+    assert settings.role == "discovery"
+    assert (settings.project_id, settings.cluster_id, settings.token) == ("p-1", "c-1", TOKEN)
+    assert settings.token_file is None
+    assert api_url_for(settings, "discovery") == "https://api-discover.moonin.app"
+    assert settings.insecure_http is False
+    assert settings.ca_bundle is None
+    assert settings.queue_dir == "/var/lib/moonin-agent/queue"
+    assert settings.queue_max_records == 1_000_000
+    assert settings.queue_max_bytes == 400 * 1024 * 1024
+    assert settings.batch_max_records == 500
+    assert settings.batch_max_bytes == 1024 * 1024
+    assert settings.linger_seconds == 0.2
+    assert settings.shutdown_ship_seconds == 10
+    assert settings.reconcile_interval_seconds == 30
+    assert settings.log_level == "info"
+    assert settings.health_addr == "0.0.0.0:8080"
+    assert settings.ignore_namespaces == ("kube-system",)
+    assert settings.ignore_resources == ()
+    assert settings.ignore_node_labels == ()
+    assert settings.collect_helm_releases is True
+    assert settings.collect_job_logs is True
+    assert settings.leader_election is None
+    assert settings.config_file is None
+    assert settings.pod_name is None and settings.pod_namespace is None
+
+
+def test_the_scaling_role_defaults_to_the_scaling_api() -> None:
+    settings = load_settings("scaling", env())
+    assert api_url_for(settings, "scaling") == "https://api-scaling-rules.moonin.app"
+    assert settings.streams == ("scaling",)
+
+
+def test_api_url_sets_the_single_role_url_without_a_trailing_slash() -> None:
+    settings = load_settings("scaling", env(API_URL="https://scaling.example.test/base/"))
+    assert api_url_for(settings, "scaling") == "https://scaling.example.test/base"
+
+
+def test_a_single_role_cannot_ask_for_the_other_streams_url() -> None:
+    settings = load_settings("discovery", env())
+    with pytest.raises(ValueError, match="does not ship the scaling stream"):
+        api_url_for(settings, "scaling")
+
+
+def test_a_single_role_accepts_its_own_role_specific_url_too() -> None:
+    settings = load_settings("discovery", env(DISCOVERY_API_URL="https://d.example.test"))
+    assert api_url_for(settings, "discovery") == "https://d.example.test"
+
+
+def test_api_url_and_a_different_role_specific_url_conflict() -> None:
+    message = config_error(
+        environ=env(API_URL="https://a.example.test", DISCOVERY_API_URL="https://b.example.test")
+    )
+    assert message.startswith("API_URL: conflicts with DISCOVERY_API_URL")
+
+
+def test_role_all_reads_both_urls_each_with_its_default() -> None:
+    settings = load_settings("all", env(SCALING_API_URL="https://s.example.test"))
+    assert settings.streams == ("discovery", "scaling")
+    assert api_url_for(settings, "discovery") == DEFAULT_API_URLS["discovery"]
+    assert api_url_for(settings, "scaling") == "https://s.example.test"
+
+
+def test_role_all_refuses_api_url_as_a_chart_mistake() -> None:
+    message = config_error("all", env(API_URL="https://a.example.test"))
+    assert message == (
+        "API_URL: ambiguous with --role all; set DISCOVERY_API_URL and SCALING_API_URL"
+    )
+
+
+def test_an_unknown_role_names_the_flag() -> None:
+    assert config_error("everything").startswith("--role: expected one of discovery, scaling")
+
+
+# --- URLs ---------------------------------------------------------------------------------------
+
+
+def test_plain_http_is_refused_naming_the_variable_that_carried_it() -> None:
+    message = config_error("all", env(SCALING_API_URL="http://s.example.test"))
+    assert message == (
+        "SCALING_API_URL: plain http:// is refused; set MOONIN_INSECURE_HTTP=true to allow "
+        "it (never in production)"
+    )
+
+
+def test_plain_http_is_allowed_with_the_insecure_switch() -> None:
+    settings = load_settings(
+        "discovery", env(API_URL="http://127.0.0.1:8081", MOONIN_INSECURE_HTTP="true")
+    )
+    assert settings.insecure_http is True
+    assert api_url_for(settings, "discovery") == "http://127.0.0.1:8081"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://x.example.test",
+        "https://",
+        "api.example.test",
+        "https://x.test/?a=1",
+        "https://x:99999",
+    ],
+)
+def test_a_url_that_is_not_an_https_base_url_names_api_url(url: str) -> None:
+    assert config_error(environ=env(API_URL=url)).startswith("API_URL: ")
+
+
+def test_credentials_in_a_url_are_refused_without_echoing_them() -> None:
+    message = config_error(environ=env(API_URL="https://user:hunter2@x.example.test"))
+    assert message.startswith("API_URL: must not contain credentials")
+    assert "hunter2" not in message
+
+
+# --- identity and the token ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["PROJECT_ID", "CLUSTER_ID"])
+def test_identity_is_required(name: str) -> None:
+    assert config_error(environ=env(**{name: None})) == f"{name}: not set"
+
+
+def test_a_cluster_id_that_would_break_a_url_path_is_refused() -> None:
+    assert config_error(environ=env(CLUSTER_ID="a/b")).startswith("CLUSTER_ID: expected")
+
+
+def test_a_token_is_required() -> None:
+    message = config_error(environ=env(CLUSTER_TOKEN=None))
+    assert message == "CLUSTER_TOKEN: not set; set CLUSTER_TOKEN or CLUSTER_TOKEN_FILE"
+
+
+def test_a_token_file_alone_is_enough(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    settings = load_settings(
+        "discovery", env(CLUSTER_TOKEN=None, CLUSTER_TOKEN_FILE=str(token_file))
+    )
+    assert settings.token is None
+    assert settings.token_file == str(token_file)
+
+
+def test_a_missing_token_file_is_named_but_its_path_is_not_echoed(tmp_path: Path) -> None:
+    path = str(tmp_path / "nowhere" / "token")
+    message = config_error(environ=env(CLUSTER_TOKEN_FILE=path))
+    assert message == "CLUSTER_TOKEN_FILE: the file does not exist"
+
+
+def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("  \n")
+    message = config_error(environ=env(CLUSTER_TOKEN=None, CLUSTER_TOKEN_FILE=str(token_file)))
+    assert message == "CLUSTER_TOKEN_FILE: the file is empty"
+
+
+def test_a_token_file_with_unsendable_content_is_refused_without_showing_it(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("two words-3f9a1c77")
+    message = config_error(environ=env(CLUSTER_TOKEN_FILE=str(token_file)))
+    assert message.startswith("CLUSTER_TOKEN_FILE: ")
+    assert "words-3f9a1c77" not in message
+
+
+def test_a_weird_token_is_refused_without_echoing_it() -> None:
+    message = config_error(environ=env(CLUSTER_TOKEN="tok en\u00e9-3f9a1c77"))
+    assert message.startswith("CLUSTER_TOKEN: ")
+    assert "3f9a1c77" not in message
+    assert "tok en" not in message
+
+
+def test_a_token_pasted_into_another_setting_is_scrubbed_from_the_message() -> None:
+    token = "abc/def-0123456789"
+    message = config_error(environ=env(CLUSTER_TOKEN=token, PROJECT_ID=token))
+    assert message.startswith("PROJECT_ID: ")
+    assert token not in message
+    assert "[REDACTED]" in message
+
+
+def test_repr_and_str_of_settings_never_show_the_token() -> None:
+    settings = load_settings("discovery", env())
+    assert TOKEN not in repr(settings)
+    assert TOKEN not in str(settings)
+    assert "token='[REDACTED]'" in repr(settings)
+    assert settings.token == TOKEN  # still there for the API client
+
+
+def test_a_blank_variable_counts_as_unset() -> None:
+    settings = load_settings("discovery", env(LOG_LEVEL="", API_URL="  ", QUEUE_DIR=""))
+    assert settings.log_level == "info"
+    assert api_url_for(settings, "discovery") == DEFAULT_API_URLS["discovery"]
+    assert settings.queue_dir == Settings.queue_dir
+
+
+# --- config.yaml and precedence -----------------------------------------------------------------
+
+
+def test_an_empty_config_file_means_all_defaults(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "# nothing here\n")
+    settings = load_settings("discovery", env(), config_file=path)
+    assert settings.config_file == path
+    assert dataclasses.replace(settings, config_file=None) == load_settings("discovery", env())
+
+
+def test_the_file_sets_filters_and_knobs(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+log_level: DEBUG
+ignore_namespaces: [kube-system, monitoring]
+ignore_resources: ["job/*", "deployment/shop/*"]
+ignore_node_labels: [kubernetes.io/hostname]
+queue_dir: /data/queue
+queue_max_records: 5000
+queue_max_bytes: 1048576
+batch_max_records: 100
+batch_max_bytes: 65536
+linger_seconds: 0.5
+shutdown_ship_seconds: 20
+reconcile_interval_seconds: 15
+collect_helm_releases: false
+collect_job_logs: no
+leader_election: true
+""",
+    )
+    settings = load_settings("discovery", env(), config_file=path)
+    assert settings.log_level == "debug"
+    assert settings.ignore_namespaces == ("kube-system", "monitoring")
+    assert settings.ignore_resources == ("job/*", "deployment/shop/*")
+    assert settings.ignore_node_labels == ("kubernetes.io/hostname",)
+    assert settings.queue_dir == "/data/queue"
+    assert (settings.queue_max_records, settings.queue_max_bytes) == (5000, 1048576)
+    assert (settings.batch_max_records, settings.batch_max_bytes) == (100, 65536)
+    assert settings.linger_seconds == 0.5
+    assert settings.shutdown_ship_seconds == 20
+    assert settings.reconcile_interval_seconds == 15
+    assert settings.collect_helm_releases is False
+    assert settings.collect_job_logs is False
+    assert settings.leader_election is True
+
+
+def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        "log_level: debug\nignore_resources: [job/*]\nqueue_max_bytes: 1000\n"
+        "leader_election: true\nqueue_dir: /from/file\n",
+    )
+    settings = load_settings(
+        "discovery",
+        env(
+            LOG_LEVEL="error",
+            IGNORE_RESOURCES="cronjob/*, deployment/shop/web-*",
+            QUEUE_MAX_BYTES="2000",
+            LEADER_ELECTION="false",
+            QUEUE_DIR="/from/env",
+        ),
+        config_file=path,
+    )
+    assert settings.log_level == "error"
+    assert settings.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
+    assert settings.queue_max_bytes == 2000
+    assert settings.leader_election is False
+    assert settings.queue_dir == "/from/env"
+
+
+def test_an_empty_list_in_the_file_replaces_the_default(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "ignore_namespaces: []\n")
+    assert load_settings("discovery", env(), config_file=path).ignore_namespaces == ()
+
+
+def test_a_null_value_in_the_file_keeps_the_default(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "ignore_namespaces:\nlog_level: null\n")
+    settings = load_settings("discovery", env(), config_file=path)
+    assert settings.ignore_namespaces == ("kube-system",)
+    assert settings.log_level == "info"
+
+
+def test_the_config_argument_wins_over_config_file(tmp_path: Path) -> None:
+    chosen = write_config(tmp_path, "log_level: warning\n")
+    settings = load_settings(
+        "discovery", env(CONFIG_FILE=str(tmp_path / "absent.yaml")), config_file=chosen
+    )
+    assert settings.log_level == "warning"
+
+
+def test_config_file_from_the_environment_is_read(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "log_level: error\n")
+    assert load_settings("discovery", env(CONFIG_FILE=path)).log_level == "error"
+
+
+def test_an_unknown_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "queue_max_byte: 10\n")
+    message = config_error(config_file=path)
+    assert (
+        message == 'config.yaml: unknown setting "queue_max_byte" (did you mean queue_max_bytes?)'
+    )
+
+
+def test_an_environment_only_setting_in_the_file_says_where_it_belongs(tmp_path: Path) -> None:
+    path = write_config(tmp_path, f"cluster_token: {TOKEN}\n")
+    message = config_error(config_file=path)
+    assert message == (
+        "config.yaml: cluster_token: not read from config.yaml; "
+        "set CLUSTER_TOKEN in the environment"
+    )
+
+
+def test_a_wrong_type_in_the_file_names_the_key_and_the_value(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "queue_max_bytes: lots\n")
+    message = config_error(config_file=path)
+    assert message == 'config.yaml: queue_max_bytes: expected an integer, got "lots"'
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("ignore_namespaces: kube-system: x\n", None),
+        ("ignore_namespaces: {a: 1}\n", "ignore_namespaces"),
+        ("ignore_namespaces: [1]\n", "ignore_namespaces"),
+        ("collect_job_logs: maybe\n", "collect_job_logs"),
+        ("linger_seconds: [1]\n", "linger_seconds"),
+        ("queue_dir: 12\n", "queue_dir"),
+        ("log_level: 3\n", "log_level"),
+        ("queue_max_records: 1.5\n", "queue_max_records"),
+    ],
+)
+def test_bad_values_in_the_file_are_one_line_errors(
+    tmp_path: Path, text: str, key: str | None
+) -> None:
+    message = config_error(config_file=write_config(tmp_path, text))
+    if key is not None:
+        assert message.startswith(f"config.yaml: {key}: ")
+
+
+def test_invalid_yaml_is_reported_with_its_position(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "log_level: [info\n")
+    message = config_error(config_file=path)
+    assert message.startswith(f"--config: {path} is not valid YAML (")
+    assert "line " in message
+
+
+def test_a_top_level_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "- log_level\n")
+    assert config_error(config_file=path) == (
+        f"--config: {path} must hold a mapping of settings, got a list"
+    )
+
+
+def test_a_duplicate_key_is_refused_instead_of_the_last_one_winning(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "log_level: info\nlog_level: debug\n")
+    assert "duplicate key 'log_level'" in config_error(config_file=path)
+
+
+@pytest.mark.parametrize("via_env", [False, True])
+def test_an_explicit_config_file_that_does_not_exist_is_an_error(
+    tmp_path: Path, via_env: bool
+) -> None:
+    path = str(tmp_path / "missing.yaml")
+    if via_env:
+        message = config_error(environ=env(CONFIG_FILE=path))
+        assert message == f"CONFIG_FILE: {path} does not exist"
+    else:
+        assert config_error(config_file=path) == f"--config: {path} does not exist"
+
+
+def test_a_directory_as_config_file_is_an_error(tmp_path: Path) -> None:
+    assert config_error(config_file=str(tmp_path)).startswith("--config: ")
+
+
+# --- values ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("1", True),
+        ("Yes", True),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+    ],
+)
+def test_booleans_accept_the_usual_spellings(text: str, expected: bool) -> None:
+    settings = load_settings("discovery", env(MOONIN_INSECURE_HTTP=text, LEADER_ELECTION=text))
+    assert settings.insecure_http is expected
+    assert settings.leader_election is expected
+
+
+def test_a_bad_boolean_names_the_variable() -> None:
+    message = config_error(environ=env(MOONIN_INSECURE_HTTP="sure"))
+    assert message == 'MOONIN_INSECURE_HTTP: expected true or false, got "sure"'
+
+
+def test_leader_election_auto_leaves_the_decision_to_the_agent() -> None:
+    assert load_settings("discovery", env(LEADER_ELECTION="auto")).leader_election is None
+
+
+@pytest.mark.parametrize(
+    ("text", "level"), [("DEBUG", "debug"), ("Warning", "warning"), ("warn", "warning")]
+)
+def test_log_level_is_case_insensitive(text: str, level: str) -> None:
+    assert load_settings("discovery", env(LOG_LEVEL=text)).log_level == level
+
+
+def test_an_unknown_log_level_is_refused() -> None:
+    message = config_error(environ=env(LOG_LEVEL="verbose"))
+    assert message == 'LOG_LEVEL: expected one of debug, info, warning, error, got "verbose"'
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("QUEUE_MAX_BYTES", "0", "must be at least 1, got 0"),
+        ("QUEUE_MAX_RECORDS", "many", 'expected an integer, got "many"'),
+        ("BATCH_MAX_RECORDS", "-5", "must be at least 1, got -5"),
+        ("RECONCILE_INTERVAL_SECONDS", "0", 'must be greater than 0, got "0"'),
+        ("RECONCILE_INTERVAL_SECONDS", "3601", 'must be at most 3600, got "3601"'),
+        ("LINGER_SECONDS", "nan", 'expected a number of seconds, got "nan"'),
+        ("SHUTDOWN_SHIP_SECONDS", "-1", 'must not be negative, got "-1"'),
+    ],
+)
+def test_numbers_out_of_range_name_the_variable(name: str, value: str, problem: str) -> None:
+    assert config_error(environ=env(**{name: value})) == f"{name}: {problem}"
+
+
+def test_numbers_from_the_environment_are_parsed() -> None:
+    settings = load_settings(
+        "scaling",
+        env(
+            QUEUE_MAX_RECORDS="10",
+            QUEUE_MAX_BYTES="4096",
+            BATCH_MAX_RECORDS="2",
+            BATCH_MAX_BYTES="2048",
+            LINGER_SECONDS="0",
+            SHUTDOWN_SHIP_SECONDS="2.5",
+            RECONCILE_INTERVAL_SECONDS="0.5",
+        ),
+    )
+    assert (settings.queue_max_records, settings.queue_max_bytes) == (10, 4096)
+    assert (settings.batch_max_records, settings.batch_max_bytes) == (2, 2048)
+    assert settings.linger_seconds == 0
+    assert settings.shutdown_ship_seconds == 2.5
+    assert settings.reconcile_interval_seconds == 0.5
+
+
+@pytest.mark.parametrize("addr", ["0.0.0.0:8080", ":9090", "[::]:8080", "localhost:0"])
+def test_health_addr_accepts_host_port(addr: str) -> None:
+    assert load_settings("discovery", env(HEALTH_ADDR=addr)).health_addr == addr
+
+
+@pytest.mark.parametrize("addr", ["8080", "0.0.0.0:70000", "0.0.0.0:http", ":::8080"])
+def test_health_addr_refuses_anything_else(addr: str) -> None:
+    assert config_error(environ=env(HEALTH_ADDR=addr)).startswith("HEALTH_ADDR: ")
+
+
+def test_split_host_port_unwraps_ipv6_brackets() -> None:
+    assert split_host_port("[::1]:8081") == ("::1", 8081)
+    assert split_host_port(":8080") == ("", 8080)
+
+
+def test_pod_identity_comes_from_the_downward_api_variables() -> None:
+    settings = load_settings("discovery", env(POD_NAME="agent-0", POD_NAMESPACE="moonin"))
+    assert (settings.pod_name, settings.pod_namespace) == ("agent-0", "moonin")
+
+
+@pytest.mark.parametrize(
+    "entry", ["job", "Job/*", "job//x", "deployment/shop/web/x", "/x", "job-2/*", "job/a b"]
+)
+def test_a_malformed_ignore_resources_entry_is_named(entry: str) -> None:
+    message = config_error(environ=env(IGNORE_RESOURCES=f"cronjob/*,{entry}"))
+    assert message.startswith("IGNORE_RESOURCES: entry ")
+
+
+def test_ignore_resources_accepts_any_kind_and_namespaced_globs() -> None:
+    settings = load_settings("discovery", env(IGNORE_RESOURCES="*/kube-*,network_policy/*"))
+    assert settings.ignore_resources == ("*/kube-*", "network_policy/*")
+
+
+def test_a_ca_bundle_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    path = str(tmp_path / "ca.pem")
+    assert config_error(environ=env(MOONIN_CA_BUNDLE=path)) == (
+        f"MOONIN_CA_BUNDLE: {path} does not exist"
+    )
+
+
+def test_a_ca_bundle_without_a_certificate_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "ca.pem"
+    path.write_text("not a certificate\n")
+    message = config_error(environ=env(MOONIN_CA_BUNDLE=str(path)))
+    assert message.startswith(f"MOONIN_CA_BUNDLE: {path} holds no usable PEM certificate")
+
+
+def test_a_valid_ca_bundle_is_kept_and_the_file_key_works(tmp_path: Path) -> None:
+    trustme = pytest.importorskip("trustme")
+    path = tmp_path / "ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(path))
+    assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).ca_bundle == str(path)
+    config = write_config(tmp_path, f"ca_bundle: {path}\n")
+    assert load_settings("discovery", env(), config_file=config).ca_bundle == str(path)

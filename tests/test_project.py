@@ -1,0 +1,29 @@
+"""Project hygiene that CI enforces: lint, formatting and the layer contracts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_ruff_finds_nothing_to_fix() -> None:
+    result = _run(sys.executable, "-m", "ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_code_is_formatted() -> None:
+    result = _run(sys.executable, "-m", "ruff", "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_layers_hold_collector_and_scheduler_apart_and_nothing_imports_agent() -> None:
+    lint_imports = Path(sys.executable).with_name("lint-imports")  # installed by the test extra
+    result = _run(str(lint_imports))
+    assert result.returncode == 0, result.stdout + result.stderr

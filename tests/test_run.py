@@ -1,0 +1,175 @@
+"""`moonin-agent run` as a real process: start-up errors, delivery, SIGTERM, no token leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.platform import FakePlatform, Status
+from shipper.outbox import Outbox
+from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
+from tests.conftest import TOKEN
+from tests.test_shipper import wait_until
+
+
+def agent_env(platform: FakePlatform, queue_dir: Path, **extra: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("CLUSTER_", "API_URL", "QUEUE_", "CONFIG_FILE"))
+    }
+    env.update(
+        PROJECT_ID="p-1",
+        CLUSTER_ID="c-1",
+        CLUSTER_TOKEN=TOKEN,
+        API_URL=platform.url,
+        MOONIN_INSECURE_HTTP="true",
+        QUEUE_DIR=str(queue_dir),
+        SHUTDOWN_SHIP_SECONDS="2",
+        LINGER_SECONDS="0.01",
+    )
+    env.update(extra)
+    return env
+
+
+def start_agent(env: dict[str, str], role: str = "discovery") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "run", "--role", role],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def fill(queue_dir: Path, count: int) -> None:
+    with Outbox(queue_dir) as outbox:
+        outbox[DISCOVERY].put(
+            [
+                Record(
+                    id=f"q-{n}",
+                    kind="namespace",
+                    op="upsert",
+                    key=f"ns-{n}",
+                    observed_at=utc_timestamp(),
+                )
+                for n in range(count)
+            ]
+        )
+        outbox[SCALING].put(
+            [ScalingEvent(id="ev-1", type="apply", template_id="t-1", occurred_at=utc_timestamp())]
+        )
+
+
+def log_events(stderr: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "QUEUE_DIR": str(tmp_path), "CLUSTER_TOKEN": "t"}
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "PROJECT_ID" in result.stderr
+
+
+def test_plain_http_is_refused_without_the_switch(platform: FakePlatform, tmp_path: Path) -> None:
+    env = agent_env(platform, tmp_path / "queue")
+    del env["MOONIN_INSECURE_HTTP"]
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "MOONIN_INSECURE_HTTP=true" in result.stderr
+    assert platform.requests == []
+
+
+def test_the_agent_ships_what_was_queued_and_stops_cleanly_on_sigterm(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    queue = tmp_path / "queue"
+    fill(queue, 50)
+    env = agent_env(platform, queue, DISCOVERY_API_URL=platform.url, SCALING_API_URL=platform.url)
+    del env["API_URL"]  # role all reads one URL per API
+    agent = start_agent(env, role="all")
+    try:
+        wait_until(lambda: len(platform.received_records()) == 50 and "ev-1" in platform.events())
+        # A second agent on the same directory is refused, and the first keeps running.
+        second = start_agent(agent_env(platform, queue))
+        assert second.wait(timeout=30) == 1
+        assert "in use by another moonin-agent process" in second.communicate()[1]
+        assert agent.poll() is None
+        agent.send_signal(signal.SIGTERM)
+        _, stderr = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+    assert agent.returncode == 0
+    events = [entry["event"] for entry in log_events(stderr)]
+    assert events[0] == "agent_started" and events[-1] == "agent_stopped"
+    assert TOKEN not in stderr
+
+
+def test_sigterm_ships_for_a_bounded_time_and_keeps_the_rest_on_disk(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    queue = tmp_path / "queue"
+    fill(queue, 20)
+    platform.fail_all("records", Status(503))
+    agent = start_agent(agent_env(platform, queue, SHUTDOWN_SHIP_SECONDS="1"))
+    try:
+        wait_until(lambda: any(r.status == 503 for r in platform.requests))
+        signalled = time.monotonic()
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=30)
+        took = time.monotonic() - signalled
+    finally:
+        agent.kill()
+    assert agent.returncode == 0
+    assert took < 10  # the bound is 1 s of shipping; generous for a loaded machine
+    stats = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "queue", "stats", "--queue-dir", str(queue)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert json.loads(stats.stdout)["discovery"]["records"] == 20
+
+
+@pytest.mark.parametrize("rejection", [Status(401), Status(403), Status(500)])
+def test_the_token_never_reaches_a_log_line_or_a_body(
+    rejection: Status, platform: FakePlatform, tmp_path: Path
+) -> None:
+    secret = "tok-planted-7f3a9c1e"
+    platform.token = secret
+    platform.script("records", rejection, rejection)
+    queue = tmp_path / "queue"
+    fill(queue, 5)
+    agent = start_agent(agent_env(platform, queue, CLUSTER_TOKEN=secret, LOG_LEVEL="debug"))
+    try:
+        wait_until(lambda: len(platform.received_records()) == 5)
+        agent.send_signal(signal.SIGTERM)
+        stdout, stderr = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+    assert any(entry["event"] == "stream_delivering" for entry in log_events(stderr))
+    assert secret not in stdout + stderr
+    for request in platform.requests:
+        assert secret.encode() not in request.body
+        assert request.headers["x-cluster-token"] == secret  # where it belongs, and only there
