@@ -228,7 +228,8 @@ class ApiClient:
             return Misconfigured(
                 f"{method} {url}: the server's TLS certificate could not be verified "
                 f"({failure}); if the API uses a private or corporate certificate authority, "
-                "configure a CA bundle (a PEM file with that authority's certificate)"
+                "configure a CA bundle (MOONIN_CA_BUNDLE: a PEM file with that authority's "
+                "certificate)"
             )
         detail = self._redact(str(error)) or "no detail"
         return RetryLater(f"{method} {url} failed: {type(error).__name__}: {detail}")

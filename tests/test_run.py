@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.platform import FakePlatform, Status
+from sandbox.tls import TLSAuthority
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
 from tests.conftest import TOKEN
@@ -173,3 +174,34 @@ def test_the_token_never_reaches_a_log_line_or_a_body(
     for request in platform.requests:
         assert secret.encode() not in request.body
         assert request.headers["x-cluster-token"] == secret  # where it belongs, and only there
+
+
+def test_https_with_the_configured_ca_bundle_delivers_and_an_unknown_ca_pauses(
+    tmp_path: Path,
+) -> None:
+    authority = TLSAuthority()
+    bundle = authority.write_ca_bundle(tmp_path / "ca.pem")
+    with FakePlatform(token=TOKEN, tls=authority) as secure:
+        env = agent_env(secure, tmp_path / "trusting", MOONIN_CA_BUNDLE=str(bundle))
+        del env["MOONIN_INSECURE_HTTP"]
+        fill(tmp_path / "trusting", 3)
+        agent = start_agent(env)
+        try:
+            wait_until(lambda: len(secure.received_records()) == 3)
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.communicate(timeout=30)
+
+        env = agent_env(secure, tmp_path / "unknown-ca")
+        del env["MOONIN_INSECURE_HTTP"]
+        fill(tmp_path / "unknown-ca", 3)
+        agent = start_agent(env)
+        try:
+            time.sleep(1.5)
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            _, stderr = agent.communicate(timeout=30)
+    paused = [entry for entry in log_events(stderr) if entry["event"] == "stream_paused"]
+    assert len(paused) == 1
+    assert "certificate" in str(paused[0]["error"]) and "CA bundle" in str(paused[0]["error"])
+    assert len(secure.received_records()) == 3  # nothing more arrived from the second agent

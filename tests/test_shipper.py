@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from sandbox.platform import Delay, Drop, FakePlatform, Status
 from shipper.client import ApiClient
@@ -217,3 +218,18 @@ def test_a_stop_drains_for_a_bounded_time_and_leaves_the_rest_on_disk(
         wait_until(lambda: len(delivered_ids(platform)) == 10)
     finally:
         again.close()
+
+
+def test_a_long_outage_is_logged_once_per_state_change(
+    pipeline: Pipeline, platform: FakePlatform
+) -> None:
+    platform.script("records", *[Status(503)] * 6, Status(404), Status(404))
+    with structlog.testing.capture_logs() as logs:
+        pipeline.outbox[DISCOVERY].put([record(1)])
+        wait_until(lambda: len(delivered_ids(platform)) == 1)
+    transitions = [entry["event"] for entry in logs if entry["log_level"] != "debug"]
+    # 503 six times is one state (retrying, with a reason naming 503), 404 is another (paused)
+    assert transitions == ["stream_retrying", "stream_paused", "stream_delivering"]
+    counters = pipeline.shippers[DISCOVERY].reporter.snapshot().counters
+    assert counters["requests_failed"] == 8
+    assert counters["records_shipped"] == 1

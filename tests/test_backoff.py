@@ -1,0 +1,47 @@
+"""Full-jitter backoff: the ceiling doubles to its maximum and Retry-After is a floor."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from shipper.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
+
+
+def test_each_failure_doubles_the_ceiling_until_the_maximum() -> None:
+    random.seed(7)
+    for failures, ceiling in enumerate([1.0, 2.0, 4.0, 8.0, 8.0, 8.0]):
+        delays = []
+        for _ in range(300):
+            backoff = Backoff(initial=1.0, maximum=8.0)
+            for _ in range(failures):
+                backoff.next_delay()
+            delays.append(backoff.next_delay())
+        assert min(delays) >= 0 and max(delays) <= ceiling
+        assert max(delays) > ceiling * 0.9  # full jitter spreads over the whole range
+        assert min(delays) < ceiling * 0.1
+
+
+def test_a_retry_after_is_waited_at_least_but_an_absurd_one_is_capped() -> None:
+    backoff = Backoff(initial=0.01, maximum=0.02)
+    assert backoff.next_delay(at_least=5.0) == 5.0
+    assert backoff.next_delay(at_least=10**9) == RETRY_AFTER_CEILING_SECONDS
+
+
+def test_reset_brings_the_ceiling_back_to_the_start() -> None:
+    backoff = Backoff(initial=1.0, maximum=300.0)
+    after_reset = []
+    for _ in range(50):
+        for _ in range(10):
+            backoff.next_delay()
+        backoff.reset()
+        after_reset.append(backoff.next_delay())
+    assert max(after_reset) <= 1.0
+
+
+def test_nonsense_limits_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Backoff(initial=0, maximum=1)
+    with pytest.raises(ValueError):
+        Backoff(initial=2, maximum=1)
