@@ -6,8 +6,9 @@ reset the running agent's in-flight rows), so these commands are safe beside a l
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +27,6 @@ class InspectError(Exception):
     """The directory or a file in it cannot be read; the CLI prints it and exits 2."""
 
 
-def _stream_file(queue_dir: Path, stream: str) -> Path:
-    return queue_dir / f"{stream}.db"
-
-
 def _check_directory(queue_dir: Path) -> None:
     if not queue_dir.is_dir():
         raise InspectError(f"queue directory {queue_dir} does not exist or is not a directory")
@@ -40,9 +37,9 @@ def _check_directory(queue_dir: Path) -> None:
 
 
 def _open(queue_dir: Path, stream: str) -> sqlite3.Connection | None:
-    path = _stream_file(queue_dir, stream)
+    path = queuefile.stream_path(queue_dir, stream)
     if not path.exists():
-        return None  # this role never used the stream
+        return None
     try:
         return queuefile.open_readonly(path)
     except QueueFileError as exc:
@@ -53,35 +50,39 @@ def _streams(stream: str | None) -> tuple[str, ...]:
     return STREAMS if stream is None else (stream,)
 
 
-def stats(queue_dir: Path, stream: str | None = None) -> dict[str, StreamStats]:
+def _each_stream(
+    queue_dir: Path, stream: str | None, rows: Callable[[sqlite3.Connection], Iterable[T]]
+) -> Iterator[tuple[str, T]]:
+    """(stream, row) for every row `rows` reads, stream by stream, reading lazily."""
     _check_directory(queue_dir)
-    result: dict[str, StreamStats] = {}
     for name in _streams(stream):
         conn = _open(queue_dir, name)
         if conn is None:
-            result[name] = queuefile.summarise([], dead_letters=0, dropped=0, resync_needed=False)
-            continue
+            continue  # this role never used the stream
         with closing(conn):
-            result[name] = _read(conn, queuefile.stream_stats, name)
+            try:
+                for row in rows(conn):
+                    yield name, row
+            except sqlite3.Error as exc:
+                raise InspectError(f"cannot read the {name} queue: {exc}") from exc
+
+
+def stats(queue_dir: Path, stream: str | None = None) -> dict[str, StreamStats]:
+    empty = queuefile.summarise([], dead_letters=0, dropped=0, resync_needed=False)
+    result = dict.fromkeys(_streams(stream), empty)
+    for name, figures in _each_stream(queue_dir, stream, lambda c: [queuefile.stream_stats(c)]):
+        result[name] = figures
     return result
 
 
 def peek(queue_dir: Path, stream: str | None = None, limit: int | None = None) -> Iterator[bytes]:
     """Queued records, oldest first, exactly as they will be sent (JSON)."""
-    _check_directory(queue_dir)
-    shown = 0
-    for name in _streams(stream):
-        conn = _open(queue_dir, name)
-        if conn is None:
-            continue
-        with closing(conn):
-            chunks = _read(conn, lambda c: list(queuefile.scan_chunks(c)), name)
-        for stored in chunks:
-            for entry in stored.chunk.entries if stored.chunk else ():
-                if limit is not None and shown >= limit:
-                    return
-                shown += 1
-                yield entry.body
+    bodies = (
+        entry.body
+        for _, stored in _each_stream(queue_dir, stream, queuefile.scan_chunks)
+        for entry in (stored.chunk.entries if stored.chunk else ())
+    )
+    return itertools.islice(bodies, limit)
 
 
 class DeadLetterLine(msgspec.Struct):
@@ -96,29 +97,19 @@ def dead_letters(
     queue_dir: Path, stream: str | None = None, limit: int | None = None
 ) -> Iterator[bytes]:
     """One JSON line per dead-lettered record, with the status and answer that put it there."""
-    _check_directory(queue_dir)
-    shown = 0
-    for name in _streams(stream):
-        conn = _open(queue_dir, name)
-        if conn is None:
-            continue
-        with closing(conn):
-            letters = _read(conn, queuefile.read_dead_letters, name)
-        for letter in letters:
-            if limit is not None and shown >= limit:
-                return
-            shown += 1
-            yield msgspec.json.encode(
-                DeadLetterLine(
-                    stream=name,
-                    status=letter.status,
-                    response=letter.response,
-                    dead_lettered_at=datetime.fromtimestamp(letter.dead_lettered_at, UTC)
-                    .isoformat(timespec="seconds")
-                    .replace("+00:00", "Z"),
-                    record=msgspec.Raw(_as_json(letter.record)),
-                )
+    letters = _each_stream(queue_dir, stream, queuefile.read_dead_letters)
+    for name, letter in itertools.islice(letters, limit):
+        yield msgspec.json.encode(
+            DeadLetterLine(
+                stream=name,
+                status=letter.status,
+                response=letter.response,
+                dead_lettered_at=datetime.fromtimestamp(letter.dead_lettered_at, UTC)
+                .isoformat(timespec="seconds")
+                .replace("+00:00", "Z"),
+                record=msgspec.Raw(_as_json(letter.record)),
             )
+        )
 
 
 def _as_json(body: bytes) -> bytes:
@@ -127,10 +118,3 @@ def _as_json(body: bytes) -> bytes:
     except msgspec.DecodeError:
         return msgspec.json.encode(body.decode("utf-8", errors="replace"))  # keep it one line
     return body
-
-
-def _read(conn: sqlite3.Connection, reader: Callable[[sqlite3.Connection], T], stream: str) -> T:
-    try:
-        return reader(conn)
-    except sqlite3.Error as exc:
-        raise InspectError(f"cannot read the {stream} queue: {exc}") from exc

@@ -92,7 +92,7 @@ class StreamOutbox:
         self.stream = stream
         self.bounds = bounds
         self.reporter = reporter or HealthReporter(f"outbox.{stream}")
-        self.path = directory / f"{stream}.db"
+        self.path = queuefile.stream_path(directory, stream)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._ready: OrderedDict[int, ChunkInfo] = OrderedDict()

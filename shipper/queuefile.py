@@ -45,6 +45,10 @@ SQLITE_TIMEOUT_SECONDS = 10.0
 _CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
+def stream_path(directory: Path, stream: str) -> Path:
+    return directory / f"{stream}.db"
+
+
 class Entry(msgspec.Struct, array_like=True, frozen=True):
     """One record inside a chunk: its bound class and its JSON, exactly as it is sent."""
 

@@ -69,19 +69,23 @@ def fill(queue_dir: Path, count: int) -> None:
         )
 
 
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
 def log_events(stderr: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
 def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     env = {"PATH": os.environ.get("PATH", ""), "QUEUE_DIR": str(tmp_path), "CLUSTER_TOKEN": "t"}
-    result = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = run_cli("run", "--role", "discovery", env=env)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "PROJECT_ID" in result.stderr
@@ -90,13 +94,7 @@ def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> No
 def test_plain_http_is_refused_without_the_switch(platform: FakePlatform, tmp_path: Path) -> None:
     env = agent_env(platform, tmp_path / "queue")
     del env["MOONIN_INSECURE_HTTP"]
-    result = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = run_cli("run", "--role", "discovery", env=env)
     assert result.returncode == 2
     assert "MOONIN_INSECURE_HTTP=true" in result.stderr
     assert platform.requests == []
@@ -144,12 +142,7 @@ def test_sigterm_ships_for_a_bounded_time_and_keeps_the_rest_on_disk(
         agent.kill()
     assert agent.returncode == 0
     assert took < 10  # the bound is 1 s of shipping; generous for a loaded machine
-    stats = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "queue", "stats", "--queue-dir", str(queue)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    stats = run_cli("queue", "stats", "--queue-dir", str(queue))
     assert json.loads(stats.stdout)["discovery"]["records"] == 20
 
 
