@@ -37,7 +37,7 @@ import persistqueue
 import structlog
 
 from shipper import queuefile
-from shipper.health import HealthReporter
+from shipper.health import Health, HealthReporter
 from shipper.lock import DirectoryLock
 from shipper.queuefile import Chunk, ChunkInfo, Entry, QueueFileError, StreamStats
 from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode
@@ -146,6 +146,7 @@ class StreamOutbox:
                 self._bytes += info.bytes
             self.reporter.count("records_enqueued", len(entries))
             self._enforce_bounds()
+            self._report_fill()
             self._changed.notify_all()
 
     @property
@@ -153,6 +154,12 @@ class StreamOutbox:
         """True while the stream holds as much as its bounds allow (the scheduler then waits)."""
         with self._lock:
             return self._records >= self.bounds.max_records or self._bytes >= self.bounds.max_bytes
+
+    def _report_fill(self) -> None:
+        if self.at_bound:
+            self.reporter.set(Health.degraded(f"the {self.stream} queue is at its bound"))
+        else:
+            self.reporter.set(Health.healthy())
 
     @property
     def resync_needed(self) -> bool:
@@ -215,6 +222,7 @@ class StreamOutbox:
                     self._bytes -= info.bytes
                     self._freed_since_shrink += info.bytes
             self._shrink_if_drained()
+            self._report_fill()
             self._changed.notify_all()
 
     def dead_letter(self, entries: Sequence[Entry], *, status: int | None, response: str) -> None:
@@ -277,13 +285,15 @@ class StreamOutbox:
     def _enforce_bounds(self) -> None:
         if self.stream != DISCOVERY or not self._over_bounds():
             return  # scaling events are never dropped
-        # The mark goes first: a crash after it and before the drop costs a resync, not data.
-        if self._meta.get("resync_needed") != "1":
-            self._write_meta(resync_needed="1")
-            log.warning("outbox_bound_reached", stream=self.stream, records=self._records)
-        dropped = self._drop_oldest(RecordClass.UPSERT, self._over_bounds)
-        self._add_to_meta_counter("dropped_upserts", dropped)
-        self.reporter.count("records_dropped_upserts", dropped)
+        if any(info.upserts for info in self._ready.values()):
+            # The mark goes first: a crash after it and before the drop costs a resync, not
+            # data. Without upserts to drop nothing is lost that a resync would bring back.
+            if self._meta.get("resync_needed") != "1":
+                self._write_meta(resync_needed="1")
+                log.warning("outbox_bound_reached", stream=self.stream, records=self._records)
+            dropped = self._drop_oldest(RecordClass.UPSERT, self._over_bounds)
+            self._add_to_meta_counter("dropped_upserts", dropped)
+            self.reporter.count("records_dropped_upserts", dropped)
         # Past the byte bound with no upserts left: the oldest discovery events go, counted.
         dropped = self._drop_oldest(RecordClass.EVENT, lambda: self._bytes > self.bounds.max_bytes)
         if dropped:

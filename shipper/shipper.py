@@ -112,9 +112,9 @@ class StreamShipper:
         except _Stopped:
             log.info("shipper_stopped_with_batch_unacked", stream=self.stream)
         except Exception:
+            # The thread ends here; the health it leaves behind is what /healthz will act on.
             log.exception("shipper_crashed", stream=self.stream)
             self.reporter.set(Health.degraded("shipper thread crashed"))
-            raise
 
     def _next_batch(self) -> Batch | None:
         """The next batch, or None once stopping and nothing more can be shipped in time."""

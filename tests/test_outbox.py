@@ -155,6 +155,7 @@ def test_deletes_are_never_dropped_even_far_past_the_bound(tmp_path: Path) -> No
         assert on_disk(tmp_path)["queued"] == [f"d/{i}" for i in range(5)]
         assert stream.stats().dropped == 0
         assert stream.at_bound
+        assert not stream.resync_needed  # nothing was dropped that a resync would restore
 
 
 def test_discovery_events_are_dropped_only_past_the_byte_bound(tmp_path: Path) -> None:
@@ -186,6 +187,10 @@ def test_scaling_events_are_never_dropped_and_the_stream_reports_its_bound(
         assert on_disk(tmp_path, SCALING)["queued"] == [f"ev-{i}" for i in range(5)]
         assert stream.at_bound
         assert stream.stats().dropped == 0
+        assert stream.reporter.health.reason == "the scaling queue is at its bound"
+        while (batch := stream.take(max_records=2, max_bytes=10**6)) is not None:
+            stream.ack(batch)
+        assert not stream.at_bound and stream.reporter.health.ok
 
 
 def test_only_chunks_not_taken_are_trimmed(tmp_path: Path) -> None:
