@@ -88,7 +88,7 @@ def encode(record: Outgoing) -> bytes:
 def utc_timestamp(moment: datetime | None = None) -> str:
     """RFC 3339 in UTC with a `Z`, as every timestamp on the wire."""
     moment = moment or datetime.now(UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

@@ -186,7 +186,7 @@ def test_a_records_body_splices_the_records_verbatim_into_valid_json() -> None:
     assert body["cluster_id"] == "c-1"
     assert body["batch_id"] == "01JBATCH"
     assert body["agent_version"] == VERSION
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", body["sent_at"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["sent_at"])
     sent_at = datetime.fromisoformat(body["sent_at"].replace("Z", "+00:00"))
     assert abs(datetime.now(UTC) - sent_at) < timedelta(seconds=5)
     assert body["records"] == [json.loads(one) for one in records]

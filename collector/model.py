@@ -1,0 +1,83 @@
+"""The pieces of every Kubernetes object the collector reads, and how records are made.
+
+Objects are decoded from the API's raw JSON straight into small msgspec Structs that name
+only the fields a record needs (decoding into the kubernetes client's models is ~75x
+slower and holds ~13x the memory). Unknown fields are ignored, missing ones default, so a
+partial object never fails to decode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from shipper.records import Record, new_id, utc_timestamp
+
+
+class OwnerReference(msgspec.Struct, rename="camel", frozen=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    api_version: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    namespace: str | None = None
+    uid: str = ""
+    resource_version: str = ""
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    owner_references: list[OwnerReference] = msgspec.field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """`namespace/name` for namespaced objects, `name` for cluster-scoped ones."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    def controller(self) -> OwnerReference | None:
+        for owner in self.owner_references:
+            if owner.controller:
+                return owner
+        return None
+
+
+def upsert(kind: str, meta: ObjectMeta, data: dict[str, Any], *, key: str | None = None) -> Record:
+    """An upsert record for an object as it is now."""
+    return _record(kind, "upsert", key or meta.key, meta, data)
+
+
+def delete(kind: str, meta: ObjectMeta, *, key: str | None = None) -> Record:
+    """A delete record: the object is gone (its last known identity is kept)."""
+    return _record(kind, "delete", key or meta.key, meta, {})
+
+
+def event(kind: str, key: str, meta: ObjectMeta, data: dict[str, Any]) -> Record:
+    """An event record (pod_error, snapshot): never coalesced away, never replaced."""
+    return _record(kind, "event", key, meta, data)
+
+
+def _record(
+    kind: str,
+    op: Literal["upsert", "delete", "event"],
+    key: str,
+    meta: ObjectMeta,
+    data: dict[str, Any],
+) -> Record:
+    return Record(
+        id=new_id(),
+        kind=kind,
+        op=op,
+        key=key,
+        uid=meta.uid or None,
+        namespace=meta.namespace or None,
+        name=meta.name or None,
+        resource_version=meta.resource_version or None,
+        observed_at=utc_timestamp(),
+        data=data,
+    )
