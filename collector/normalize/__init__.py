@@ -1,0 +1,1 @@
+"""Normalizers: one module per source kind, raw API object -> sanitized wire records."""

@@ -1,0 +1,77 @@
+"""What every normalizer is given and what it must provide.
+
+A normalizer turns one decoded Kubernetes object into the records the contract defines
+for it. It copies only allow-listed fields (see `collector.sanitize`), never the object as
+a whole, and never performs I/O of its own: relationships come from `Lookups` (indexes
+the collector keeps from other kinds) and the few reads it needs (failed Job logs) come
+through `Context.fetch_logs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from shipper.records import Record
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionRef:
+    """A Deployment's ReplicaSet and the revision number it carries."""
+
+    replicaset: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class HpaRef:
+    """The HPA that targets a Deployment, as deployment and revision records mention it."""
+
+    name: str
+    min_replicas: int | None
+    max_replicas: int | None
+
+
+class Lookups(Protocol):
+    """Relationships across kinds, answered from the collector's in-memory indexes."""
+
+    def deployment_of_replicaset(self, namespace: str, replicaset: str) -> str | None: ...
+
+    def current_revision(self, namespace: str, deployment: str) -> RevisionRef | None: ...
+
+    def cronjob_of_job(self, namespace: str, job: str) -> str | None: ...
+
+    def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]: ...
+
+    def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None: ...
+
+
+FetchLogs = Callable[[str, str, str, int], list[str] | None]
+"""(namespace, pod, container, lines) -> the last lines of that container's log, or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    lookups: Lookups
+    fetch_logs: FetchLogs
+    ignore_node_labels: frozenset[str] = frozenset()
+    collect_job_logs: bool = True
+    collect_helm_releases: bool = True
+
+
+class Normalizer(Protocol[T]):
+    """One source kind. `struct` is what a raw list item or watch object decodes into."""
+
+    kind: str
+    struct: type[T]
+
+    def upserts(self, obj: T, ctx: Context) -> list[Record]:
+        """Records for the object as it is now (upserts; pod errors give events)."""
+        ...
+
+    def deletes(self, obj: T, ctx: Context) -> list[Record]:
+        """Records for the object having gone (deletes; nothing for event-only kinds)."""
+        ...
