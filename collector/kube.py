@@ -1,0 +1,224 @@
+"""The collector's Kubernetes API access: raw bytes in, raw bytes out, over httpx.
+
+Informers decode list pages and watch events themselves with msgspec (never the client's
+model classes), so all this layer does is build requests, stream watch lines and turn
+failures into one error tree, translated in exactly one place (`_translate`):
+
+    KubeError                 status None for transport failures (connect, read timeout)
+    ├── Gone                  410: the resourceVersion or continue token expired
+    ├── Forbidden             403: RBAC does not allow it
+    ├── NotFound              404
+    ├── Conflict              409: exists already, or a stale resourceVersion
+    └── TooManyRequests       429 (retry_after from Retry-After)
+
+Error messages carry the API's Status message cut short, never a token.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import msgspec
+
+from collector.kubeconfig import KubeTarget
+from shipper.version import VERSION
+
+_MESSAGE_LIMIT = 300
+
+
+class KubeError(Exception):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class Gone(KubeError):
+    pass
+
+
+class Forbidden(KubeError):
+    pass
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class TooManyRequests(KubeError):
+    pass
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {
+    410: Gone,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    429: TooManyRequests,
+}
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+    reason: str = ""
+    code: int = 0
+
+
+class KubeApi:
+    """One keep-alive connection pool to the API server; thread-safe."""
+
+    def __init__(
+        self, target: KubeTarget, *, timeout: float = 30.0, connect_timeout: float = 10.0
+    ) -> None:
+        self.target = target
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._client = httpx.Client(
+            base_url=target.server,
+            verify=target.verify,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            headers={"User-Agent": f"moonin-agent/{VERSION}", "Accept": "application/json"},
+            # The API server is reached directly; a proxy meant for Moonin must not apply.
+            trust_env=False,
+        )
+        self._open_streams: set[httpx.Response] = set()
+        self._streams_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.abort_streams()
+        self._client.close()
+
+    # -- plain requests ----------------------------------------------------------------
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> bytes:
+        return self._send("GET", path, params=params).content
+
+    def post(self, path: str, body: Any) -> bytes:
+        return self._send("POST", path, json_body=body).content
+
+    def put(self, path: str, body: Any) -> bytes:
+        return self._send("PUT", path, json_body=body).content
+
+    def delete(self, path: str) -> bytes:
+        return self._send("DELETE", path).content
+
+    # -- watch streams -----------------------------------------------------------------
+
+    @contextmanager
+    def stream_lines(
+        self, path: str, params: Mapping[str, str], *, read_timeout: float
+    ) -> Iterator[Iterator[bytes]]:
+        """A watch: yields an iterator of newline-delimited JSON events.
+
+        `read_timeout` bounds the silence between two chunks, so a stalled watch ends with
+        a `KubeError` instead of hanging. `abort_streams()` ends it from another thread.
+        """
+        request = self._client.build_request(
+            "GET",
+            path,
+            params=dict(params),
+            headers=self._auth(),
+            timeout=httpx.Timeout(self._timeout, connect=self._connect_timeout, read=read_timeout),
+        )
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise _translate(exc, "GET", path) from exc
+        with self._streams_lock:
+            self._open_streams.add(response)
+        try:
+            if response.status_code >= 300:
+                response.read()
+                raise _status_error(response, "GET", path)
+            yield _lines(response, path)
+        finally:
+            with self._streams_lock:
+                self._open_streams.discard(response)
+            response.close()
+
+    def abort_streams(self) -> None:
+        """Close every open watch (stop, or leadership lost): their readers raise at once."""
+        with self._streams_lock:
+            streams = list(self._open_streams)
+        for response in streams:
+            response.close()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _auth(self) -> dict[str, str]:
+        token = self.target.token()
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: Any = None,
+    ) -> httpx.Response:
+        headers = self._auth()
+        content = None
+        if json_body is not None:
+            content = msgspec.json.encode(json_body)
+            headers["Content-Type"] = "application/json"
+        try:
+            response = self._client.request(
+                method, path, params=params, content=content, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            raise _translate(exc, method, path) from exc
+        if response.status_code >= 300:
+            raise _status_error(response, method, path)
+        return response
+
+
+def _lines(response: httpx.Response, path: str) -> Iterator[bytes]:
+    try:
+        for line in response.iter_lines():
+            if line:
+                yield line.encode()
+    except (httpx.HTTPError, httpx.StreamError) as exc:
+        raise _translate(exc, "GET", path) from exc
+
+
+def _translate(exc: Exception, method: str, path: str) -> KubeError:
+    """The one place where transport failures become KubeErrors."""
+    if isinstance(exc, httpx.TimeoutException):
+        return KubeError(f"{method} {path}: timed out ({type(exc).__name__})")
+    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[:_MESSAGE_LIMIT]}")
+
+
+def _status_error(response: httpx.Response, method: str, path: str) -> KubeError:
+    try:
+        status = msgspec.json.decode(response.content, type=_Status)
+    except msgspec.DecodeError:
+        status = _Status(message=response.text[:_MESSAGE_LIMIT])
+    retry_after = None
+    header = response.headers.get("Retry-After", "")
+    if header.isdigit():
+        retry_after = float(header)
+    cls = _BY_STATUS.get(response.status_code, KubeError)
+    return cls(
+        f"{method} {path}: {response.status_code} {status.reason or response.reason_phrase}: "
+        f"{status.message[:_MESSAGE_LIMIT]}",
+        status=response.status_code,
+        reason=status.reason,
+        retry_after=retry_after,
+    )

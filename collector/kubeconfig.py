@@ -1,0 +1,215 @@
+"""Where the cluster is and how to authenticate: in-cluster service account or a kubeconfig.
+
+The collector talks to the API server with its own small HTTP layer (`collector.kube`), so
+it needs only the server URL, the TLS trust and a bearer token or client certificate. This
+module reads those from the pod's service account, or from the common kubeconfig shapes
+(token, token file, client certificate, CA file or data, insecure-skip-tls-verify). It does
+not import the kubernetes client for that: the client's import alone costs ~45 MiB, most of
+the agent's budget. Only a kubeconfig whose user authenticates through an `exec` plugin or
+an `auth-provider` (cloud CLIs on a laptop) is handed to `kubernetes.config`, imported then.
+
+How it fails: `KubeConfigError`, one line naming what is missing or wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# Bound service-account tokens rotate (the kubelet rewrites the file); re-read this often.
+TOKEN_FILE_RELOAD_SECONDS = 60.0
+
+
+class KubeConfigError(Exception):
+    """The cluster connection cannot be configured; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeTarget:
+    """Everything needed to reach one API server."""
+
+    server: str
+    verify: ssl.SSLContext | bool
+    token: Callable[[], str | None]
+    in_cluster: bool = False
+    context: str | None = None
+
+
+class TokenFile:
+    """A bearer token kept in a file, re-read at most every TOKEN_FILE_RELOAD_SECONDS."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._read_at = float("-inf")
+
+    def __call__(self) -> str | None:
+        with self._lock:
+            if time.monotonic() - self._read_at >= TOKEN_FILE_RELOAD_SECONDS:
+                # On a read error keep the token we have; the API server says if it expired.
+                with contextlib.suppress(OSError):
+                    self._token = self._path.read_text().strip() or self._token
+                self._read_at = time.monotonic()
+            return self._token
+
+
+def load_target(
+    environ: Mapping[str, str], *, kubeconfig: str | None = None, context: str | None = None
+) -> KubeTarget:
+    """`--kubeconfig`, else the pod's service account, else `KUBECONFIG`, else ~/.kube/config."""
+    if kubeconfig is None and environ.get("KUBERNETES_SERVICE_HOST"):
+        return _in_cluster(environ)
+    paths = [kubeconfig] if kubeconfig else _kubeconfig_paths(environ)
+    for path in paths:
+        if Path(path).is_file():
+            return _from_kubeconfig(Path(path), context)
+    if kubeconfig:
+        raise KubeConfigError(f"--kubeconfig: {kubeconfig} does not exist")
+    raise KubeConfigError(
+        "no cluster to talk to: not running in a pod, and no kubeconfig "
+        "(set KUBECONFIG or pass --kubeconfig)"
+    )
+
+
+def _kubeconfig_paths(environ: Mapping[str, str]) -> list[str]:
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [str(Path(environ.get("HOME", "~")).expanduser() / ".kube" / "config")]
+
+
+def _in_cluster(environ: Mapping[str, str]) -> KubeTarget:
+    host = environ["KUBERNETES_SERVICE_HOST"]
+    port = environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 service address
+    ca = SERVICE_ACCOUNT_DIR / "ca.crt"
+    token = SERVICE_ACCOUNT_DIR / "token"
+    if not token.is_file():
+        raise KubeConfigError(f"in-cluster: service account token {token} is missing")
+    try:
+        verify = ssl.create_default_context(cafile=str(ca))
+    except (OSError, ssl.SSLError) as exc:
+        raise KubeConfigError(f"in-cluster: cannot load the cluster CA {ca}: {exc}") from exc
+    return KubeTarget(
+        server=f"https://{host}:{port}", verify=verify, token=TokenFile(token), in_cluster=True
+    )
+
+
+def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise KubeConfigError(f"kubeconfig {path}: cannot be read: {exc}") from exc
+    name = context_name or document.get("current-context")
+    if not name:
+        raise KubeConfigError(f"kubeconfig {path}: no current-context; pass --context")
+    context = _named(document, "contexts", "context", name, path)
+    cluster = _named(document, "clusters", "cluster", context.get("cluster"), path)
+    user = (
+        _named(document, "users", "user", context.get("user"), path) if context.get("user") else {}
+    )
+    if "exec" in user or "auth-provider" in user:
+        return _through_client_library(path, name)
+    server = cluster.get("server")
+    if not server:
+        raise KubeConfigError(f"kubeconfig {path}: cluster of context {name} has no server")
+    return KubeTarget(
+        server=str(server).rstrip("/"),
+        verify=_tls(cluster, user, path.parent),
+        token=_token(user, path.parent),
+        context=name,
+    )
+
+
+def _named(
+    document: Mapping[str, Any], section: str, field: str, name: object, path: Path
+) -> dict[str, Any]:
+    for entry in document.get(section) or []:
+        if entry.get("name") == name:
+            return entry.get(field) or {}
+    raise KubeConfigError(f"kubeconfig {path}: no {field} named {name!r}")
+
+
+def _resolve(value: str, base: Path) -> str:
+    candidate = Path(value).expanduser()
+    return str(candidate if candidate.is_absolute() else base / candidate)
+
+
+def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl.SSLContext | bool:
+    if not str(cluster.get("server", "")).startswith("https://"):
+        return False  # plain http (a local test server): there is no TLS to configure
+    if cluster.get("insecure-skip-tls-verify"):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        context = ssl.create_default_context(cadata=pem)
+    elif cluster.get("certificate-authority"):
+        context = ssl.create_default_context(
+            cafile=_resolve(cluster["certificate-authority"], base)
+        )
+    else:
+        context = ssl.create_default_context()
+    _client_certificate(context, user, base)
+    return context
+
+
+def _client_certificate(context: ssl.SSLContext, user: Mapping[str, Any], base: Path) -> None:
+    if user.get("client-certificate-data") and user.get("client-key-data"):
+        # ssl loads certificates only from files: write them privately, load, delete.
+        with tempfile.TemporaryDirectory() as scratch:
+            cert, key = Path(scratch) / "cert.pem", Path(scratch) / "key.pem"
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.touch(0o600)
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            context.load_cert_chain(str(cert), str(key))
+    elif user.get("client-certificate") and user.get("client-key"):
+        context.load_cert_chain(
+            _resolve(user["client-certificate"], base), _resolve(user["client-key"], base)
+        )
+
+
+def _token(user: Mapping[str, Any], base: Path) -> Callable[[], str | None]:
+    if user.get("tokenFile"):
+        return TokenFile(Path(_resolve(user["tokenFile"], base)))
+    fixed = user.get("token")
+    return lambda: fixed
+
+
+def _through_client_library(path: Path, context: str) -> KubeTarget:
+    from kubernetes import client, config  # only for exec and auth-provider users
+
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(
+            config_file=str(path), context=context, client_configuration=configuration
+        )
+    except Exception as exc:  # the library raises plain exceptions for every problem
+        raise KubeConfigError(f"kubeconfig {path}: {exc}") from exc
+
+    def token() -> str | None:
+        value = configuration.get_api_key_with_prefix("BearerToken")
+        return value.removeprefix("Bearer ").strip() if value else None
+
+    verify: ssl.SSLContext | bool = False
+    if configuration.host.startswith("https://"):
+        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        if not configuration.verify_ssl:
+            verify.check_hostname = False
+            verify.verify_mode = ssl.CERT_NONE
+        if configuration.cert_file and configuration.key_file:
+            verify.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return KubeTarget(server=configuration.host, verify=verify, token=token, context=context)

@@ -1,0 +1,59 @@
+"""The Kubernetes resources the collector lists and watches, and their URL paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One API resource, watched across all namespaces."""
+
+    plural: str
+    group_version: str  # "v1" for the core group, else "group/version"
+    namespaced: bool = True
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces (or the cluster-scoped collection)."""
+        root = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        return f"{root}/{self.plural}"
+
+    def namespaced_path(self, namespace: str, name: str | None = None) -> str:
+        root = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        path = f"{root}/namespaces/{namespace}/{self.plural}"
+        return f"{path}/{name}" if name else path
+
+    def selectors(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
+        return params
+
+
+NAMESPACES = Resource("namespaces", "v1", namespaced=False)
+NODES = Resource("nodes", "v1", namespaced=False)
+PODS = Resource("pods", "v1")
+SERVICES = Resource("services", "v1")
+# Helm keeps releases in Secrets labelled owner=helm; no other Secret is ever read.
+HELM_RELEASE_SECRETS = Resource(
+    "secrets", "v1", label_selector="owner=helm", field_selector="type=helm.sh/release.v1"
+)
+DEPLOYMENTS = Resource("deployments", "apps/v1")
+REPLICASETS = Resource("replicasets", "apps/v1")
+HPAS = Resource("horizontalpodautoscalers", "autoscaling/v2")
+JOBS = Resource("jobs", "batch/v1")
+CRONJOBS = Resource("cronjobs", "batch/v1")
+INGRESSES = Resource("ingresses", "networking.k8s.io/v1")
+NETWORK_POLICIES = Resource("networkpolicies", "networking.k8s.io/v1")
+ROLES = Resource("roles", "rbac.authorization.k8s.io/v1")
+ROLE_BINDINGS = Resource("rolebindings", "rbac.authorization.k8s.io/v1")
+CLUSTER_ROLES = Resource("clusterroles", "rbac.authorization.k8s.io/v1", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "clusterrolebindings", "rbac.authorization.k8s.io/v1", namespaced=False
+)
+LEASES = Resource("leases", "coordination.k8s.io/v1")

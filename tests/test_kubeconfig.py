@@ -1,0 +1,120 @@
+"""Finding the cluster: service account in a pod, or the common kubeconfig shapes."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from pathlib import Path
+
+import pytest
+import trustme
+import yaml
+
+from collector import kubeconfig
+from collector.kubeconfig import KubeConfigError, load_target
+
+
+def write_kubeconfig(path: Path, cluster: dict, user: dict, *, context: str = "dev") -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": context,
+                "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": user}],
+            }
+        )
+    )
+    return path
+
+
+def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    (tmp_path / "token").write_text("first\n")
+    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", tmp_path)
+    monkeypatch.setattr(kubeconfig, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
+    target = load_target({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+    assert target.server == "https://10.0.0.1:443"
+    assert target.in_cluster and isinstance(target.verify, ssl.SSLContext)
+    assert target.token() == "first"
+    (tmp_path / "token").write_text("second\n")
+    assert target.token() == "second"
+
+
+def test_an_ipv6_service_address_is_bracketed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    (tmp_path / "token").write_text("t")
+    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", tmp_path)
+    target = load_target({"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "6443"})
+    assert target.server == "https://[fd00::1]:6443"
+
+
+def test_an_explicit_kubeconfig_wins_over_the_service_account(tmp_path: Path) -> None:
+    path = write_kubeconfig(
+        tmp_path / "config", {"server": "http://127.0.0.1:1/"}, {"token": "static"}
+    )
+    target = load_target({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, kubeconfig=str(path))
+    assert (target.server, target.verify, target.token(), target.in_cluster) == (
+        "http://127.0.0.1:1",
+        False,
+        "static",
+        False,
+    )
+
+
+def test_kubeconfig_with_ca_data_and_client_certificate_data(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    client = ca.issue_cert("admin")
+    cluster = {
+        "server": "https://127.0.0.1:6443",
+        "certificate-authority-data": base64.b64encode(ca.cert_pem.bytes()).decode(),
+    }
+    user = {
+        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
+        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
+    }
+    path = write_kubeconfig(tmp_path / "config", cluster, user)
+    target = load_target({"KUBECONFIG": str(path)})
+    assert isinstance(target.verify, ssl.SSLContext)
+    assert target.verify.verify_mode == ssl.CERT_REQUIRED
+    assert target.token() is None
+    assert list(tmp_path.iterdir()) == [path]  # no key material left behind
+
+
+def test_kubeconfig_paths_are_relative_to_the_file_and_token_files_are_read(
+    tmp_path: Path,
+) -> None:
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    (tmp_path / "token").write_text("from-file\n")
+    cluster = {"server": "https://k8s.example:6443", "certificate-authority": "ca.pem"}
+    path = write_kubeconfig(tmp_path / "config", cluster, {"tokenFile": "token"})
+    target = load_target({}, kubeconfig=str(path))
+    assert target.token() == "from-file"
+
+
+def test_insecure_skip_tls_verify_turns_verification_off(tmp_path: Path) -> None:
+    cluster = {"server": "https://k8s.example:6443", "insecure-skip-tls-verify": True}
+    target = load_target({}, kubeconfig=str(write_kubeconfig(tmp_path / "c", cluster, {})))
+    assert isinstance(target.verify, ssl.SSLContext)
+    assert target.verify.verify_mode == ssl.CERT_NONE
+
+
+def test_a_named_context_is_used_and_an_unknown_one_is_a_clear_error(tmp_path: Path) -> None:
+    path = write_kubeconfig(tmp_path / "c", {"server": "http://127.0.0.1:1"}, {}, context="prod")
+    assert load_target({}, kubeconfig=str(path), context="prod").context == "prod"
+    with pytest.raises(KubeConfigError, match="no context named 'staging'"):
+        load_target({}, kubeconfig=str(path), context="staging")
+
+
+def test_no_cluster_at_all_says_what_to_set(tmp_path: Path) -> None:
+    with pytest.raises(KubeConfigError, match="KUBECONFIG"):
+        load_target({"HOME": str(tmp_path)})
+    with pytest.raises(KubeConfigError, match="does not exist"):
+        load_target({}, kubeconfig=str(tmp_path / "missing"))
