@@ -1,0 +1,128 @@
+"""Coalescing: only records that say something new reach the outbox, once per flush window.
+
+Normalizers produce a record for every change the API reports, most of them noise for the
+platform (a status heartbeat, a resourceVersion bump). The coalescer keeps, per (kind, key),
+a fingerprint of the last record it enqueued (op, uid and the normalized data) and drops a
+record whose fingerprint is unchanged. Within one flush window (about a second) a burst of
+changes to one object collapses into its last state. Event records (pod errors, snapshots)
+are never coalesced away.
+
+Every window the buffered records are committed to the outbox in one `put`, so a record is
+durable within about a second of being observed. Fingerprints move only after the commit,
+so a failed put is retried with the next window rather than forgotten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+import msgspec
+import structlog
+
+from shipper.health import Health, HealthReporter
+from shipper.outbox import StreamOutbox
+from shipper.records import Record
+
+log = structlog.get_logger("collector.coalesce")
+
+Slot = tuple[str, str]  # (record kind, record key)
+
+
+def fingerprint(record: Record) -> bytes:
+    """What makes two records of one object equal for the platform (not ids or times)."""
+    encoded = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
+    return hashlib.blake2b(encoded, digest_size=16).digest()
+
+
+class Coalescer:
+    """Thread-safe: every informer thread offers; one flusher thread commits."""
+
+    def __init__(
+        self,
+        outbox: StreamOutbox,
+        *,
+        flush_seconds: float = 1.0,
+        on_resync_needed: Callable[[], None] | None = None,
+    ) -> None:
+        self.outbox = outbox
+        self.flush_seconds = flush_seconds
+        self.reporter = HealthReporter("collector.coalesce")
+        self._on_resync_needed = on_resync_needed
+        self._lock = threading.Lock()
+        self._pending: dict[Slot | tuple[str, int], Record] = {}
+        self._event_seq = 0
+        self._sent: dict[Slot, bytes] = {}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="coalesce-flush", daemon=True)
+
+    # -- producers ---------------------------------------------------------------------
+
+    def offer(self, record: Record) -> None:
+        with self._lock:
+            if record.op == "event":
+                self._event_seq += 1
+                self._pending[("event", self._event_seq)] = record
+            else:
+                self._pending[(record.kind, record.key)] = record
+
+    def forget_all(self) -> None:
+        """Forget what was sent, so the next state of every object is enqueued (resync)."""
+        with self._lock:
+            self._sent.clear()
+
+    def sent(self, kind: str, key: str) -> bool:
+        with self._lock:
+            return (kind, key) in self._sent
+
+    # -- the flusher -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the flusher and commit what is still buffered."""
+        self._stopped.set()
+        self._thread.join(self.flush_seconds * 4)
+        self.flush()
+
+    def flush(self) -> int:
+        """Commit the buffered records worth sending; returns how many were enqueued."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            worth: dict[Slot | tuple[str, int], tuple[Record, bytes]] = {}
+            for slot, record in pending.items():
+                mark = fingerprint(record)
+                if record.op != "event" and self._sent.get((record.kind, record.key)) == mark:
+                    continue
+                worth[slot] = (record, mark)
+        self.reporter.count("records_coalesced", len(pending) - len(worth))
+        if not worth:
+            return 0
+        try:
+            self.outbox.put(record for record, _ in worth.values())
+        except Exception as exc:
+            with self._lock:  # keep them for the next window; a newer state of a slot wins
+                retry = {slot: record for slot, (record, _) in worth.items()}
+                retry.update(self._pending)
+                self._pending = retry
+            if self.reporter.set(Health.degraded(f"cannot write to the outbox: {exc}")):
+                log.error("outbox_write_failed", error=str(exc))
+            return 0
+        with self._lock:
+            for record, mark in worth.values():
+                if record.op == "upsert":
+                    self._sent[(record.kind, record.key)] = mark
+                elif record.op == "delete":
+                    self._sent.pop((record.kind, record.key), None)
+        self.reporter.count("records_enqueued", len(worth))
+        if self.reporter.set(Health.healthy()):
+            log.info("outbox_writable")
+        return len(worth)
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self.flush_seconds):
+            self.flush()
+            if self._on_resync_needed is not None and self.outbox.resync_needed:
+                self._on_resync_needed()

@@ -1,0 +1,362 @@
+"""The allowlist: what of an object's metadata and pod template may leave the cluster.
+
+Two layers keep secrets in. First, the decode shapes below name only the fields a record
+may carry: a container has no `args` or `command`, an env var no `value`, a probe no
+handler contents, so those bytes are skipped by the decoder and never exist in memory as
+Python objects. Second, the helpers copy from those shapes into plain dicts, dropping the
+annotations that hold whole manifests (`last-applied-configuration`), redacting
+annotations whose key names a secret, and truncating values past 2 KiB.
+
+Everything here is pure and total: any input that decodes gives a result, and the same
+input gives the same output (maps sorted by key), so records fingerprint stably.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from collector.model import ObjectMeta
+
+MAX_ANNOTATION_BYTES = 2048
+REDACTED = "[REDACTED]"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+
+# Whole manifests, env values included; there is nothing safe to keep from them.
+_DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
+# `kubectl ... --record` stores the whole command line, `kubectl set env A=B` included.
+_SET_ENV = re.compile(r"\bset\s+env\b")
+_ASSIGNMENT = re.compile(r"(?<!\S)([A-Za-z_][A-Za-z0-9_.\-]*)=(\S*)")
+
+DOCKER_HUB = "docker.io"
+_LEGACY_DOCKER_HUBS = frozenset({"index.docker.io", "registry-1.docker.io"})
+
+
+# -- decode shapes ----------------------------------------------------------------------
+
+
+class KeyRef(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    key: str = ""
+
+
+class FieldRef(msgspec.Struct, rename="camel", frozen=True):
+    field_path: str = ""
+
+
+class ResourceFieldRef(msgspec.Struct, rename="camel", frozen=True):
+    resource: str = ""
+    container_name: str | None = None
+
+
+class EnvVarSource(msgspec.Struct, rename="camel", frozen=True):
+    secret_key_ref: KeyRef | None = None
+    config_map_key_ref: KeyRef | None = None
+    field_ref: FieldRef | None = None
+    resource_field_ref: ResourceFieldRef | None = None
+
+
+class EnvVar(msgspec.Struct, rename="camel", frozen=True):
+    """An env var without its `value`: the field is not declared, so it is never read."""
+
+    name: str = ""
+    value_from: EnvVarSource | None = None
+
+
+class NameRef(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class EnvFromSource(msgspec.Struct, rename="camel", frozen=True):
+    prefix: str | None = None
+    config_map_ref: NameRef | None = None
+    secret_ref: NameRef | None = None
+
+
+class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
+    name: str | None = None
+    container_port: int | None = None
+    protocol: str = "TCP"
+
+
+Quantity = str | int | float
+
+
+class ResourceRequirements(msgspec.Struct, frozen=True):
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class VolumeMount(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    mount_path: str = ""
+    read_only: bool | None = None
+
+
+class _Present(msgspec.Struct, frozen=True):
+    """Decodes any JSON object and keeps none of it: the probe handler's contents stay out."""
+
+
+class Probe(msgspec.Struct, rename="camel", frozen=True):
+    http_get: _Present | None = None
+    tcp_socket: _Present | None = None
+    grpc: _Present | None = None
+    exec: _Present | None = None
+
+
+class Container(msgspec.Struct, rename="camel", frozen=True):
+    """A container without `args`, `command` or env values."""
+
+    name: str = ""
+    image: str | None = None
+    ports: list[ContainerPort] | None = None
+    resources: ResourceRequirements | None = None
+    env: list[EnvVar] | None = None
+    env_from: list[EnvFromSource] | None = None
+    volume_mounts: list[VolumeMount] | None = None
+    liveness_probe: Probe | None = None
+    readiness_probe: Probe | None = None
+    startup_probe: Probe | None = None
+
+
+class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+    containers: list[Container] | None = None
+    init_containers: list[Container] | None = None
+
+
+class PodTemplate(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+
+
+class LabelSelectorRequirement(msgspec.Struct, frozen=True):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class LabelSelector(msgspec.Struct, rename="camel", frozen=True):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class Condition(msgspec.Struct, rename="camel", frozen=True):
+    """A status condition without its heartbeat-like times (lastUpdate/Heartbeat/Probe)."""
+
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+
+
+# -- metadata ---------------------------------------------------------------------------
+
+
+def annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
+    """Annotations safe to ship: manifests dropped, secret-named values redacted, long cut."""
+    source = meta_annotations or {}
+    return {
+        key: annotation_value(key, source[key])
+        for key in sorted(source)
+        if key not in _DROPPED_ANNOTATIONS
+    }
+
+
+def annotation_value(key: str, value: str) -> str:
+    """One annotation's value as it may be shipped (see `annotations`)."""
+    if _SECRET_KEY.search(key):
+        return REDACTED
+    if key == CHANGE_CAUSE:
+        value = change_cause(value)
+    return truncate(value)
+
+
+def change_cause(value: str) -> str:
+    """A change cause without env values (`kubectl set env ... --record` records them)."""
+    if _SET_ENV.search(value):
+        return _ASSIGNMENT.sub(lambda match: f"{match.group(1)}={REDACTED}", value)
+    # Any other command: redact only assignments whose name says secret.
+    return _ASSIGNMENT.sub(
+        lambda match: (
+            f"{match.group(1)}={REDACTED}" if _SECRET_KEY.search(match.group(1)) else match.group(0)
+        ),
+        value,
+    )
+
+
+def truncate(value: str, limit: int = MAX_ANNOTATION_BYTES) -> str:
+    """At most `limit` bytes of UTF-8, cut on a character boundary, then a marker.
+
+    The marker says how many bytes of the original value were left out:
+    `<first bytes>…[truncated N bytes]`.
+    """
+    encoded = value.encode()
+    if len(encoded) <= limit:
+        return value
+    # A cut inside a multi-byte character leaves a partial sequence at the end; drop it.
+    head = encoded[:limit].decode(errors="ignore")
+    return f"{head}…[truncated {len(encoded) - len(head.encode())} bytes]"
+
+
+def labels(meta_labels: Mapping[str, str] | None) -> dict[str, str]:
+    """Labels, sorted. Label values are at most 63 characters and never redacted."""
+    return dict(sorted((meta_labels or {}).items()))
+
+
+def selector(sel: LabelSelector | None) -> dict[str, Any] | None:
+    """A label selector; None when absent (an empty selector, `{}`, selects everything)."""
+    if sel is None:
+        return None
+    return {
+        "match_labels": labels(sel.match_labels),
+        "match_expressions": [
+            {"key": req.key, "operator": req.operator, "values": sorted(req.values or [])}
+            for req in sel.match_expressions or []
+        ],
+    }
+
+
+def conditions(items: Iterable[Condition] | None, *, message: bool = True) -> list[dict]:
+    """Conditions sorted by type, with their last transition (never a heartbeat time)."""
+    summary = []
+    for cond in sorted(items or [], key=lambda c: c.type):
+        entry: dict[str, Any] = {"type": cond.type, "status": cond.status, "reason": cond.reason}
+        if message:
+            entry["message"] = truncate(cond.message) if cond.message else None
+        entry["last_transition_time"] = cond.last_transition_time
+        summary.append(entry)
+    return summary
+
+
+# -- containers -------------------------------------------------------------------------
+
+
+def containers(pod_spec_containers: Iterable[Container] | None) -> list[dict[str, Any]]:
+    """Containers as shipped, in pod spec order (the order is the spec's, and meaningful)."""
+    return [_container(c) for c in pod_spec_containers or []]
+
+
+def images(spec: PodSpec) -> list[dict[str, Any]]:
+    """One entry per container and init container: the reference as written and parsed."""
+    entries = []
+    for init, group in ((False, spec.containers), (True, spec.init_containers)):
+        for c in group or []:
+            entries.append({"container": c.name, "init": init, "image": c.image, **image_ref(c.image)})
+    return entries
+
+
+def _container(c: Container) -> dict[str, Any]:
+    resources = c.resources or ResourceRequirements()
+    return {
+        "name": c.name,
+        "image": c.image,
+        "image_ref": image_ref(c.image),
+        "ports": [
+            {"name": p.name, "container_port": p.container_port, "protocol": p.protocol}
+            for p in c.ports or []
+        ],
+        "resources": {
+            "requests": _quantities(resources.requests),
+            "limits": _quantities(resources.limits),
+        },
+        "env": [_env(var) for var in c.env or []],
+        "env_from": [_env_from(src) for src in c.env_from or []],
+        "volume_mounts": [
+            {"name": m.name, "mount_path": m.mount_path, "read_only": bool(m.read_only)}
+            for m in c.volume_mounts or []
+        ],
+        "probes": {
+            "liveness": _probe_type(c.liveness_probe),
+            "readiness": _probe_type(c.readiness_probe),
+            "startup": _probe_type(c.startup_probe),
+        },
+    }
+
+
+def _quantities(values: Mapping[str, Quantity] | None) -> dict[str, str]:
+    return {name: str(values[name]) for name in sorted(values or {})}
+
+
+def _env(var: EnvVar) -> dict[str, Any]:
+    """The name, and where a `valueFrom` points (an identity); a literal value is `from: None`."""
+    source = var.value_from
+    if source is None:
+        return {"name": var.name, "from": None}
+    if source.secret_key_ref is not None:
+        ref = source.secret_key_ref
+        return {"name": var.name, "from": "secretKeyRef", "secret": ref.name, "key": ref.key}
+    if source.config_map_key_ref is not None:
+        ref = source.config_map_key_ref
+        return {"name": var.name, "from": "configMapKeyRef", "config_map": ref.name, "key": ref.key}
+    if source.field_ref is not None:
+        return {"name": var.name, "from": "fieldRef", "field_path": source.field_ref.field_path}
+    if source.resource_field_ref is not None:
+        ref = source.resource_field_ref
+        return {
+            "name": var.name,
+            "from": "resourceFieldRef",
+            "resource": ref.resource,
+            "container": ref.container_name,
+        }
+    return {"name": var.name, "from": "unknown"}
+
+
+def _env_from(src: EnvFromSource) -> dict[str, Any]:
+    if src.secret_ref is not None:
+        return {"from": "secretRef", "name": src.secret_ref.name, "prefix": src.prefix}
+    if src.config_map_ref is not None:
+        return {"from": "configMapRef", "name": src.config_map_ref.name, "prefix": src.prefix}
+    return {"from": "unknown", "name": None, "prefix": src.prefix}
+
+
+def _probe_type(probe: Probe | None) -> str | None:
+    if probe is None:
+        return None
+    for name, handler in (
+        ("httpGet", probe.http_get),
+        ("tcpSocket", probe.tcp_socket),
+        ("grpc", probe.grpc),
+        ("exec", probe.exec),
+    ):
+        if handler is not None:
+            return name
+    return "unknown"
+
+
+# -- image references -------------------------------------------------------------------
+
+
+def image_ref(image: str | None) -> dict[str, str | None]:
+    """Parse a container image reference the way the container runtime resolves it.
+
+    `nginx` -> docker.io / library/nginx / latest; `ghcr.io/o/app:1.2@sha256:...` keeps
+    both tag and digest; `localhost:5000/app` has a registry with a port and the default
+    tag. The first path component names a registry only when it has a `.` or a `:`, is
+    `localhost`, or has upper-case letters (which repository paths cannot). Nothing is
+    validated: a malformed reference is split as well as it can be, never rejected.
+    """
+    if not image:
+        return {"registry": None, "repository": None, "tag": None, "digest": None}
+    name, _, digest = image.partition("@")
+    tag = None
+    last_slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > last_slash:
+        name, tag = name[:colon], name[colon + 1 :]
+    first, sep, rest = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        registry, repository = first, rest
+    else:
+        registry, repository = DOCKER_HUB, name
+    if registry in _LEGACY_DOCKER_HUBS:
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and "/" not in repository:
+        repository = f"library/{repository}"
+    if tag is None and not digest:
+        tag = "latest"
+    return {"registry": registry, "repository": repository, "tag": tag, "digest": digest or None}

@@ -1,0 +1,149 @@
+"""Coalescing: unchanged content is not enqueued again, bursts collapse, events always pass."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from collector import model
+from collector.coalesce import Coalescer
+from collector.model import ObjectMeta
+from shipper.outbox import Bounds, Outbox, StreamOutbox
+from shipper.records import DISCOVERY
+
+
+@pytest.fixture
+def stream(tmp_path: Path) -> Iterator[StreamOutbox]:
+    with Outbox(tmp_path, streams=(DISCOVERY,)) as outbox:
+        yield outbox[DISCOVERY]
+
+
+def queued(stream: StreamOutbox) -> list[tuple[str, str, dict]]:
+    batch = stream.take(max_records=10_000, max_bytes=10**8)
+    if batch is None:
+        return []
+    stream.ack(batch)
+    return [
+        (body["op"], body["key"], body["data"])
+        for body in (msgspec.json.decode(raw) for raw in batch.bodies)
+    ]
+
+
+def meta(name: str, rv: str = "1", uid: str = "u-1") -> ObjectMeta:
+    return ObjectMeta(name=name, namespace="shop", uid=uid, resource_version=rv)
+
+
+def test_unchanged_content_is_not_enqueued_again_even_with_a_new_resource_version(
+    stream: StreamOutbox,
+) -> None:
+    coalescer = Coalescer(stream)
+    coalescer.offer(model.upsert("deployment", meta("web", "1"), {"replicas": 2}))
+    assert coalescer.flush() == 1
+    coalescer.offer(model.upsert("deployment", meta("web", "2"), {"replicas": 2}))
+    assert coalescer.flush() == 0
+    coalescer.offer(model.upsert("deployment", meta("web", "3"), {"replicas": 3}))
+    assert coalescer.flush() == 1
+    assert [data for _, _, data in queued(stream)] == [{"replicas": 2}, {"replicas": 3}]
+
+
+def test_a_burst_within_one_window_gives_one_record_with_the_last_state(
+    stream: StreamOutbox,
+) -> None:
+    coalescer = Coalescer(stream)
+    for replicas in range(1, 6):
+        coalescer.offer(model.upsert("deployment", meta("web"), {"replicas": replicas}))
+    coalescer.offer(model.upsert("deployment", meta("api"), {"replicas": 1}))
+    assert coalescer.flush() == 2
+    assert queued(stream) == [
+        ("upsert", "shop/web", {"replicas": 5}),
+        ("upsert", "shop/api", {"replicas": 1}),
+    ]
+
+
+def test_events_are_never_coalesced_away(stream: StreamOutbox) -> None:
+    coalescer = Coalescer(stream)
+    signal = {"reason": "CrashLoopBackOff"}
+    for _ in range(3):
+        coalescer.offer(model.event("pod_error", "shop/web-1/app/x/1", meta("web-1"), signal))
+    assert coalescer.flush() == 3
+
+
+def test_a_delete_is_sent_and_a_recreation_with_the_same_content_is_sent_again(
+    stream: StreamOutbox,
+) -> None:
+    coalescer = Coalescer(stream)
+    coalescer.offer(model.upsert("service", meta("web"), {"type": "ClusterIP"}))
+    coalescer.flush()
+    coalescer.offer(model.delete("service", meta("web")))
+    coalescer.flush()
+    coalescer.offer(model.upsert("service", meta("web"), {"type": "ClusterIP"}))
+    coalescer.flush()
+    assert [op for op, _, _ in queued(stream)] == ["upsert", "delete", "upsert"]
+
+
+def test_a_new_uid_is_news_even_when_the_data_is_the_same(stream: StreamOutbox) -> None:
+    coalescer = Coalescer(stream)
+    coalescer.offer(model.upsert("namespace", meta("shop", uid="u-1"), {}))
+    coalescer.flush()
+    coalescer.offer(model.upsert("namespace", meta("shop", uid="u-2"), {}))
+    assert coalescer.flush() == 1
+
+
+def test_forgetting_everything_makes_the_next_state_go_out_again(stream: StreamOutbox) -> None:
+    coalescer = Coalescer(stream)
+    record = model.upsert("deployment", meta("web"), {"replicas": 2})
+    coalescer.offer(record)
+    coalescer.flush()
+    coalescer.forget_all()
+    coalescer.offer(model.upsert("deployment", meta("web", "9"), {"replicas": 2}))
+    assert coalescer.flush() == 1
+
+
+def test_a_failed_write_keeps_the_records_for_the_next_window(
+    stream: StreamOutbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coalescer = Coalescer(stream)
+    coalescer.offer(model.upsert("deployment", meta("web"), {"replicas": 1}))
+    coalescer.offer(model.event("pod_error", "k1", meta("web-1"), {"reason": "OOMKilled"}))
+
+    def disk_full(records: object) -> None:
+        raise OSError("database or disk is full")
+
+    monkeypatch.setattr(stream, "put", disk_full)
+    assert coalescer.flush() == 0
+    assert not coalescer.reporter.health.ok
+    coalescer.offer(model.upsert("deployment", meta("web"), {"replicas": 2}))  # newer wins
+    monkeypatch.undo()
+    assert coalescer.flush() == 2
+    assert coalescer.reporter.health.ok
+    assert [(op, data) for op, _, data in queued(stream)] == [
+        ("upsert", {"replicas": 2}),
+        ("event", {"reason": "OOMKilled"}),
+    ]
+
+
+def test_stop_commits_what_the_window_still_holds(stream: StreamOutbox) -> None:
+    coalescer = Coalescer(stream, flush_seconds=60)
+    coalescer.start()
+    coalescer.offer(model.upsert("namespace", meta("shop"), {}))
+    coalescer.stop()
+    assert len(queued(stream)) == 1
+
+
+def test_the_flusher_asks_for_a_resync_while_the_outbox_marks_one(tmp_path: Path) -> None:
+    asked = threading.Event()
+    with Outbox(tmp_path, streams=(DISCOVERY,), bounds=Bounds(max_records=1)) as outbox:
+        stream = outbox[DISCOVERY]
+        coalescer = Coalescer(stream, flush_seconds=0.01, on_resync_needed=asked.set)
+        coalescer.start()
+        try:
+            coalescer.offer(model.upsert("namespace", meta("a"), {}))
+            coalescer.offer(model.upsert("namespace", meta("b"), {}))  # past the bound
+            assert asked.wait(5)
+            assert stream.resync_needed
+        finally:
+            coalescer.stop()
