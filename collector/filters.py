@@ -102,9 +102,7 @@ def without_keys(labels: Mapping[str, str], ignored: Iterable[str]) -> dict[str,
 def canonical_kind(kind: str) -> str:
     """The record kind a user-written kind stands for; ValueError when there is none."""
     if kind not in ACCEPTED_KINDS:
-        raise ValueError(
-            f"unknown kind {kind!r}; use one of {', '.join(sorted(ACCEPTED_KINDS))}"
-        )
+        raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(sorted(ACCEPTED_KINDS))}")
     return KIND_ALIASES.get(kind, kind)
 
 

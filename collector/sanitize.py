@@ -5,7 +5,11 @@ may carry: a container has no `args` or `command`, an env var no `value`, a prob
 handler contents, so those bytes are skipped by the decoder and never exist in memory as
 Python objects. Second, the helpers copy from those shapes into plain dicts, dropping the
 annotations that hold whole manifests (`last-applied-configuration`), redacting
-annotations whose key names a secret, and truncating values past 2 KiB.
+annotations whose key names a secret, truncating values past 2 KiB, and redacting the
+env values a recorded `kubectl set env` leaves in `kubernetes.io/change-cause`.
+
+The label selector and condition shapes live here too: several kinds share them, and the
+condition shape is where heartbeat-like times (which would defeat coalescing) are left out.
 
 Everything here is pure and total: any input that decodes gives a result, and the same
 input gives the same output (maps sorted by key), so records fingerprint stably.
@@ -97,15 +101,15 @@ class VolumeMount(msgspec.Struct, rename="camel", frozen=True):
     read_only: bool | None = None
 
 
-class _Present(msgspec.Struct, frozen=True):
+class Present(msgspec.Struct, frozen=True):
     """Decodes any JSON object and keeps none of it: the probe handler's contents stay out."""
 
 
 class Probe(msgspec.Struct, rename="camel", frozen=True):
-    http_get: _Present | None = None
-    tcp_socket: _Present | None = None
-    grpc: _Present | None = None
-    exec: _Present | None = None
+    http_get: Present | None = None
+    tcp_socket: Present | None = None
+    grpc: Present | None = None
+    exec: Present | None = None
 
 
 class Container(msgspec.Struct, rename="camel", frozen=True):
@@ -246,7 +250,9 @@ def images(spec: PodSpec) -> list[dict[str, Any]]:
     entries = []
     for init, group in ((False, spec.containers), (True, spec.init_containers)):
         for c in group or []:
-            entries.append({"container": c.name, "init": init, "image": c.image, **image_ref(c.image)})
+            entries.append(
+                {"container": c.name, "init": init, "image": c.image, **image_ref(c.image)}
+            )
     return entries
 
 

@@ -1,0 +1,83 @@
+"""CronJobs -> `cronjob` records (key `namespace/name`).
+
+Schedule, time zone, concurrency policy, suspend flag, last schedule and last success
+times, how many Jobs are active, and the job template's containers as the sanitizer
+allows them. Executions are the Job normalizer's records; the platform derives the
+latest execution status and counts from them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from collector import sanitize
+from collector.model import ObjectMeta, delete, upsert
+from collector.normalize.base import Context
+from collector.sanitize import PodTemplate, Present
+from shipper.records import Record
+
+
+class JobSpec(msgspec.Struct, frozen=True):
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class JobTemplate(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+
+
+class CronJobSpec(msgspec.Struct, rename="camel", frozen=True):
+    schedule: str = ""
+    time_zone: str | None = None
+    concurrency_policy: str = "Allow"
+    suspend: bool | None = None
+    job_template: JobTemplate = msgspec.field(default_factory=JobTemplate)
+
+
+class CronJobStatus(msgspec.Struct, rename="camel", frozen=True):
+    active: list[Present] | None = None  # only counted
+    last_schedule_time: str | None = None
+    last_successful_time: str | None = None
+
+
+class CronJob(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CronJobSpec = msgspec.field(default_factory=CronJobSpec)
+    status: CronJobStatus = msgspec.field(default_factory=CronJobStatus)
+
+
+def cronjob_data(obj: CronJob) -> dict[str, Any]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status
+    pod = spec.job_template.spec.template.spec
+    return {
+        "schedule": spec.schedule,
+        "time_zone": spec.time_zone,
+        "concurrency_policy": spec.concurrency_policy,
+        "suspend": bool(spec.suspend),
+        "last_schedule_time": status.last_schedule_time,
+        "last_successful_time": status.last_successful_time,
+        "active_jobs": len(status.active or []),
+        "containers": sanitize.containers(pod.containers),
+        "init_containers": sanitize.containers(pod.init_containers),
+        "images": sanitize.images(pod),
+        "labels": sanitize.labels(meta.labels),
+        "annotations": sanitize.annotations(meta.annotations),
+        "created_at": meta.creation_timestamp,
+    }
+
+
+class CronJobNormalizer:
+    kind = "cronjob"
+    source = "CronJob"
+    struct = CronJob
+
+    def upserts(self, obj: CronJob, ctx: Context) -> list[Record]:
+        return [upsert(self.kind, obj.metadata, cronjob_data(obj))]
+
+    def deletes(self, obj: CronJob, ctx: Context) -> list[Record]:
+        return [delete(self.kind, obj.metadata)]
+
+
+NORMALIZER = CronJobNormalizer()

@@ -1,0 +1,135 @@
+"""Ingresses (networking.k8s.io/v1) -> `ingress` records (key `namespace/name`).
+
+Class, rules (hosts, paths and the Service and port each path routes to), the default
+backend, TLS hosts with their certificate Secret's name (an identity, not its contents)
+and the load balancer addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from collector import sanitize
+from collector.model import ObjectMeta, delete, upsert
+from collector.normalize.base import Context
+from collector.normalize.service import LoadBalancerStatus, load_balancer
+from shipper.records import Record
+
+# Before `ingressClassName` existed the class was an annotation; controllers still read it.
+CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+
+
+class ServiceBackendPort(msgspec.Struct, frozen=True):
+    name: str | None = None
+    number: int | None = None
+
+
+class ServiceBackend(msgspec.Struct, frozen=True):
+    name: str = ""
+    port: ServiceBackendPort | None = None
+
+
+class ResourceBackend(msgspec.Struct, rename="camel", frozen=True):
+    api_group: str | None = None
+    kind: str = ""
+    name: str = ""
+
+
+class Backend(msgspec.Struct, frozen=True):
+    service: ServiceBackend | None = None
+    resource: ResourceBackend | None = None
+
+
+class HttpPath(msgspec.Struct, rename="camel", frozen=True):
+    path: str | None = None
+    path_type: str | None = None
+    backend: Backend = msgspec.field(default_factory=Backend)
+
+
+class HttpRule(msgspec.Struct, frozen=True):
+    paths: list[HttpPath] | None = None
+
+
+class Rule(msgspec.Struct, frozen=True):
+    host: str | None = None
+    http: HttpRule | None = None
+
+
+class Tls(msgspec.Struct, rename="camel", frozen=True):
+    hosts: list[str] | None = None
+    secret_name: str | None = None
+
+
+class IngressSpec(msgspec.Struct, rename="camel", frozen=True):
+    ingress_class_name: str | None = None
+    default_backend: Backend | None = None
+    rules: list[Rule] | None = None
+    tls: list[Tls] | None = None
+
+
+class IngressStatus(msgspec.Struct, rename="camel", frozen=True):
+    load_balancer: LoadBalancerStatus | None = None
+
+
+class Ingress(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: IngressSpec = msgspec.field(default_factory=IngressSpec)
+    status: IngressStatus = msgspec.field(default_factory=IngressStatus)
+
+
+def ingress_data(obj: Ingress) -> dict[str, Any]:
+    meta, spec = obj.metadata, obj.spec
+    return {
+        "class": spec.ingress_class_name or meta.annotations.get(CLASS_ANNOTATION),
+        "rules": [
+            {
+                "host": rule.host,
+                "paths": [
+                    {"path": p.path, "path_type": p.path_type, **_backend(p.backend)}
+                    for p in (rule.http.paths if rule.http else None) or []
+                ],
+            }
+            for rule in spec.rules or []
+        ],
+        "default_backend": _backend(spec.default_backend) if spec.default_backend else None,
+        "tls": [
+            {"hosts": sorted(tls.hosts or []), "secret_name": tls.secret_name}
+            for tls in spec.tls or []
+        ],
+        "load_balancer": load_balancer(obj.status.load_balancer),
+        "labels": sanitize.labels(meta.labels),
+        "annotations": sanitize.annotations(meta.annotations),
+        "created_at": meta.creation_timestamp,
+    }
+
+
+def _backend(backend: Backend) -> dict[str, Any]:
+    """`service` and `port` (a number, or a port name) or a `resource` reference."""
+    service, resource = backend.service, backend.resource
+    port = service.port if service else None
+    return {
+        "service": service.name if service else None,
+        "port": (port.number if port.number is not None else port.name) if port else None,
+        "resource": (
+            {"api_group": resource.api_group, "kind": resource.kind, "name": resource.name}
+            if resource
+            else None
+        ),
+    }
+
+
+class IngressNormalizer:
+    kind = "ingress"
+    source = "Ingress"
+    struct = Ingress
+
+    def upserts(self, obj: Ingress, ctx: Context) -> list[Record]:
+        return [upsert(self.kind, obj.metadata, ingress_data(obj))]
+
+    def deletes(self, obj: Ingress, ctx: Context) -> list[Record]:
+        return [delete(self.kind, obj.metadata)]
+
+
+NORMALIZER = IngressNormalizer()

@@ -1,0 +1,285 @@
+"""Job executions: one `job_execution` record per Job of a CronJob (other Jobs: none).
+
+The platform derives a CronJob's latest status and execution counts from these records, and
+shows a failed run with what failed: the Job's own failure condition (BackoffLimitExceeded,
+DeadlineExceeded, ...), the pod and container most relevant to it (the latest one that
+exited non-zero or was OOMKilled), its exit code, and the last 200 lines of that container's
+log. A run failed when the Job says so (condition `Failed`, or `FailureTarget` while its pods
+are still terminating); that happens when a container exited non-zero past the back-off
+limit, was OOMKilled, or the Job hit its deadline.
+
+A Job does not name its pods, so the collector feeds `JobPods` from its pod informer:
+`observe(pod)` for every pod it applies and `forget(key)` when a pod is deleted or vanished.
+The index keeps only pods owned by a Job, reduced to names and terminated container states.
+Pods usually reach their final state before the Job does, so the failing pod is known when
+the Job turns failed; if not, the record says so (nulls) until the Job's next update.
+
+Logs are read through `Context.fetch_logs` only for failed runs and only when
+`Context.collect_job_logs` is on, once per Job uid: the lines are kept (for a bounded
+number of Jobs) so later updates of the same Job carry the same record instead of reading
+the log again. A failed or refused read gives `logs: null` and is not retried.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+
+from collector.model import ObjectMeta, delete, upsert
+from collector.normalize.base import Context
+from collector.normalize.pod_error import (
+    Pod,
+    is_error_termination,
+    seconds_between,
+    termination_reason,
+    termination_signal,
+)
+from collector.sanitize import Condition, truncate
+from shipper.records import Record
+
+log = structlog.get_logger("collector.job_execution")
+
+KIND = "job_execution"
+LOG_LINES = 200
+MAX_LOG_LINE_BYTES = 2048  # a record must fit a batch even when a log is one huge line
+LOG_CACHE_JOBS = 1000  # failed Jobs whose log lines are kept (a CronJob keeps 1 by default)
+
+
+class JobStatus(msgspec.Struct, rename="camel", frozen=True):
+    start_time: str | None = None
+    completion_time: str | None = None
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    conditions: list[Condition] = msgspec.field(default_factory=list)
+
+
+class Job(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExit:
+    """One terminated container of a Job's pod (current or previous run)."""
+
+    container: str
+    init: bool
+    exit_code: int
+    signal: int | None
+    reason: str
+    finished_at: str | None
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobPod:
+    name: str
+    created: str | None
+    containers: tuple[str, ...]
+    exits: tuple[ContainerExit, ...]
+
+
+class JobPods:
+    """The pods of Jobs, as far as a failed run needs them. Thread-safe.
+
+    The collector calls `observe(pod)` from its pod informer for every pod it applies (pods
+    not owned by a Job are ignored, or dropped if they were owned before) and
+    `forget("namespace/name")` for every pod deleted or found vanished.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_job: dict[str, dict[str, JobPod]] = {}  # job uid -> pod key -> pod
+        self._job_of: dict[str, str] = {}  # pod key -> job uid
+
+    def observe(self, pod: Pod) -> None:
+        meta = pod.metadata
+        owner = meta.controller()
+        if owner is None or owner.kind != "Job" or not owner.uid:
+            self.forget(meta.key)
+            return
+        exits = []
+        for init, group in (
+            (True, pod.status.init_container_statuses),
+            (False, pod.status.container_statuses),
+        ):
+            for cs in group:
+                for term in (cs.state.terminated, cs.last_state.terminated):
+                    if term is not None:
+                        exits.append(
+                            ContainerExit(
+                                container=cs.name,
+                                init=init,
+                                exit_code=term.exit_code,
+                                signal=termination_signal(term),
+                                reason=termination_reason(term),
+                                finished_at=term.finished_at,
+                                failed=is_error_termination(term),
+                            )
+                        )
+        entry = JobPod(
+            name=meta.name,
+            created=meta.creation_timestamp,
+            containers=tuple(cs.name for cs in pod.status.container_statuses),
+            exits=tuple(exits),
+        )
+        with self._lock:
+            self._drop(meta.key)
+            self._by_job.setdefault(owner.uid, {})[meta.key] = entry
+            self._job_of[meta.key] = owner.uid
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def pods_of(self, job_uid: str) -> list[JobPod]:
+        with self._lock:
+            return list(self._by_job.get(job_uid, {}).values())
+
+    def _drop(self, key: str) -> None:
+        job_uid = self._job_of.pop(key, None)
+        if job_uid is None:
+            return
+        pods = self._by_job.get(job_uid)
+        if pods is not None:
+            pods.pop(key, None)
+            if not pods:
+                del self._by_job[job_uid]
+
+
+@dataclass(frozen=True, slots=True)
+class _Culprit:
+    pod: str
+    container: str | None
+    exit: ContainerExit | None
+
+
+class JobExecutionNormalizer:
+    """Jobs owned by a CronJob -> `job_execution` upserts and deletes."""
+
+    kind = KIND
+    struct = Job
+
+    def __init__(self, pods: JobPods, *, log_cache_jobs: int = LOG_CACHE_JOBS) -> None:
+        self._pods = pods
+        self._log_cache_jobs = log_cache_jobs
+        self._lock = threading.Lock()
+        # job uid -> the lines read for its failed run (None: the read gave nothing).
+        self._logs: OrderedDict[str, list[str] | None] = OrderedDict()
+
+    def upserts(self, obj: Job, ctx: Context) -> list[Record]:
+        cronjob = _cronjob_of(obj.metadata)
+        if cronjob is None:
+            return []
+        meta, status = obj.metadata, obj.status
+        failed = _condition(status, "Failed") or _condition(status, "FailureTarget")
+        complete = _condition(status, "Complete") or _condition(status, "SuccessCriteriaMet")
+        state = "failed" if failed else "succeeded" if complete else "running"
+        completed_at = None
+        if failed is not None:
+            completed_at = failed.last_transition_time
+        elif complete is not None:
+            completed_at = status.completion_time or complete.last_transition_time
+        duration = seconds_between(status.start_time, completed_at)
+        data: dict[str, Any] = {
+            "job": meta.name,
+            "job_uid": meta.uid or None,
+            "cronjob": cronjob,
+            "status": state,
+            "started_at": status.start_time,
+            "completed_at": completed_at,
+            "duration_seconds": duration,
+            "active_pods": status.active,
+            "succeeded_pods": status.succeeded,
+            "failed_pods": status.failed,
+            "failure_reason": None,
+            "failure_message": None,
+            "pod": None,
+            "container": None,
+            "exit_code": None,
+            "signal": None,
+            "termination_reason": None,
+            "logs": None,
+        }
+        if failed is not None:
+            culprit = _culprit(self._pods.pods_of(meta.uid))
+            exit_ = culprit.exit if culprit else None
+            data.update(
+                failure_reason=failed.reason or (exit_.reason if exit_ else "Failed"),
+                failure_message=truncate(failed.message) if failed.message else None,
+                pod=culprit.pod if culprit else None,
+                container=culprit.container if culprit else None,
+                exit_code=exit_.exit_code if exit_ else None,
+                signal=exit_.signal if exit_ else None,
+                termination_reason=exit_.reason if exit_ else None,
+                logs=self._logs_of(obj, culprit, ctx),
+            )
+        return [upsert(KIND, meta, data)]
+
+    def deletes(self, obj: Job, ctx: Context) -> list[Record]:
+        with self._lock:
+            self._logs.pop(obj.metadata.uid, None)
+        if _cronjob_of(obj.metadata) is None:
+            return []
+        return [delete(KIND, obj.metadata)]
+
+    def _logs_of(self, job: Job, culprit: _Culprit | None, ctx: Context) -> list[str] | None:
+        if not ctx.collect_job_logs or culprit is None or culprit.container is None:
+            return None
+        uid = job.metadata.uid
+        with self._lock:
+            if uid in self._logs:
+                self._logs.move_to_end(uid)
+                return self._logs[uid]
+        namespace = job.metadata.namespace or ""
+        try:
+            lines = ctx.fetch_logs(namespace, culprit.pod, culprit.container, LOG_LINES)
+        except Exception as e:  # a broken reader must not cost the record itself
+            log.warning(
+                "job_logs_unavailable",
+                namespace=namespace,
+                job=job.metadata.name,
+                pod=culprit.pod,
+                error=type(e).__name__,
+            )
+            lines = None
+        kept = None
+        if lines is not None:
+            kept = [truncate(line, MAX_LOG_LINE_BYTES) for line in lines[-LOG_LINES:]]
+        with self._lock:
+            self._logs[uid] = kept
+            while len(self._logs) > self._log_cache_jobs:
+                self._logs.popitem(last=False)
+        return kept
+
+
+def _cronjob_of(meta: ObjectMeta) -> str | None:
+    for owner in meta.owner_references:
+        if owner.kind == "CronJob":
+            return owner.name
+    return None
+
+
+def _condition(status: JobStatus, kind: str) -> Condition | None:
+    for cond in status.conditions:
+        if cond.type == kind and cond.status == "True":
+            return cond
+    return None
+
+
+def _culprit(pods: list[JobPod]) -> _Culprit | None:
+    """The latest container that failed; else the newest pod (e.g. killed at the deadline)."""
+    failures = [(e.finished_at or "", p, e) for p in pods for e in p.exits if e.failed]
+    if failures:
+        _, pod, exit_ = max(failures, key=lambda f: (f[0], f[2].reason == "OOMKilled"))
+        return _Culprit(pod.name, exit_.container, exit_)
+    if not pods:
+        return None
+    newest = max(pods, key=lambda p: (p.created or "", p.name))
+    return _Culprit(newest.name, newest.containers[0] if newest.containers else None, None)

@@ -1,0 +1,594 @@
+"""Pod error signals: `pod_error` events, emitted when a pod's error state changes.
+
+The platform's error catalogue (restarts, CrashLoopBackOff, OOMKilled, image pull and
+container start failures, terminations with a non-zero exit code, evictions, unschedulable
+pods, readiness failures, phase Failed or Unknown) is fed by events, one per signal. Pods
+change status all the time, so the normalizer remembers a few facts per pod (restart count
+and already-reported signals per container, phase, scheduling and readiness) and emits an
+event only for what is new. A pod seen for the first time yields the error states it is in
+now, never a history: its last termination only adds detail to its current state.
+
+Signals and how they are de-duplicated:
+- a container termination (current state, or last state after a restart) is reported once,
+  identified by its container id; a restart count increase reports the termination that
+  caused it (`reason` = its reason, with exit code and signal);
+- a waiting reason from the catalogue is reported once per run of the container (the image
+  pull back-off flipping between ErrImagePull and ImagePullBackOff gives two events, not one
+  per flip);
+- CrashLoopBackOff is reported once per crash loop: the kubelet resets a container's restart
+  back-off after 10 minutes of running, so a loop is new only when the run before it lasted
+  that long; the crashes inside a loop are still reported one by one;
+- pod-level signals (phase Failed or Unknown, Unschedulable, ContainersNotReady) on their
+  transition. A readiness failure is reported only when no container error explains it,
+  and a pod failure without a pod-level reason only when no container termination does
+  (one failure, one event). Pods being deleted report nothing: their containers are killed
+  on purpose.
+
+Only container names and images are read from the pod spec side; a terminated container's
+`message` (written by the application) is not even decoded. The per-pod state is plain
+data (`export_state` / `import_state`) so it can be persisted and a restart does not repeat
+events. Nothing here raises on odd statuses: missing fields decode to defaults.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import structlog
+
+from collector.model import ObjectMeta, event
+from collector.normalize.base import Context
+from collector.sanitize import Condition, truncate
+from shipper.records import Record, utc_timestamp
+
+log = structlog.get_logger("collector.pod_error")
+
+KIND = "pod_error"
+STATE_VERSION = 1
+
+CRASH_LOOP = "CrashLoopBackOff"
+OOM_KILLED = "OOMKilled"
+# The kubelet forgets a container's restart back-off once it has run this long.
+BACKOFF_RESET_SECONDS = 600.0
+
+# Waiting reasons that mean the container cannot start (kubelet and runtime names).
+ERROR_WAITING_REASONS = frozenset(
+    {
+        CRASH_LOOP,
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "ImageInspectError",
+        "RegistryUnavailable",
+        "SignatureValidationFailed",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "ContainerCannotRun",
+        "PreCreateHookError",
+        "PreStartHookError",
+        "PostStartHookError",
+        "KillContainerError",
+        "CreatePodSandboxError",
+        "NetworkPluginNotReady",
+    }
+)
+# Waiting on the way to running: not an error.
+_BENIGN_WAITING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+# -- decode shapes ----------------------------------------------------------------------
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    reason: str | None = None
+    message: str | None = None
+
+
+class Running(msgspec.Struct, rename="camel", frozen=True):
+    started_at: str | None = None
+
+
+class Terminated(msgspec.Struct, rename="camel", frozen=True):
+    """A finished container. Its `message` (application output) is deliberately not read."""
+
+    exit_code: int = 0
+    signal: int | None = None
+    reason: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    container_id: str | None = msgspec.field(default=None, name="containerID")
+
+
+class ContainerState(msgspec.Struct, frozen=True):
+    waiting: Waiting | None = None
+    running: Running | None = None
+    terminated: Terminated | None = None
+
+
+class ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
+    name: str = ""
+    image: str | None = None
+    ready: bool = False
+    restart_count: int = 0
+    state: ContainerState = msgspec.field(default_factory=ContainerState)
+    last_state: ContainerState = msgspec.field(default_factory=ContainerState)
+
+
+class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+    """Only the node: containers, env, args and commands are never decoded."""
+
+    node_name: str | None = None
+
+
+class PodStatus(msgspec.Struct, rename="camel", frozen=True):
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    conditions: list[Condition] = msgspec.field(default_factory=list)
+    container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
+    init_container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
+
+
+class Pod(msgspec.Struct, frozen=True):
+    """A pod as the error signals (and `JobPods`) need it."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+# -- helpers shared with the job execution normalizer -----------------------------------
+
+
+def is_error_termination(term: Terminated) -> bool:
+    """A termination that counts as a failure: non-zero exit, a signal, or OOMKilled."""
+    return term.exit_code != 0 or bool(term.signal) or term.reason == OOM_KILLED
+
+
+def termination_signal(term: Terminated) -> int | None:
+    """The signal that ended the container: as reported, else read from a 128+n exit code."""
+    if term.signal:
+        return term.signal
+    if 128 < term.exit_code <= 128 + 64:
+        return term.exit_code - 128
+    return None
+
+
+def termination_reason(term: Terminated) -> str:
+    return term.reason or ("Error" if is_error_termination(term) else "Completed")
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds from one RFC 3339 timestamp to another; None if either is missing or bad."""
+    if not start or not end:
+        return None
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except ValueError:
+        return None
+
+
+# -- remembered state (plain data once exported) ----------------------------------------
+
+
+class _ContainerMemo(msgspec.Struct):
+    restarts: int = 0
+    # Waiting reasons reported since the container last ran or stopped.
+    waiting: list[str] = msgspec.field(default_factory=list)
+    crash_loop: bool = False
+    # Ids of the terminations visible last time (current and last state): all handled.
+    terminations: list[str] = msgspec.field(default_factory=list)
+
+
+class _PodMemo(msgspec.Struct):
+    uid: str = ""
+    phase: str | None = None
+    unschedulable: bool = False
+    not_ready: bool = False
+    failing: bool = False
+    replicaset: str | None = None
+    containers: dict[str, _ContainerMemo] = msgspec.field(default_factory=dict)
+
+
+class _State(msgspec.Struct):
+    version: int
+    pods: dict[str, _PodMemo]
+
+
+@dataclass(slots=True)
+class _Signal:
+    reason: str
+    message: str
+    occurred_at: str | None
+    container: str | None = None
+    init: bool = False
+    image: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    restart_count: int | None = None
+    condition: str | None = None
+
+
+# -- the normalizer ---------------------------------------------------------------------
+
+
+class PodErrorNormalizer:
+    """Pods -> `pod_error` events on transitions. Thread-safe; state keyed by `namespace/name`."""
+
+    kind = KIND
+    struct = Pod
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pods: dict[str, _PodMemo] = {}
+        # (namespace, replicaset) -> pod keys: the affected/total counts of a revision.
+        self._by_replicaset: dict[tuple[str, str], set[str]] = {}
+
+    def upserts(self, obj: Pod, ctx: Context) -> list[Record]:
+        meta = obj.metadata
+        key = meta.key
+        now = utc_timestamp()
+        with self._lock:
+            previous = self._pods.get(key)
+            if previous is not None and previous.uid != meta.uid:
+                previous = None  # same name, new pod: nothing carries over
+            memo, found = _observe(obj, previous)
+            self._remember(key, meta.namespace or "", memo)
+            if meta.deletion_timestamp is not None:
+                return []
+            workload = self._workload(obj, ctx) if found else None
+        return [self._record(obj, signal, workload, now) for signal in found]
+
+    def deletes(self, obj: Pod, ctx: Context) -> list[Record]:
+        self.forget(obj.metadata.key)
+        return []
+
+    def forget(self, key: str) -> None:
+        """Drop a pod's state (deleted, or found gone by a relist: `namespace/name`)."""
+        with self._lock:
+            self._remember(key, key.partition("/")[0], None)
+
+    def retain(self, keys: Collection[str]) -> None:
+        """Keep state only for these pod keys (after a full list; e.g. after `import_state`)."""
+        with self._lock:
+            for key in [k for k in self._pods if k not in keys]:
+                self._remember(key, key.partition("/")[0], None)
+
+    def export_state(self) -> dict[str, Any]:
+        """The remembered signal state as plain JSON-able data."""
+        with self._lock:
+            return msgspec.to_builtins(_State(version=STATE_VERSION, pods=self._pods))
+
+    def import_state(self, state: Mapping[str, Any]) -> bool:
+        """Replace the state with an exported one; False (and nothing changed) if unusable."""
+        try:
+            loaded = msgspec.convert(state, _State)
+        except msgspec.ValidationError as e:
+            log.warning("pod_error_state_ignored", error=str(e))
+            return False
+        if loaded.version != STATE_VERSION:
+            log.warning("pod_error_state_ignored", error=f"unknown version {loaded.version}")
+            return False
+        with self._lock:
+            self._pods = {}
+            self._by_replicaset = {}
+            for key, memo in loaded.pods.items():
+                self._remember(key, key.partition("/")[0], memo)
+        return True
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _remember(self, key: str, namespace: str, memo: _PodMemo | None) -> None:
+        old = self._pods.pop(key, None)
+        if old is not None and old.replicaset is not None:
+            slot = (namespace, old.replicaset)
+            members = self._by_replicaset.get(slot)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_replicaset[slot]
+        if memo is None:
+            return
+        self._pods[key] = memo
+        if memo.replicaset is not None:
+            self._by_replicaset.setdefault((namespace, memo.replicaset), set()).add(key)
+
+    def _workload(self, pod: Pod, ctx: Context) -> dict[str, Any] | None:
+        meta = pod.metadata
+        namespace = meta.namespace or ""
+        owner = meta.controller()
+        if owner is None:
+            return None
+        if owner.kind == "ReplicaSet":
+            deployment = ctx.lookups.deployment_of_replicaset(namespace, owner.name)
+            if deployment is None:
+                return {"kind": "ReplicaSet", "name": owner.name}
+            current = ctx.lookups.current_revision(namespace, deployment)
+            members = self._by_replicaset.get((namespace, owner.name), set())
+            return {
+                "kind": "Deployment",
+                "name": deployment,
+                "replicaset": owner.name,
+                # The number is known when the pod runs the current revision.
+                "revision": current.number
+                if current and current.replicaset == owner.name
+                else None,
+                "current_revision": current.number if current else None,
+                "affected_pods": sum(1 for k in members if self._pods[k].failing),
+                "total_pods": len(members),
+            }
+        if owner.kind == "Job":
+            cronjob = ctx.lookups.cronjob_of_job(namespace, owner.name)
+            if cronjob is not None:
+                return {"kind": "CronJob", "name": cronjob, "job": owner.name}
+        return {"kind": owner.kind, "name": owner.name}
+
+    def _record(
+        self, pod: Pod, signal: _Signal, workload: dict[str, Any] | None, now: str
+    ) -> Record:
+        meta = pod.metadata
+        reason = f"Init:{signal.reason}" if signal.init else signal.reason
+        if signal.container is not None:
+            key = f"{meta.key}/{signal.container}/{reason}/{signal.restart_count or 0}"
+        else:
+            # Pod-level signals can recur; the transition time keeps their keys apart.
+            key = f"{meta.key}/-/{reason}/{signal.occurred_at or now}"
+        data = {
+            "reason": reason,
+            "message": truncate(signal.message),
+            "occurred_at": signal.occurred_at or now,
+            "pod": meta.name,
+            "pod_uid": meta.uid or None,
+            "node": pod.spec.node_name,
+            "details": {
+                "container": signal.container,
+                "init_container": signal.init,
+                "image": signal.image,
+                "exit_code": signal.exit_code,
+                "signal": signal.signal,
+                "restart_count": signal.restart_count,
+                "phase": pod.status.phase,
+                "condition": signal.condition,
+            },
+            "workload": workload,
+        }
+        return event(KIND, key, meta, data)
+
+
+# -- the transitions (pure: previous memo + pod -> new memo + signals) ------------------
+
+
+def _observe(pod: Pod, previous: _PodMemo | None) -> tuple[_PodMemo, list[_Signal]]:
+    status = pod.status
+    phase = status.phase
+    owner = pod.metadata.controller()
+    memo = _PodMemo(
+        uid=pod.metadata.uid,
+        phase=phase,
+        replicaset=owner.name if owner is not None and owner.kind == "ReplicaSet" else None,
+    )
+    before = previous or _PodMemo()
+    # A failed pod with a pod-level reason (Evicted, DeadlineExceeded): that reason is the
+    # error, the containers it killed are not separate ones.
+    pod_reason_explains = phase == "Failed" and bool(status.reason)
+    found: list[_Signal] = []
+    for init, group in ((True, status.init_container_statuses), (False, status.container_statuses)):
+        for cs in group:
+            memo.containers[cs.name], container_signals = _container(
+                cs,
+                previous.containers.get(cs.name) if previous is not None else None,
+                init,
+                pod_reason_explains,
+            )
+            found.extend(container_signals)
+    all_statuses = [*status.init_container_statuses, *status.container_statuses]
+    terminated_error = any(
+        cs.state.terminated is not None and is_error_termination(cs.state.terminated)
+        for cs in all_statuses
+    )
+    container_error = terminated_error or any(_waiting_error(cs) for cs in all_statuses)
+    conditions = {c.type: c for c in status.conditions}
+
+    # Without a pod-level reason, a failed container already is the pod's failure.
+    explained = phase == "Failed" and not status.reason and terminated_error
+    if phase in ("Failed", "Unknown") and before.phase != phase and not explained:
+        found.append(_phase_signal(pod, conditions))
+
+    scheduled = conditions.get("PodScheduled")
+    if (
+        scheduled is not None
+        and phase == "Pending"
+        and scheduled.status == "False"
+        and scheduled.reason == "Unschedulable"
+    ):
+        memo.unschedulable = True
+        if not before.unschedulable:
+            found.append(
+                _Signal(
+                    reason="Unschedulable",
+                    message=scheduled.message or "The pod cannot be scheduled on any node",
+                    occurred_at=scheduled.last_transition_time,
+                    condition="PodScheduled",
+                )
+            )
+
+    ready = conditions.get("Ready")
+    if (
+        ready is not None
+        and phase == "Running"
+        and ready.status == "False"
+        and ready.reason == "ContainersNotReady"
+    ):
+        memo.not_ready = True
+        # A crash or a start failure already says why the pod is not ready.
+        if not before.not_ready and not container_error and not found:
+            not_ready = [cs.name for cs in status.container_statuses if not cs.ready]
+            found.append(
+                _Signal(
+                    reason="ContainersNotReady",
+                    message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
+                    occurred_at=ready.last_transition_time,
+                    condition="Ready",
+                )
+            )
+
+    memo.failing = pod.metadata.deletion_timestamp is None and (
+        container_error or memo.unschedulable or memo.not_ready or phase in ("Failed", "Unknown")
+    )
+    return memo, found
+
+
+def _container(
+    cs: ContainerStatus, before: _ContainerMemo | None, init: bool, pod_reason_explains: bool
+) -> tuple[_ContainerMemo, list[_Signal]]:
+    """One container's new memo and its signals: at most one termination, one waiting."""
+    first_sight = before is None
+    before = before or _ContainerMemo(restarts=cs.restart_count)
+    current = cs.state.terminated
+    last = cs.last_state.terminated
+    restarted = cs.restart_count > before.restarts
+    memo = _ContainerMemo(restarts=cs.restart_count, crash_loop=before.crash_loop)
+    # Waiting reasons are remembered until the container runs or stops again.
+    if cs.state.waiting is not None:
+        memo.waiting = list(before.waiting)
+    found: list[_Signal] = []
+
+    if current is not None:
+        current_id = _termination_id(current)
+        if current_id in before.terminations:
+            memo.terminations.append(current_id)
+        elif is_error_termination(current):
+            memo.terminations.append(current_id)
+            if not pod_reason_explains:
+                found.append(_termination_signal(cs, current, init))
+        # A clean exit stays unhandled: the restart that may follow reports it.
+    if last is not None:
+        last_id = _termination_id(last)
+        # History on first sight, handled before, or older than the termination just seen.
+        if first_sight or last_id in before.terminations or found:
+            memo.terminations.append(last_id)
+        elif restarted or is_error_termination(last):
+            memo.terminations.append(last_id)
+            found.append(_termination_signal(cs, last, init))
+    elif restarted and not found:
+        found.append(
+            _Signal(
+                reason="Restarted",
+                message=f'Container "{cs.name}" restarted (restart count {cs.restart_count})',
+                occurred_at=cs.state.running.started_at if cs.state.running else None,
+                container=cs.name,
+                init=init,
+                image=cs.image,
+                restart_count=cs.restart_count,
+            )
+        )
+
+    waiting = _waiting_error(cs)
+    if waiting == CRASH_LOOP:
+        # A new loop only if the run that just ended outlived the kubelet's back-off reset.
+        ran = seconds_between(last.started_at, last.finished_at) if last else None
+        if not before.crash_loop or (ran is not None and ran >= BACKOFF_RESET_SECONDS):
+            found.append(_waiting_signal(cs, waiting, init))
+        memo.crash_loop = True
+    elif waiting is not None and waiting not in memo.waiting:
+        memo.waiting.append(waiting)
+        found.append(_waiting_signal(cs, waiting, init))
+    return memo, found
+
+
+def _waiting_error(cs: ContainerStatus) -> str | None:
+    waiting = cs.state.waiting
+    if waiting is None or not waiting.reason or waiting.reason in _BENIGN_WAITING_REASONS:
+        return None
+    reason = waiting.reason
+    # Reasons newer than this list still look like errors by name.
+    if reason in ERROR_WAITING_REASONS or reason.endswith(("Error", "BackOff")):
+        return reason
+    return None
+
+
+def _termination_id(term: Terminated) -> str:
+    return term.container_id or f"{term.started_at}|{term.finished_at}|{term.exit_code}"
+
+
+def _termination_signal(cs: ContainerStatus, term: Terminated, init: bool) -> _Signal:
+    reason = termination_reason(term)
+    sig = termination_signal(term)
+    how = f"exit code {term.exit_code}"
+    if sig is not None:
+        how += f", signal {_signal_name(sig)}"
+    message = f'Container "{cs.name}" terminated with {how} ({reason})'
+    if cs.restart_count:
+        message += f"; restart count {cs.restart_count}"
+    return _Signal(
+        reason=reason,
+        message=message,
+        occurred_at=term.finished_at,
+        container=cs.name,
+        init=init,
+        image=cs.image,
+        exit_code=term.exit_code,
+        signal=sig,
+        restart_count=cs.restart_count,
+    )
+
+
+def _waiting_signal(cs: ContainerStatus, reason: str, init: bool) -> _Signal:
+    waiting = cs.state.waiting
+    detail = waiting.message if waiting is not None and waiting.message else None
+    message = f'Container "{cs.name}" is waiting: {reason}'
+    if detail:
+        message += f": {detail}"
+    last = cs.last_state.terminated
+    # A crash loop is about the last crash: its exit code and time say what happened.
+    crash = last if reason == CRASH_LOOP else None
+    return _Signal(
+        reason=reason,
+        message=message,
+        occurred_at=crash.finished_at if crash else None,
+        container=cs.name,
+        init=init,
+        image=cs.image,
+        exit_code=crash.exit_code if crash else None,
+        signal=termination_signal(crash) if crash else None,
+        restart_count=cs.restart_count,
+    )
+
+
+def _phase_signal(pod: Pod, conditions: Mapping[str, Condition]) -> _Signal:
+    status = pod.status
+    phase = status.phase or "Unknown"
+    message = status.message or f"The pod's phase is {phase}"
+    return _Signal(
+        reason=status.reason or phase,
+        message=message,
+        occurred_at=_latest(
+            [c.last_transition_time for c in conditions.values()]
+            + [
+                cs.state.terminated.finished_at
+                for cs in status.container_statuses
+                if cs.state.terminated is not None
+            ]
+        ),
+    )
+
+
+def _latest(times: Iterable[str | None]) -> str | None:
+    """The latest of some Kubernetes timestamps (all RFC 3339 UTC, so they sort as text)."""
+    present = [t for t in times if t]
+    return max(present) if present else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return str(number)

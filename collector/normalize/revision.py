@@ -1,0 +1,129 @@
+"""ReplicaSets owned by a Deployment -> `revision` records (key `namespace/replicaset`).
+
+Each ReplicaSet of a Deployment is one rollout. Its record says which Deployment it
+belongs to, its revision number, how it was made (`gitops` when Argo CD or Flux marks the
+objects, `helm` when Helm manages them, else `rollout`), whether it is the current
+revision, its replica counts, the change cause, the pod template's labels, annotations,
+containers and images (so the platform can tell which container changed between two
+revisions), and the Services and HPA related to the Deployment.
+
+ReplicaSets without a Deployment controller give no records. The HPA part is a snapshot
+taken when the record was made: the record's `observed_at` is its time. It is not
+repeated inside `data`, where a clock reading would make every rebuild look like a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from collector import sanitize
+from collector.model import ObjectMeta, delete, upsert
+from collector.normalize.base import Context, Lookups
+from collector.normalize.deployment import helm_context, hpa_link, revision_number
+from collector.sanitize import CHANGE_CAUSE, PodTemplate
+from shipper.records import Record
+
+ACTOR_ANNOTATION = "moonin.app/actor"
+NOTES_ANNOTATION = "moonin.app/rollout-notes"
+# Label or annotation key prefixes Argo CD and Flux put on the objects they apply.
+_GITOPS_PREFIXES = ("argocd.argoproj.io/", "fluxcd.io/")
+_GITOPS_INFIXES = (".toolkit.fluxcd.io/",)
+
+
+class ReplicaSetSpec(msgspec.Struct, rename="camel", frozen=True):
+    replicas: int | None = None
+    template: PodTemplate = msgspec.field(default_factory=PodTemplate)
+
+
+class ReplicaSetStatus(msgspec.Struct, rename="camel", frozen=True):
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    available_replicas: int | None = None
+
+
+class ReplicaSet(msgspec.Struct, frozen=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: ReplicaSetSpec = msgspec.field(default_factory=ReplicaSetSpec)
+    status: ReplicaSetStatus = msgspec.field(default_factory=ReplicaSetStatus)
+
+
+def owning_deployment(meta: ObjectMeta) -> str | None:
+    """The Deployment that controls a ReplicaSet, from its controller ownerReference."""
+    owner = meta.controller()
+    return owner.name if owner is not None and owner.kind == "Deployment" else None
+
+
+def rollout_type(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    keys = [*labels, *annotations]
+    if any(
+        key.startswith(_GITOPS_PREFIXES) or any(infix in key for infix in _GITOPS_INFIXES)
+        for key in keys
+    ):
+        return "gitops"
+    if helm_context(labels, annotations) is not None:
+        return "helm"
+    return "rollout"
+
+
+def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[str, Any]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status
+    namespace = meta.namespace or ""
+    template = spec.template
+    current = lookups.current_revision(namespace, deployment)
+    if current is None:
+        state = "unknown"
+    else:
+        state = "current" if current.replicaset == meta.name else "old"
+    return {
+        "deployment": deployment,
+        "number": revision_number(meta.annotations),
+        "type": rollout_type(meta.labels, meta.annotations),
+        "created_at": meta.creation_timestamp,
+        "status": state,
+        "desired_replicas": 1 if spec.replicas is None else spec.replicas,
+        "current_replicas": status.replicas or 0,
+        "ready_replicas": status.ready_replicas or 0,
+        "available_replicas": status.available_replicas or 0,
+        "change_cause": _annotation(meta.annotations, CHANGE_CAUSE),
+        "actor": _annotation(meta.annotations, ACTOR_ANNOTATION),
+        "notes": _annotation(meta.annotations, NOTES_ANNOTATION),
+        "annotations": sanitize.annotations(meta.annotations),
+        "template": {
+            "labels": sanitize.labels(template.metadata.labels),
+            "annotations": sanitize.annotations(template.metadata.annotations),
+        },
+        "containers": sanitize.containers(template.spec.containers),
+        "init_containers": sanitize.containers(template.spec.init_containers),
+        "images": sanitize.images(template.spec),
+        "services": sorted(lookups.services_selecting(namespace, template.metadata.labels)),
+        "hpa": hpa_link(lookups.hpa_for(namespace, deployment)),
+        "helm": helm_context(meta.labels, meta.annotations),
+    }
+
+
+def _annotation(annotations: Mapping[str, str], key: str) -> str | None:
+    value = annotations.get(key)
+    return None if value is None else sanitize.annotation_value(key, value)
+
+
+class RevisionNormalizer:
+    kind = "revision"
+    source = "ReplicaSet"
+    struct = ReplicaSet
+
+    def upserts(self, obj: ReplicaSet, ctx: Context) -> list[Record]:
+        deployment = owning_deployment(obj.metadata)
+        if deployment is None:
+            return []
+        return [upsert(self.kind, obj.metadata, revision_data(obj, deployment, ctx.lookups))]
+
+    def deletes(self, obj: ReplicaSet, ctx: Context) -> list[Record]:
+        if owning_deployment(obj.metadata) is None:
+            return []
+        return [delete(self.kind, obj.metadata)]
+
+
+NORMALIZER = RevisionNormalizer()

@@ -1,0 +1,240 @@
+"""Relationships across kinds, kept as small in-memory indexes (the `Lookups` protocol).
+
+Deployment and revision records mention objects of other kinds: the Services selecting
+their pods, the HPA targeting them, the current ReplicaSet; pod errors and Job executions
+need a ReplicaSet's Deployment and a Job's CronJob. The collector tells `Relations` what
+arrives (`observe`) and leaves (`forget`); only selectors, targets, owners, revision
+numbers and template labels are kept, never whole objects.
+
+Both calls answer which Deployments (`namespace/name`) may now have different deployment
+or revision records, so the collector can rebuild those and nothing else: a Service whose
+selector changed, an HPA whose target or bounds changed, a ReplicaSet that changed which
+one is current. A Deployment's own change is not reported (its record is being rebuilt
+anyway, and it changes nothing in the others').
+
+Source kinds tracked: Service, HorizontalPodAutoscaler, ReplicaSet, Deployment, Job (the
+objects as their normalizers' Structs decode them; a Job needs only `metadata`). Any other
+kind is accepted and ignored, so the collector may report every object. `forget` reads
+only the object's namespace and name, so an object that vanished during a relist can be
+forgotten from a Struct holding just its metadata.
+
+Thread-safe: informers observe from their own threads while normalizers look up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from collector.model import ObjectMeta
+from collector.normalize.base import HpaRef, RevisionRef
+from collector.normalize.deployment import revision_number
+from collector.normalize.hpa import min_replicas
+from collector.normalize.revision import owning_deployment
+
+Labels = frozenset[tuple[str, str]]
+_Key = tuple[str, str]  # (namespace, name)
+_HpaLink = tuple[str | None, int | None, int | None]  # (target Deployment, min, max)
+
+
+class Relations:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # Service selectors (non-empty ones only) and Deployment pod template labels.
+        self._selectors: dict[str, dict[str, Labels]] = defaultdict(dict)
+        self._templates: dict[str, dict[str, Labels]] = defaultdict(dict)
+        # HPA -> (target, bounds), and the reverse: Deployment -> HPA names.
+        self._hpas: dict[_Key, _HpaLink] = {}
+        self._hpas_of: dict[_Key, set[str]] = defaultdict(set)
+        # ReplicaSet -> (Deployment, revision number), and Deployment -> its ReplicaSets.
+        self._replicasets: dict[_Key, tuple[str, int | None]] = {}
+        self._revisions: dict[_Key, dict[str, int | None]] = defaultdict(dict)
+        self._cronjob_of: dict[_Key, str] = {}
+        self._observers: dict[str, Callable[[Any], set[str]]] = {
+            "Service": self._observe_service,
+            "HorizontalPodAutoscaler": self._observe_hpa,
+            "ReplicaSet": self._observe_replicaset,
+            "Deployment": self._observe_deployment,
+            "Job": self._observe_job,
+        }
+
+    # -- updates ------------------------------------------------------------------------
+
+    def observe(self, kind: str, obj: Any) -> set[str]:
+        """The object of source kind `kind` exists as given; the Deployments it affects."""
+        observer = self._observers.get(kind)
+        if observer is None:
+            return set()
+        with self._lock:
+            return observer(obj)
+
+    def forget(self, kind: str, obj: Any) -> set[str]:
+        """The object is gone; the Deployments whose records its absence changes."""
+        if kind not in self._observers:
+            return set()
+        meta: ObjectMeta = obj.metadata
+        namespace, name = meta.namespace or "", meta.name
+        with self._lock:
+            if kind == "Service":
+                return self._set_selector(namespace, name, frozenset())
+            if kind == "HorizontalPodAutoscaler":
+                return self._set_hpa((namespace, name), None)
+            if kind == "ReplicaSet":
+                return self._set_replicaset((namespace, name), None)
+            if kind == "Deployment":
+                self._drop(self._templates, namespace, name)
+            else:
+                self._cronjob_of.pop((namespace, name), None)
+            return set()
+
+    def _observe_service(self, obj: Any) -> set[str]:
+        meta: ObjectMeta = obj.metadata
+        selector = frozenset((obj.spec.selector or {}).items())
+        return self._set_selector(meta.namespace or "", meta.name, selector)
+
+    def _observe_hpa(self, obj: Any) -> set[str]:
+        meta: ObjectMeta = obj.metadata
+        spec = obj.spec
+        target = spec.scale_target_ref
+        deployment = target.name if target.kind == "Deployment" and target.name else None
+        link = (deployment, min_replicas(spec), spec.max_replicas)
+        return self._set_hpa((meta.namespace or "", meta.name), link)
+
+    def _observe_replicaset(self, obj: Any) -> set[str]:
+        meta: ObjectMeta = obj.metadata
+        deployment = owning_deployment(meta)
+        entry = None if deployment is None else (deployment, revision_number(meta.annotations))
+        return self._set_replicaset((meta.namespace or "", meta.name), entry)
+
+    def _observe_deployment(self, obj: Any) -> set[str]:
+        meta: ObjectMeta = obj.metadata
+        labels = frozenset(obj.spec.template.metadata.labels.items())
+        self._templates[meta.namespace or ""][meta.name] = labels
+        return set()
+
+    def _observe_job(self, obj: Any) -> set[str]:
+        meta: ObjectMeta = obj.metadata
+        owner = meta.controller()
+        key = (meta.namespace or "", meta.name)
+        if owner is not None and owner.kind == "CronJob":
+            self._cronjob_of[key] = owner.name
+        else:
+            self._cronjob_of.pop(key, None)
+        return set()
+
+    def _set_selector(self, namespace: str, service: str, selector: Labels) -> set[str]:
+        """Store a Service's selector (empty: selects nothing); Deployments it (de)selects."""
+        before = self._selectors.get(namespace, {}).get(service, frozenset())
+        if selector == before:
+            return set()
+        if selector:
+            self._selectors[namespace][service] = selector
+        else:
+            self._drop(self._selectors, namespace, service)
+        return {
+            f"{namespace}/{deployment}"
+            for deployment, labels in self._templates.get(namespace, {}).items()
+            if any(sel and sel <= labels for sel in (before, selector))
+        }
+
+    def _set_hpa(self, hpa: _Key, link: _HpaLink | None) -> set[str]:
+        namespace, name = hpa
+        before = self._hpas.pop(hpa, None)
+        if link is not None:
+            self._hpas[hpa] = link
+        if link == before:
+            return set()
+        affected = set()
+        for entry in (before, link):
+            if entry is not None and entry[0] is not None:
+                affected.add(entry[0])
+        if before is not None and before[0] is not None:
+            self._discard(self._hpas_of, (namespace, before[0]), name)
+        if link is not None and link[0] is not None:
+            self._hpas_of[(namespace, link[0])].add(name)
+        return {f"{namespace}/{deployment}" for deployment in affected}
+
+    def _set_replicaset(self, replicaset: _Key, entry: tuple[str, int | None] | None) -> set[str]:
+        """Index a ReplicaSet (None: not a Deployment's); Deployments whose current changed."""
+        namespace, name = replicaset
+        before = self._replicasets.pop(replicaset, None)
+        if entry is not None:
+            self._replicasets[replicaset] = entry
+        if entry == before:
+            return set()
+        deployments = {e[0] for e in (before, entry) if e is not None}
+        was = {d: self._current((namespace, d)) for d in deployments}
+        if before is not None:
+            self._drop(self._revisions, (namespace, before[0]), name)
+        if entry is not None:
+            self._revisions[(namespace, entry[0])][name] = entry[1]
+        return {f"{namespace}/{d}" for d in deployments if self._current((namespace, d)) != was[d]}
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def deployment_of_replicaset(self, namespace: str, replicaset: str) -> str | None:
+        with self._lock:
+            entry = self._replicasets.get((namespace, replicaset))
+            return entry[0] if entry else None
+
+    def current_revision(self, namespace: str, deployment: str) -> RevisionRef | None:
+        """The Deployment's ReplicaSet with the highest revision number (ties: by name)."""
+        with self._lock:
+            return self._current((namespace, deployment))
+
+    def cronjob_of_job(self, namespace: str, job: str) -> str | None:
+        with self._lock:
+            return self._cronjob_of.get((namespace, job))
+
+    def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
+        """Services in `namespace` whose non-empty selector is a subset of `labels`, sorted."""
+        items = frozenset(labels.items())
+        with self._lock:
+            selectors = self._selectors.get(namespace, {})
+            return sorted(name for name, sel in selectors.items() if sel <= items)
+
+    def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None:
+        """The HPA targeting the Deployment; with several (a misconfiguration), the first."""
+        with self._lock:
+            names = self._hpas_of.get((namespace, deployment))
+            if not names:
+                return None
+            name = min(names)
+            _, low, high = self._hpas[(namespace, name)]
+            return HpaRef(name=name, min_replicas=low, max_replicas=high)
+
+    def replicasets_of(self, namespace: str, deployment: str) -> list[str]:
+        """The Deployment's ReplicaSets, sorted: whose revision records to rebuild."""
+        with self._lock:
+            return sorted(self._revisions.get((namespace, deployment), {}))
+
+    # -- helpers (lock held) ------------------------------------------------------------
+
+    def _current(self, deployment: _Key) -> RevisionRef | None:
+        revisions = self._revisions.get(deployment)
+        if not revisions:
+            return None
+        # A ReplicaSet without a revision number sorts below every numbered one.
+        name = max(revisions, key=lambda rs: (revisions[rs] or 0, rs))
+        return RevisionRef(replicaset=name, number=revisions[name] or 0)
+
+    @staticmethod
+    def _drop(index: dict[Any, dict[str, Any]], outer: Any, inner: str) -> None:
+        """Remove one entry and an emptied bucket, so indexes do not grow with churn."""
+        bucket = index.get(outer)
+        if bucket is None:
+            return
+        bucket.pop(inner, None)
+        if not bucket:
+            del index[outer]
+
+    @staticmethod
+    def _discard(index: dict[_Key, set[str]], outer: _Key, inner: str) -> None:
+        bucket = index.get(outer)
+        if bucket is None:
+            return
+        bucket.discard(inner)
+        if not bucket:
+            del index[outer]
