@@ -37,6 +37,7 @@ from collector.normalize.revision import owning_deployment
 Labels = frozenset[tuple[str, str]]
 _Key = tuple[str, str]  # (namespace, name)
 _HpaLink = tuple[str | None, int | None, int | None]  # (target Deployment, min, max)
+_RsEntry = tuple[str, int | None, str | None]  # (Deployment, revision number, created)
 
 
 class Relations:
@@ -48,9 +49,10 @@ class Relations:
         # HPA -> (target, bounds), and the reverse: Deployment -> HPA names.
         self._hpas: dict[_Key, _HpaLink] = {}
         self._hpas_of: dict[_Key, set[str]] = defaultdict(set)
-        # ReplicaSet -> (Deployment, revision number), and Deployment -> its ReplicaSets.
-        self._replicasets: dict[_Key, tuple[str, int | None]] = {}
-        self._revisions: dict[_Key, dict[str, int | None]] = defaultdict(dict)
+        # ReplicaSet -> (Deployment, revision number, created), and Deployment -> its
+        # ReplicaSets with (revision number, created).
+        self._replicasets: dict[_Key, _RsEntry] = {}
+        self._revisions: dict[_Key, dict[str, tuple[int | None, str | None]]] = defaultdict(dict)
         self._cronjob_of: dict[_Key, str] = {}
         self._observers: dict[str, Callable[[Any], set[str]]] = {
             "Service": self._observe_service,
@@ -105,7 +107,11 @@ class Relations:
     def _observe_replicaset(self, obj: Any) -> set[str]:
         meta: ObjectMeta = obj.metadata
         deployment = owning_deployment(meta)
-        entry = None if deployment is None else (deployment, revision_number(meta.annotations))
+        entry = (
+            None
+            if deployment is None
+            else (deployment, revision_number(meta.annotations), meta.creation_timestamp)
+        )
         return self._set_replicaset((meta.namespace or "", meta.name), entry)
 
     def _observe_deployment(self, obj: Any) -> set[str]:
@@ -156,7 +162,7 @@ class Relations:
             self._hpas_of[(namespace, link[0])].add(name)
         return {f"{namespace}/{deployment}" for deployment in affected}
 
-    def _set_replicaset(self, replicaset: _Key, entry: tuple[str, int | None] | None) -> set[str]:
+    def _set_replicaset(self, replicaset: _Key, entry: _RsEntry | None) -> set[str]:
         """Index a ReplicaSet (None: not a Deployment's); Deployments whose current changed."""
         namespace, name = replicaset
         before = self._replicasets.pop(replicaset, None)
@@ -169,7 +175,7 @@ class Relations:
         if before is not None:
             self._drop(self._revisions, (namespace, before[0]), name)
         if entry is not None:
-            self._revisions[(namespace, entry[0])][name] = entry[1]
+            self._revisions[(namespace, entry[0])][name] = (entry[1], entry[2])
         return {f"{namespace}/{d}" for d in deployments if self._current((namespace, d)) != was[d]}
 
     # -- lookups ------------------------------------------------------------------------
@@ -217,8 +223,9 @@ class Relations:
         if not revisions:
             return None
         # A ReplicaSet without a revision number sorts below every numbered one.
-        name = max(revisions, key=lambda rs: (revisions[rs] or 0, rs))
-        return RevisionRef(replicaset=name, number=revisions[name] or 0)
+        name = max(revisions, key=lambda rs: (revisions[rs][0] or 0, rs))
+        number, created = revisions[name]
+        return RevisionRef(replicaset=name, number=number or 0, created_at=created)
 
     @staticmethod
     def _drop(index: dict[Any, dict[str, Any]], outer: Any, inner: str) -> None:

@@ -88,7 +88,11 @@ class StubLookups:
 LOOKUPS = StubLookups(
     services={"web": ["web-metrics", "web"]},
     hpas={"shop/web": HpaRef(name="web", min_replicas=2, max_replicas=10)},
-    current={"shop/web": RevisionRef(replicaset="web-7d9c8b6f5", number=3)},
+    current={
+        "shop/web": RevisionRef(
+            replicaset="web-7d9c8b6f5", number=3, created_at="2026-12-01T09:00:00Z"
+        )
+    },
 )
 CTX = Context(
     lookups=LOOKUPS,
@@ -351,7 +355,7 @@ DEPLOYMENT_DATA = {
     "has_hpa": True,
     "revision": 3,
     "current_replicaset": "web-7d9c8b6f5",
-    "last_deployed_at": None,
+    "last_deployed_at": "2026-12-01T09:00:00Z",
     "conditions": [
         {
             "type": "Available",

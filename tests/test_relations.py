@@ -142,6 +142,16 @@ def test_several_hpas_on_one_deployment_answer_deterministically() -> None:
     assert rel.hpa_for("shop", "web") == HpaRef(name="b", min_replicas=1, max_replicas=4)
 
 
+def test_the_current_revision_carries_its_replicasets_creation_time() -> None:
+    rel = Relations()
+    created = replicaset("web-2", "web", "2")
+    meta = msgspec.structs.replace(created.metadata, creation_timestamp="2026-12-01T09:00:00Z")
+    rel.observe("ReplicaSet", msgspec.structs.replace(created, metadata=meta))
+    assert rel.current_revision("shop", "web") == RevisionRef(
+        replicaset="web-2", number=2, created_at="2026-12-01T09:00:00Z"
+    )
+
+
 def test_current_revision_follows_the_highest_revision_number() -> None:
     rel = Relations()
     assert rel.observe("ReplicaSet", replicaset("web-1", "web", "1")) == {"shop/web"}

@@ -24,6 +24,7 @@ class RevisionRef:
 
     replicaset: str
     number: int
+    created_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,8 +134,7 @@ def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
         "has_hpa": hpa is not None,
         "revision": number if number is not None else (current.number if current else None),
         "current_replicaset": current.replicaset if current else None,
-        # The current ReplicaSet's creation time is not among the lookups yet.
-        "last_deployed_at": None,
+        "last_deployed_at": current.created_at if current else None,
         "conditions": sanitize.conditions(status.conditions),
         "helm": helm_context(meta.labels, meta.annotations),
         "created_at": meta.creation_timestamp,
