@@ -111,6 +111,7 @@ class Informer(Generic[T]):
         self._known: set[str] = set()
         self._synced = threading.Event()
         self._stopped = threading.Event()
+        self._relist = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"informer-{resource.plural}", daemon=True
         )
@@ -142,9 +143,16 @@ class Informer(Generic[T]):
 
     # -- the loop ----------------------------------------------------------------------
 
+    def request_relist(self) -> None:
+        """List again at the next turn (the caller aborts the open watch to make it now)."""
+        self._relist.set()
+
     def _run(self) -> None:
         need_list = True
         while not self._stopped.is_set():
+            if self._relist.is_set():
+                self._relist.clear()
+                need_list = True
             try:
                 if need_list:
                     self._list()
@@ -165,6 +173,8 @@ class Informer(Generic[T]):
             except (KubeError, msgspec.DecodeError) as exc:
                 if self._stopped.is_set():
                     return
+                if self._relist.is_set():
+                    continue  # the watch was aborted on purpose: list again now
                 self._degraded(f"failing: {type(exc).__name__}", exc, level="warning")
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))

@@ -1,0 +1,321 @@
+"""The collector: informers for every watched resource, feeding normalizers into the outbox.
+
+Each source (a Kubernetes resource and its normalizer) gets an informer and a `SourceSink`.
+A sink keeps the relation indexes current, filters, normalizes and offers the records to the
+coalescer, which commits them to the discovery outbox once per flush window. Records that
+depend on other kinds are rebuilt when those change: a Deployment's and its revisions'
+records when a Service starts selecting it, an HPA targets it or its current ReplicaSet
+changes; a Job execution's record when one of its pods finishes. For that the sinks of
+Deployments, ReplicaSets and Jobs keep their decoded objects (small Structs, not raw JSON).
+
+Warm-up lists namespaces, Deployments and CronJobs first, then starts the rest. All sink
+work runs under one lock: informers decode on their own threads, but indexes and
+normalizer state change one object at a time.
+
+A resync (the outbox marked `resync_needed`, or the platform asked through the heartbeat)
+forgets what was sent and relists every resource; the outbox mark is cleared once every
+informer has listed again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from collector import resources
+from collector.coalesce import Coalescer
+from collector.filters import Filters
+from collector.informer import Informer, InformerSettings
+from collector.kube import KubeApi, KubeError
+from collector.model import ObjectMeta, delete
+from collector.normalize import (
+    cronjob,
+    deployment,
+    helm_release,
+    hpa,
+    ingress,
+    job_execution,
+    namespace,
+    network_policy,
+    node,
+    pod_error,
+    rbac,
+    revision,
+    service,
+)
+from collector.normalize.base import Context
+from collector.relations import Relations
+from collector.resources import Resource
+from shipper.health import HealthReporter
+from shipper.outbox import StreamOutbox
+from shipper.records import Record
+
+log = structlog.get_logger("collector")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectorSettings:
+    filters: Filters = field(default_factory=lambda: Filters((), (), ()))
+    collect_helm_releases: bool = True
+    collect_job_logs: bool = True
+    flush_seconds: float = 1.0
+    warm_up_timeout_seconds: float = 120.0
+    informer: InformerSettings = field(default_factory=InformerSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    resource: Resource
+    normalizer: Any
+    keep_objects: bool = False  # records of other kinds are rebuilt from these objects
+
+
+class SourceSink:
+    """What one informer's objects become. Every method runs under the collector's lock."""
+
+    def __init__(self, source: Source, collector: Collector) -> None:
+        self.source = source
+        self.normalizer = source.normalizer
+        self._collector = collector
+        self.objects: dict[str, Any] = {}
+        # Source key -> the (kind, key) of records it produced, for deletes found by a relist.
+        self._emitted: dict[str, set[tuple[str, str]]] = {}
+
+    def apply(self, obj: Any) -> None:
+        with self._collector.lock:
+            meta: ObjectMeta = obj.metadata
+            if self._collector.ignored(self.normalizer.kind, meta):
+                return
+            affected = self._collector.relations.observe(self._source_kind, obj)
+            if self.source.keep_objects:
+                self.objects[meta.key] = obj
+            self.emit(obj)
+            self._collector.after_apply(self, obj, affected)
+
+    def emit(self, obj: Any) -> None:
+        records = self.normalizer.upserts(obj, self._collector.context)
+        key = obj.metadata.key
+        for record in records:
+            if record.op == "upsert":
+                self._emitted.setdefault(key, set()).add((record.kind, record.key))
+        self._collector.offer(records)
+
+    def remove(self, obj: Any) -> None:
+        with self._collector.lock:
+            meta: ObjectMeta = obj.metadata
+            affected = self._collector.relations.forget(self._source_kind, obj)
+            self.objects.pop(meta.key, None)
+            self._emitted.pop(meta.key, None)
+            self._collector.offer(self.normalizer.deletes(obj, self._collector.context))
+            self._collector.after_remove(self, meta.key, affected)
+
+    def vanished(self, key: str) -> None:
+        with self._collector.lock:
+            namespace, _, name = key.rpartition("/")
+            meta = ObjectMeta(name=name, namespace=namespace or None)
+            gone = self.objects.pop(key, None) or _MetadataOnly(meta)
+            affected = self._collector.relations.forget(self._source_kind, gone)
+            self._collector.offer(
+                [
+                    delete(kind, meta, key=record_key)
+                    for kind, record_key in sorted(self._emitted.pop(key, ()))
+                ]
+            )
+            self._collector.after_remove(self, key, affected)
+
+    def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
+        self._collector.listed(self)
+
+    @property
+    def _source_kind(self) -> str:
+        return getattr(self.normalizer, "source", "")
+
+
+@dataclass(frozen=True, slots=True)
+class _MetadataOnly:
+    """What a vanished object is known as when its sink kept no copy of it."""
+
+    metadata: ObjectMeta
+
+
+class Collector:
+    """One leadership term of discovery: start it, stop it, make a new one for the next term."""
+
+    def __init__(self, api: KubeApi, outbox: StreamOutbox, *, settings: CollectorSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.lock = threading.RLock()
+        self.relations = Relations()
+        self.reporter = HealthReporter("collector")
+        self.coalescer = Coalescer(
+            outbox, flush_seconds=settings.flush_seconds, on_resync_needed=self.resync
+        )
+        self.job_pods = job_execution.JobPods()
+        self.context = Context(
+            lookups=self.relations,
+            fetch_logs=self._fetch_logs,
+            ignore_node_labels=frozenset(settings.filters.ignore_node_labels),
+            collect_job_logs=settings.collect_job_logs,
+            collect_helm_releases=settings.collect_helm_releases,
+        )
+        self.sinks: dict[str, SourceSink] = {}
+        self.informers: list[Informer[Any]] = []
+        self._warm_up: list[Informer[Any]] = []
+        for source, warm in self._sources():
+            sink = SourceSink(source, self)
+            self.sinks[source.resource.plural] = sink
+            informer = Informer(
+                api, source.resource, source.normalizer.struct, sink, settings=settings.informer
+            )
+            self.informers.append(informer)
+            if warm:
+                self._warm_up.append(informer)
+        self._resync_pending: set[str] = set()
+        self._stopped = threading.Event()
+        self._starter = threading.Thread(
+            target=self._start_all, name="collector-start", daemon=True
+        )
+
+    def _sources(self) -> Iterable[tuple[Source, bool]]:
+        warm = {resources.NAMESPACES, resources.DEPLOYMENTS, resources.CRONJOBS}
+        table = [
+            Source(resources.NAMESPACES, namespace.NORMALIZER),
+            Source(resources.DEPLOYMENTS, deployment.NORMALIZER, keep_objects=True),
+            Source(resources.CRONJOBS, cronjob.NORMALIZER),
+            Source(resources.REPLICASETS, revision.NORMALIZER, keep_objects=True),
+            Source(resources.SERVICES, service.NORMALIZER),
+            Source(resources.HPAS, hpa.NORMALIZER),
+            Source(
+                resources.JOBS,
+                job_execution.JobExecutionNormalizer(self.job_pods),
+                keep_objects=True,
+            ),
+            Source(resources.PODS, pod_error.PodErrorNormalizer()),
+            Source(resources.NODES, node.NORMALIZER),
+            Source(resources.INGRESSES, ingress.NORMALIZER),
+            Source(resources.NETWORK_POLICIES, network_policy.NORMALIZER),
+            Source(resources.ROLES, rbac.ROLE),
+            Source(resources.ROLE_BINDINGS, rbac.ROLE_BINDING),
+            Source(resources.CLUSTER_ROLES, rbac.CLUSTER_ROLE),
+            Source(resources.CLUSTER_ROLE_BINDINGS, rbac.CLUSTER_ROLE_BINDING),
+        ]
+        if self.settings.collect_helm_releases:
+            table.append(Source(resources.HELM_RELEASE_SECRETS, helm_release.NORMALIZER))
+        return [(source, source.resource in warm) for source in table]
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start collecting (returns at once; warm-up runs on its own thread)."""
+        self.coalescer.start()
+        self._starter.start()
+
+    def _start_all(self) -> None:
+        for informer in self._warm_up:
+            informer.start()
+        for informer in self._warm_up:
+            if not informer.wait_synced(self.settings.warm_up_timeout_seconds):
+                log.warning("warm_up_slow", resource=informer.resource.plural)
+            if self._stopped.is_set():
+                return
+        log.info("warm_up_done", resources=[i.resource.plural for i in self._warm_up])
+        for informer in self.informers:
+            if informer not in self._warm_up and not self._stopped.is_set():
+                informer.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once every informer has listed once (tests, preview)."""
+        self._starter.join(timeout)
+        return all(informer.wait_synced(timeout) for informer in self.informers)
+
+    def stop(self) -> None:
+        """Stop at once (leadership lost, or shutting down), committing what is buffered."""
+        self._stopped.set()
+        for informer in self.informers:
+            informer.stop()
+        self.api.abort_streams()
+        for informer in self.informers:
+            if informer.alive:
+                informer.join(5)
+        self.coalescer.stop()
+
+    def reporters(self) -> list[HealthReporter]:
+        return [self.reporter, self.coalescer.reporter, *(i.reporter for i in self.informers)]
+
+    # -- resync ------------------------------------------------------------------------
+
+    def resync(self) -> None:
+        """Forget what was sent and relist everything (idempotent while one is running)."""
+        with self.lock:
+            if self._resync_pending:
+                return
+            log.info("resync_started")
+            self.reporter.count("resyncs")
+            self.coalescer.forget_all()
+            self._resync_pending = {i.resource.plural for i in self.informers if i.alive}
+        for informer in self.informers:
+            informer.request_relist()
+        self.api.abort_streams()
+
+    def listed(self, sink: SourceSink) -> None:
+        if not self._resync_pending:
+            return
+        self._resync_pending.discard(sink.source.resource.plural)
+        if not self._resync_pending:
+            self.coalescer.outbox.clear_resync_needed()
+            log.info("resync_done")
+
+    # -- what sinks call (lock held) -----------------------------------------------------
+
+    def ignored(self, kind: str, meta: ObjectMeta) -> bool:
+        return self.settings.filters.skip(kind, meta.namespace, meta.name)
+
+    def offer(self, records: Iterable[Record]) -> None:
+        for record in records:
+            self.coalescer.offer(record)
+
+    def after_apply(self, sink: SourceSink, obj: Any, affected: set[str]) -> None:
+        if sink.source.resource is resources.PODS:
+            self.job_pods.observe(obj)
+            owner = obj.metadata.controller()
+            if owner is not None and owner.kind == "Job":
+                self._rebuild_job(f"{obj.metadata.namespace}/{owner.name}")
+        self._rebuild_deployments(affected)
+
+    def after_remove(self, sink: SourceSink, key: str, affected: set[str]) -> None:
+        if sink.source.resource is resources.PODS:
+            sink.normalizer.forget(key)
+            self.job_pods.forget(key)
+        self._rebuild_deployments(affected)
+
+    def _rebuild_deployments(self, keys: set[str]) -> None:
+        deployments = self.sinks[resources.DEPLOYMENTS.plural]
+        replicasets = self.sinks[resources.REPLICASETS.plural]
+        for key in sorted(keys):
+            obj = deployments.objects.get(key)
+            if obj is not None:
+                deployments.emit(obj)
+            ns, _, name = key.partition("/")
+            for rs in self.relations.replicasets_of(ns, name):
+                rs_obj = replicasets.objects.get(f"{ns}/{rs}")
+                if rs_obj is not None:
+                    replicasets.emit(rs_obj)
+
+    def _rebuild_job(self, job_key: str) -> None:
+        jobs = self.sinks[resources.JOBS.plural]
+        obj = jobs.objects.get(job_key)
+        if obj is not None:
+            jobs.emit(obj)
+
+    def _fetch_logs(self, ns: str, pod: str, container: str, lines: int) -> list[str] | None:
+        path = resources.PODS.namespaced_path(ns, pod) + "/log"
+        try:
+            text = self.api.get(path, {"container": container, "tailLines": str(lines)})
+        except KubeError as exc:
+            log.warning("job_log_unavailable", namespace=ns, pod=pod, error=str(exc))
+            return None
+        return text.decode("utf-8", errors="replace").splitlines()[-lines:]

@@ -1,0 +1,279 @@
+"""The informer against the fake API server: lists, watches, and every way they break."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+import pytest
+import structlog.testing
+
+from collector.informer import Informer, InformerSettings
+from collector.kube import KubeApi
+from collector.kubeconfig import KubeTarget
+from collector.model import ObjectMeta
+from collector.resources import DEPLOYMENTS, NAMESPACES, Resource
+from sandbox.kube import FakeKube
+
+FAST = InformerSettings(
+    page_size=10,
+    watch_timeout_seconds=(30, 30),
+    read_timeout_seconds=5.0,
+    forbidden_retry_seconds=0.3,
+    backoff_initial_seconds=0.05,
+    backoff_max_seconds=0.2,
+)
+
+
+class Thing(msgspec.Struct):
+    metadata: ObjectMeta
+    spec: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, str, Any]] = []
+        self.lists: list[frozenset[str]] = []
+        self.on_apply: Callable[[Thing], None] | None = None
+
+    def apply(self, obj: Thing) -> None:
+        if self.on_apply is not None:
+            self.on_apply(obj)
+        with self.lock:
+            self.calls.append(("apply", obj.metadata.key, obj.spec.get("replicas")))
+
+    def remove(self, obj: Thing) -> None:
+        with self.lock:
+            self.calls.append(("remove", obj.metadata.key, None))
+
+    def vanished(self, key: str) -> None:
+        with self.lock:
+            self.calls.append(("vanished", key, None))
+
+    def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
+        with self.lock:
+            self.lists.append(keys)
+
+    def seen(self, call: tuple[str, str, Any]) -> bool:
+        with self.lock:
+            return call in self.calls
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas},
+    }
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[FakeKube]:
+    with FakeKube(bookmark_interval=0.2) as server:
+        yield server
+
+
+@pytest.fixture
+def api(kube: FakeKube) -> Iterator[KubeApi]:
+    kube.reset()
+    kube.bookmark_interval = 0.2
+    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[..., tuple[Informer[Thing], RecordingSink]]]:
+    started: list[tuple[Informer[Thing], KubeApi]] = []
+
+    def start(
+        api: KubeApi, resource: Resource = DEPLOYMENTS, settings: InformerSettings = FAST
+    ) -> tuple[Informer[Thing], RecordingSink]:
+        sink = RecordingSink()
+        informer = Informer(api, resource, Thing, sink, settings=settings)
+        informer.start()
+        started.append((informer, api))
+        return informer, sink
+
+    yield start
+    for informer, api in started:
+        informer.stop()
+        api.abort_streams()
+        assert informer.join(5)
+
+
+def test_a_paginated_list_reports_every_object_then_the_complete_key_set(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))
+    informer, sink = running(api)
+    assert informer.wait_synced(10)
+    assert sorted(key for _, key, _ in sink.calls) == [f"shop/web-{n:02d}" for n in range(25)]
+    assert sink.lists == [frozenset(f"shop/web-{n:02d}" for n in range(25))]
+    assert informer.reporter.snapshot().counters["list_pages"] == 3
+
+
+def test_the_watch_starts_at_the_list_and_reports_only_later_changes_in_order(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.create(deployment("web"))
+    informer, sink = running(api)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.patch("deployments", "shop", "web", {"spec": {"replicas": 3}})
+    kube.create(deployment("api"))
+    kube.delete("deployments", "shop", "web")
+    wait_until(lambda: sink.seen(("remove", "shop/web", None)))
+    assert sink.calls == [
+        ("apply", "shop/web", 1),
+        ("apply", "shop/web", 3),
+        ("apply", "shop/api", 1),
+        ("remove", "shop/web", None),
+    ]
+    assert informer.resource_version == str(kube.current_rv)
+
+
+def test_bookmarks_advance_the_resource_version_without_events(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    informer, _ = running(api)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+    wait_until(lambda: informer.resource_version == str(kube.current_rv))
+    assert informer.reporter.snapshot().counters["bookmarks"] >= 1
+
+
+def test_a_watch_ended_by_the_server_resumes_without_a_relist(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    settings = dataclasses.replace(FAST, watch_timeout_seconds=(1, 1))
+    informer, sink = running(api, settings=settings)
+    assert informer.wait_synced(10)
+    wait_until(lambda: informer.reporter.snapshot().counters["watches"] >= 2, timeout=5)
+    kube.create(deployment("late"))
+    wait_until(lambda: sink.seen(("apply", "shop/late", 1)))
+    assert informer.reporter.snapshot().counters["lists"] == 1
+
+
+def test_a_silently_stalled_watch_is_abandoned_and_nothing_is_missed(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.bookmark_interval = 0  # silence is what a stall looks like
+    settings = dataclasses.replace(FAST, read_timeout_seconds=0.5)
+    informer, sink = running(api, settings=settings)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.stall_watches("deployments")
+    kube.create(deployment("during-stall"))
+    wait_until(lambda: sink.seen(("apply", "shop/during-stall", 1)))
+    counters = informer.reporter.snapshot().counters
+    assert counters["watches"] >= 2 and counters["lists"] == 1
+    kube.release_stalled()
+
+
+@pytest.mark.parametrize("mode", ["event", "http"])
+def test_a_410_relists_and_reports_objects_that_vanished_meanwhile(
+    mode: str, kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.set_watch_expired_mode(mode)
+    kube.load([deployment("stays"), deployment("goes")])
+    informer, sink = running(api)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.stall_watches("deployments")  # the informer hears nothing from here on
+    kube.delete("deployments", "shop", "goes")
+    kube.create(deployment("arrives"))
+    kube.compact()  # ... and the history it would resume from is gone
+    kube.release_stalled()
+    wait_until(lambda: informer.reporter.snapshot().counters.get("relists", 0) >= 1)
+    wait_until(lambda: len(sink.lists) == 2)
+    assert sink.seen(("vanished", "shop/goes", None))
+    assert sink.seen(("apply", "shop/arrives", 1))
+    assert sink.lists[-1] == frozenset({"shop/stays", "shop/arrives"})
+
+
+def test_an_expired_continue_token_restarts_the_list(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))
+    expired = threading.Event()
+
+    def expire_once(obj: Thing) -> None:
+        if not expired.is_set():
+            expired.set()
+            kube.expire_continue_tokens()
+
+    sink = RecordingSink()
+    sink.on_apply = expire_once
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=FAST)
+    informer.start()
+    try:
+        assert informer.wait_synced(10)
+        assert sink.lists == [frozenset(f"shop/web-{n:02d}" for n in range(25))]
+        assert informer.reporter.snapshot().counters["list_restarts"] == 1
+    finally:
+        informer.stop()
+        api.abort_streams()
+        informer.join(5)
+
+
+def test_a_403_disables_one_resource_with_one_log_line_while_others_keep_working(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.forbid("deployments")
+    with structlog.testing.capture_logs() as logs:
+        blocked, _ = running(api)
+        namespaces, ns_sink = running(api, NAMESPACES)
+        assert namespaces.wait_synced(10)
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "new"}})
+        wait_until(lambda: ns_sink.seen(("apply", "new", None)))
+        wait_until(lambda: blocked.reporter.snapshot().counters.get("failures", 0) >= 3)
+    assert blocked.reporter.health.reason == "forbidden: deployments"
+    forbidden = [e for e in logs if e["event"] == "informer_failing"]
+    assert len(forbidden) == 1 and forbidden[0]["resource"] == "deployments"
+    assert not blocked.wait_synced(0)
+
+    kube.allow("deployments")  # RBAC fixed: retried later, and it works
+    assert blocked.wait_synced(10)
+    wait_until(lambda: blocked.reporter.health.ok)
+
+
+def test_server_errors_and_throttling_are_retried_with_backoff(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.create(deployment("web"))
+    kube.fail_next(500, 1, resource="deployments")
+    kube.fail_next(429, 1, resource="deployments", retry_after=1)
+    started = time.monotonic()
+    informer, sink = running(api)
+    assert informer.wait_synced(10)
+    assert time.monotonic() - started >= 1.0  # Retry-After was honoured
+    assert informer.reporter.snapshot().counters["failures"] == 2
+    assert sink.seen(("apply", "shop/web", 1))
+
+
+def test_stop_ends_a_quiet_watch_at_once(kube: FakeKube, api: KubeApi) -> None:
+    informer = Informer(api, DEPLOYMENTS, Thing, RecordingSink(), settings=FAST)
+    informer.start()
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    started = time.monotonic()
+    informer.stop()
+    api.abort_streams()
+    assert informer.join(5)
+    assert time.monotonic() - started < 2
