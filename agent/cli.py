@@ -32,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the agent (configured by the environment)")
     run.add_argument("--role", required=True, choices=["discovery", "scaling", "all"])
     run.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+    _cluster_arguments(run)
 
     queue = commands.add_parser("queue", help="inspect a queue directory (read-only)")
     queue_commands = queue.add_subparsers(dest="queue_command", required=True, metavar="VIEW")
@@ -50,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         if name != "stats":
             view.add_argument("--limit", type=_positive_int, default=100, help="at most N lines")
     return parser
+
+
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: its current one)")
 
 
 def _positive_int(text: str) -> int:
@@ -84,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         settings = config.load_settings(args.role, os.environ, config_file=args.config)
     except config.ConfigError as exc:
         return _fail(str(exc))
-    return run.run(settings)
+    return run.run(settings, kubeconfig=args.kubeconfig, context=args.context)
 
 
 def _queue(args: argparse.Namespace) -> int:

@@ -64,6 +64,7 @@ FILE_KEYS = frozenset(
         "linger_seconds",
         "shutdown_ship_seconds",
         "reconcile_interval_seconds",
+        "heartbeat_seconds",
         "collect_helm_releases",
         "collect_job_logs",
         "ca_bundle",
@@ -178,6 +179,8 @@ class Settings:
     """Elect a leader through a Lease; None decides automatically (on when in-cluster)."""
     reconcile_interval_seconds: float = 30.0
     """Seconds between scaling reconcile cycles."""
+    heartbeat_seconds: float = 60.0
+    """Seconds between discovery heartbeats (each also refreshes cluster metadata)."""
 
     @property
     def streams(self) -> tuple[Stream, ...]:
@@ -317,6 +320,12 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
         reconcile_interval_seconds=_seconds(
             src.get("RECONCILE_INTERVAL_SECONDS", "reconcile_interval_seconds"),
             Settings.reconcile_interval_seconds,
+            maximum=3600,
+            positive=True,
+        ),
+        heartbeat_seconds=_seconds(
+            src.get("HEARTBEAT_SECONDS", "heartbeat_seconds"),
+            Settings.heartbeat_seconds,
             maximum=3600,
             positive=True,
         ),

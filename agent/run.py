@@ -9,17 +9,20 @@ process exits. Whatever is still queued waits on disk for the next start.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
 
-from agent.config import Settings, api_url_for
+from agent.config import ConfigError, Settings, api_url_for
+from agent.discovery import DiscoveryRole
 from agent.logs import configure_logging
+from collector.kubeconfig import KubeConfigError, load_target
 from shipper.client import ApiClient
 from shipper.health import HealthReporter, HealthSnapshot
 from shipper.lock import QueueDirectoryBusy
@@ -32,6 +35,7 @@ from shipper.version import VERSION
 
 log = structlog.get_logger("agent")
 
+EXIT_BAD_CONFIGURATION = 2
 # Exit code for a start-up that cannot proceed for a reason outside the configuration
 # (the queue directory is owned by another process, locked or unreadable).
 EXIT_STARTUP_FAILED = 1
@@ -43,7 +47,7 @@ class Delivery:
 
     outbox: Outbox
     shippers: dict[str, StreamShipper]
-    clients: list[ApiClient] = field(default_factory=list)
+    clients: dict[str, ApiClient] = field(default_factory=dict)
 
     def start(self) -> None:
         for shipper in self.shippers.values():
@@ -67,7 +71,7 @@ class Delivery:
             # A request is still in flight: its batch stays unacked and goes out next start.
             log.warning("shutdown_with_request_in_flight", streams=busy)
             return
-        for client in self.clients:
+        for client in self.clients.values():
             client.close()
         self.outbox.close()
 
@@ -111,7 +115,7 @@ def open_delivery(
             insecure_http=settings.insecure_http,
             ca_bundle=settings.ca_bundle,
         )
-        delivery.clients.append(client)
+        delivery.clients[stream] = client
         post = client.post_records if stream == DISCOVERY else client.post_events
         delivery.shippers[stream] = StreamShipper(
             outbox[stream],
@@ -123,10 +127,15 @@ def open_delivery(
 
 
 class HealthWatch:
-    """Polls every component's health and logs each change (the health server reads it too)."""
+    """Polls every component's health and logs each change (the health server reads it too).
 
-    def __init__(self, reporters: Iterable[HealthReporter], *, interval: float = 1.0) -> None:
-        self._reporters = list(reporters)
+    `reporters` is asked on every poll: components come and go (a collector per term).
+    """
+
+    def __init__(
+        self, reporters: Callable[[], Iterable[HealthReporter]], *, interval: float = 1.0
+    ) -> None:
+        self._reporters = reporters
         self._interval = interval
         self._last: dict[str, tuple[bool, str | None]] = {}
         self._stop = threading.Event()
@@ -140,7 +149,7 @@ class HealthWatch:
         self._thread.join(self._interval * 2)
 
     def snapshot(self) -> list[HealthSnapshot]:
-        return [reporter.snapshot() for reporter in self._reporters]
+        return [reporter.snapshot() for reporter in self._reporters()]
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -160,9 +169,16 @@ class HealthWatch:
             self._last[snap.component] = state
 
 
-def run(settings: Settings) -> int:
+def run(settings: Settings, *, kubeconfig: str | None = None, context: str | None = None) -> int:
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
+    target = None
+    if DISCOVERY in settings.streams:
+        try:
+            target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
+        except KubeConfigError as exc:
+            print(f"moonin-agent: {exc}", file=sys.stderr)
+            return EXIT_BAD_CONFIGURATION
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -178,8 +194,27 @@ def run(settings: Settings) -> int:
         log.error("startup_failed", error=str(exc))
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILED
-    watch = HealthWatch(delivery.reporters())
+    roles: list[DiscoveryRole] = []
+    try:
+        if target is not None:
+            roles.append(
+                DiscoveryRole(
+                    settings,
+                    target=target,
+                    outbox=delivery.outbox[DISCOVERY],
+                    client=delivery.clients[DISCOVERY],
+                )
+            )
+    except ConfigError as exc:
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        delivery.stop(drain_seconds=0)
+        return EXIT_BAD_CONFIGURATION
+    watch = HealthWatch(
+        lambda: [*delivery.reporters(), *(r for role in roles for r in role.reporters())]
+    )
     delivery.start()
+    for role in roles:
+        role.start()
     watch.start()
     log.info(
         "agent_started",
@@ -190,6 +225,8 @@ def run(settings: Settings) -> int:
     )
     stop.wait()
     log.info("agent_stopping", drain_seconds=settings.shutdown_ship_seconds)
+    for role in roles:
+        role.stop()  # producers first: what they hold reaches the outbox before the drain
     delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
     watch.stop()
     watch.log_changes()

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import structlog
 
 from collector import resources
@@ -31,7 +32,8 @@ from collector.coalesce import Coalescer
 from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
 from collector.kube import KubeApi, KubeError
-from collector.model import ObjectMeta, delete
+from collector.metadata import MetadataProbe, NodeHint
+from collector.model import ObjectMeta, delete, upsert
 from collector.normalize import (
     cronjob,
     deployment,
@@ -128,11 +130,16 @@ class SourceSink:
             self._collector.after_remove(self, key, affected)
 
     def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
-        self._collector.listed(self)
+        with self._collector.lock:
+            self._collector.listed(self, keys)
 
     @property
     def _source_kind(self) -> str:
         return getattr(self.normalizer, "source", "")
+
+
+class _Version(msgspec.Struct, rename="camel"):
+    git_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +165,7 @@ class Collector:
         self.context = Context(
             lookups=self.relations,
             fetch_logs=self._fetch_logs,
-            ignore_node_labels=frozenset(settings.filters.ignore_node_labels),
+            ignore_node_labels=frozenset(settings.filters.ignored_node_labels),
             collect_job_logs=settings.collect_job_logs,
             collect_helm_releases=settings.collect_helm_releases,
         )
@@ -175,6 +182,7 @@ class Collector:
             if warm:
                 self._warm_up.append(informer)
         self._resync_pending: set[str] = set()
+        self._version: str | None = None
         self._stopped = threading.Event()
         self._starter = threading.Thread(
             target=self._start_all, name="collector-start", daemon=True
@@ -195,7 +203,7 @@ class Collector:
                 keep_objects=True,
             ),
             Source(resources.PODS, pod_error.PodErrorNormalizer()),
-            Source(resources.NODES, node.NORMALIZER),
+            Source(resources.NODES, node.NORMALIZER, keep_objects=True),  # metadata hints
             Source(resources.INGRESSES, ingress.NORMALIZER),
             Source(resources.NETWORK_POLICIES, network_policy.NORMALIZER),
             Source(resources.ROLES, rbac.ROLE),
@@ -204,7 +212,9 @@ class Collector:
             Source(resources.CLUSTER_ROLE_BINDINGS, rbac.CLUSTER_ROLE_BINDING),
         ]
         if self.settings.collect_helm_releases:
-            table.append(Source(resources.HELM_RELEASE_SECRETS, helm_release.NORMALIZER))
+            table.append(
+                Source(resources.HELM_RELEASE_SECRETS, helm_release.HelmReleaseNormalizer())
+            )
         return [(source, source.resource in warm) for source in table]
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -261,7 +271,9 @@ class Collector:
             informer.request_relist()
         self.api.abort_streams()
 
-    def listed(self, sink: SourceSink) -> None:
+    def listed(self, sink: SourceSink, keys: frozenset[str]) -> None:
+        if sink.source.resource is resources.PODS:
+            sink.normalizer.retain(keys)  # pods gone while unwatched take their state along
         if not self._resync_pending:
             return
         self._resync_pending.discard(sink.source.resource.plural)
@@ -310,6 +322,35 @@ class Collector:
         obj = jobs.objects.get(job_key)
         if obj is not None:
             jobs.emit(obj)
+
+    # -- cluster metadata ----------------------------------------------------------------
+
+    def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
+        """The heartbeat's metadata; also offered as the `cluster_metadata` record."""
+        with self.lock:
+            nodes = [
+                NodeHint(
+                    name=n.metadata.name, labels=n.metadata.labels, provider_id=n.spec.provider_id
+                )
+                for n in self.sinks[resources.NODES.plural].objects.values()
+            ]
+        found = probe.probe(nodes, kubernetes_version=self._kubernetes_version(), leader=leader)
+        data = found.as_dict()
+        with self.lock:
+            self.offer(
+                [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
+            )
+        return data
+
+    def _kubernetes_version(self) -> str | None:
+        if self._version is None:
+            try:
+                self._version = msgspec.json.decode(
+                    self.api.get("/version"), type=_Version
+                ).git_version
+            except (KubeError, msgspec.DecodeError) as exc:
+                log.warning("kubernetes_version_unavailable", error=str(exc))
+        return self._version
 
     def _fetch_logs(self, ns: str, pod: str, container: str, lines: int) -> list[str] | None:
         path = resources.PODS.namespaced_path(ns, pod) + "/log"

@@ -73,6 +73,10 @@ class Filters:
         self._rules = tuple(_rule(entry) for entry in ignore_resources)
         self._node_labels = tuple(ignore_node_labels)
 
+    @property
+    def ignored_node_labels(self) -> tuple[str, ...]:
+        return self._node_labels
+
     def skip(self, kind: str, namespace: str | None, name: str) -> bool:
         """Whether the object `name` of record kind `kind` is kept out of every record.
 

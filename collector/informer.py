@@ -231,7 +231,10 @@ class Informer(Generic[T]):
         }
         self.reporter.count("watches")
         with self.api.stream_lines(
-            self.resource.path, params, read_timeout=self.settings.read_timeout_seconds
+            self.resource.path,
+            params,
+            read_timeout=self.settings.read_timeout_seconds,
+            cancelled=lambda: self._stopped.is_set() or self._relist.is_set(),
         ) as lines:
             for line in lines:
                 self._check_stop()

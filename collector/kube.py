@@ -17,7 +17,7 @@ Error messages carry the API's Status message cut short, never a token.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -122,12 +122,18 @@ class KubeApi:
 
     @contextmanager
     def stream_lines(
-        self, path: str, params: Mapping[str, str], *, read_timeout: float
+        self,
+        path: str,
+        params: Mapping[str, str],
+        *,
+        read_timeout: float,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> Iterator[Iterator[bytes]]:
         """A watch: yields an iterator of newline-delimited JSON events.
 
         `read_timeout` bounds the silence between two chunks, so a stalled watch ends with
-        a `KubeError` instead of hanging. `abort_streams()` ends it from another thread.
+        a `KubeError` instead of hanging. `abort_streams()` ends it from another thread;
+        `cancelled` closes the gap where an abort arrives while the stream is being opened.
         """
         request = self._client.build_request(
             "GET",
@@ -143,6 +149,8 @@ class KubeApi:
         with self._streams_lock:
             self._open_streams.add(response)
         try:
+            if cancelled():
+                raise KubeError(f"GET {path}: cancelled")
             if response.status_code >= 300:
                 response.read()
                 raise _status_error(response, "GET", path)

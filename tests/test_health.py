@@ -18,7 +18,7 @@ def test_a_reporter_tells_whether_the_health_changed() -> None:
 
 def test_the_watch_logs_each_health_change_once_with_the_counters() -> None:
     reporter = HealthReporter("shipper.discovery")
-    watch = HealthWatch([reporter])
+    watch = HealthWatch(lambda: [reporter])
     with structlog.testing.capture_logs() as logs:
         watch.log_changes()  # healthy from the start: nothing to say
         reporter.set(Health.degraded("paused: 401"))

@@ -81,16 +81,8 @@ def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[st
     }
 
 
-@pytest.fixture(scope="module")
-def kube() -> Iterator[FakeKube]:
-    with FakeKube(bookmark_interval=0.2) as server:
-        yield server
-
-
 @pytest.fixture
 def api(kube: FakeKube) -> Iterator[KubeApi]:
-    kube.reset()
-    kube.bookmark_interval = 0.2
     client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
     yield client
     client.close()

@@ -112,8 +112,8 @@ def decode_release(encoded: str) -> dict[str, Any]:
     try:
         helm_text = base64.b64decode(encoded, validate=True)  # the API's Secret encoding
         payload = base64.b64decode(helm_text, validate=True)  # Helm's own
-    except (binascii.Error, ValueError) as e:
-        raise UndecodableRelease("base64", type(e).__name__) from None
+    except (binascii.Error, ValueError):
+        raise UndecodableRelease("base64", "not valid base64") from None
     if payload[:2] == _GZIP_MAGIC:
         payload = _gunzip(payload)
     try:

@@ -19,10 +19,11 @@ Signals and how they are de-duplicated:
   back-off after 10 minutes of running, so a loop is new only when the run before it lasted
   that long; the crashes inside a loop are still reported one by one;
 - pod-level signals (phase Failed or Unknown, Unschedulable, ContainersNotReady) on their
-  transition. A readiness failure is reported only when no container error explains it,
-  and a pod failure without a pod-level reason only when no container termination does
-  (one failure, one event). Pods being deleted report nothing: their containers are killed
-  on purpose.
+  transition. Not being ready is a failure once the pod had been ready, or after a grace
+  period for one that never was (every new pod starts unready); it is reported only when
+  no container error explains it, and a pod failure without a pod-level reason only when
+  no container termination does (one failure, one event). Pods being deleted report
+  nothing: their containers are killed on purpose.
 
 Only container names and images are read from the pod spec side; a terminated container's
 `message` (written by the application) is not even decoded. The per-pod state is plain
@@ -34,9 +35,9 @@ from __future__ import annotations
 
 import signal as signals
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -56,6 +57,8 @@ CRASH_LOOP = "CrashLoopBackOff"
 OOM_KILLED = "OOMKilled"
 # The kubelet forgets a container's restart back-off once it has run this long.
 BACKOFF_RESET_SECONDS = 600.0
+# How long a pod that was never ready may stay so before that counts as a failure.
+READINESS_GRACE_SECONDS = 300.0
 
 # Waiting reasons that mean the container cannot start (kubelet and runtime names).
 ERROR_WAITING_REASONS = frozenset(
@@ -192,6 +195,7 @@ class _PodMemo(msgspec.Struct):
     uid: str = ""
     phase: str | None = None
     unschedulable: bool = False
+    was_ready: bool = False
     not_ready: bool = False
     failing: bool = False
     replicaset: str | None = None
@@ -226,7 +230,8 @@ class PodErrorNormalizer:
     kind = KIND
     struct = Pod
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._pods: dict[str, _PodMemo] = {}
         # (namespace, replicaset) -> pod keys: the affected/total counts of a revision.
@@ -235,13 +240,13 @@ class PodErrorNormalizer:
     def upserts(self, obj: Pod, ctx: Context) -> list[Record]:
         meta = obj.metadata
         key = meta.key
-        now = utc_timestamp()
+        now = utc_timestamp(self._clock())
         with self._lock:
             previous = self._pods.get(key)
             if previous is not None and previous.uid != meta.uid:
                 previous = None  # same name, new pod: nothing carries over
-            memo, found = _observe(obj, previous)
-            self._remember(key, meta.namespace or "", memo)
+            memo, found = _observe(obj, previous, now)
+            self._remember(key, memo)
             if meta.deletion_timestamp is not None:
                 return []
             workload = self._workload(obj, ctx) if found else None
@@ -254,13 +259,13 @@ class PodErrorNormalizer:
     def forget(self, key: str) -> None:
         """Drop a pod's state (deleted, or found gone by a relist: `namespace/name`)."""
         with self._lock:
-            self._remember(key, key.partition("/")[0], None)
+            self._remember(key, None)
 
     def retain(self, keys: Collection[str]) -> None:
         """Keep state only for these pod keys (after a full list; e.g. after `import_state`)."""
         with self._lock:
             for key in [k for k in self._pods if k not in keys]:
-                self._remember(key, key.partition("/")[0], None)
+                self._remember(key, None)
 
     def export_state(self) -> dict[str, Any]:
         """The remembered signal state as plain JSON-able data."""
@@ -281,12 +286,14 @@ class PodErrorNormalizer:
             self._pods = {}
             self._by_replicaset = {}
             for key, memo in loaded.pods.items():
-                self._remember(key, key.partition("/")[0], memo)
+                self._remember(key, memo)
         return True
 
     # -- internals ----------------------------------------------------------------------
 
-    def _remember(self, key: str, namespace: str, memo: _PodMemo | None) -> None:
+    def _remember(self, key: str, memo: _PodMemo | None) -> None:
+        """Set (or with None, drop) a pod's memo, keeping the ReplicaSet index in step."""
+        namespace = key.partition("/")[0]
         old = self._pods.pop(key, None)
         if old is not None and old.replicaset is not None:
             slot = (namespace, old.replicaset)
@@ -366,7 +373,7 @@ class PodErrorNormalizer:
 # -- the transitions (pure: previous memo + pod -> new memo + signals) ------------------
 
 
-def _observe(pod: Pod, previous: _PodMemo | None) -> tuple[_PodMemo, list[_Signal]]:
+def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, list[_Signal]]:
     status = pod.status
     phase = status.phase
     owner = pod.metadata.controller()
@@ -421,15 +428,20 @@ def _observe(pod: Pod, previous: _PodMemo | None) -> tuple[_PodMemo, list[_Signa
             )
 
     ready = conditions.get("Ready")
+    memo.was_ready = before.was_ready or (ready is not None and ready.status == "True")
     if (
         ready is not None
         and phase == "Running"
         and ready.status == "False"
         and ready.reason == "ContainersNotReady"
     ):
-        memo.not_ready = True
+        # A pod that was never ready may just be starting: only a grace period makes that
+        # a failure. One that was ready has failed its probe.
+        not_ready_for = seconds_between(ready.last_transition_time, now)
+        grace_over = not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
+        memo.not_ready = before.was_ready or grace_over
         # A crash or a start failure already says why the pod is not ready.
-        if not before.not_ready and not container_error and not found:
+        if memo.not_ready and not before.not_ready and not container_error and not found:
             not_ready = [cs.name for cs in status.container_statuses if not cs.ready]
             found.append(
                 _Signal(

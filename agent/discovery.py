@@ -1,0 +1,131 @@
+"""The discovery role: leadership, one collector per leadership term, and the heartbeat.
+
+With leader election on (in a pod, or `LEADER_ELECTION=true`) a replica collects only
+while it holds the Lease; losing it stops the collector and the heartbeat at once, and a
+new term starts from a fresh collector. Without election the term starts right away.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import structlog
+
+from agent.config import ConfigError, Settings
+from collector.collector import Collector, CollectorSettings
+from collector.filters import Filters
+from collector.heartbeat import Heartbeat
+from collector.kube import KubeApi
+from collector.kubeconfig import SERVICE_ACCOUNT_DIR, KubeTarget
+from collector.leader import LeaderElector, LeaseSettings
+from collector.metadata import MetadataProbe
+from shipper.client import ApiClient
+from shipper.health import HealthReporter
+from shipper.outbox import StreamOutbox
+
+log = structlog.get_logger("agent.discovery")
+
+
+def lease_namespace(settings: Settings) -> str:
+    """POD_NAMESPACE, else the namespace of the pod's service account."""
+    if settings.pod_namespace:
+        return settings.pod_namespace
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
+    except OSError:
+        raise ConfigError(
+            "POD_NAMESPACE: required for leader election (the Lease lives there)"
+        ) from None
+
+
+class DiscoveryRole:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        target: KubeTarget,
+        outbox: StreamOutbox,
+        client: ApiClient,
+    ) -> None:
+        self.settings = settings
+        self.api = KubeApi(target)
+        self.outbox = outbox
+        self.client = client
+        self.identity = settings.pod_name or socket.gethostname()
+        self.collector_settings = CollectorSettings(
+            filters=Filters(
+                settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
+            ),
+            collect_helm_releases=settings.collect_helm_releases,
+            collect_job_logs=settings.collect_job_logs,
+        )
+        # Cloud metadata endpoints are asked only from inside the cluster.
+        self.probe = MetadataProbe(enabled=target.in_cluster)
+        self._term_lock = threading.Lock()
+        self.collector: Collector | None = None
+        self.heartbeat: Heartbeat | None = None
+        elect = settings.leader_election
+        if elect is None:
+            elect = target.in_cluster
+        self.elector: LeaderElector | None = None
+        if elect:
+            self.elector = LeaderElector(
+                self.api,
+                LeaseSettings(
+                    namespace=settings.pod_namespace or "default", identity=self.identity
+                ),
+                on_started=self._start_term,
+                on_stopped=self._stop_term,
+            )
+
+    def start(self) -> None:
+        if self.elector is not None:
+            log.info("leader_election_started", identity=self.identity)
+            self.elector.start()
+        else:
+            self._start_term()
+
+    def stop(self) -> None:
+        """Stop collecting (what is buffered reaches the outbox) and release the Lease."""
+        if self.elector is not None:
+            self.elector.stop()
+        self._stop_term()
+        self.api.close()
+
+    def reporters(self) -> list[HealthReporter]:
+        found: list[HealthReporter] = []
+        if self.elector is not None:
+            found.append(self.elector.reporter)
+        with self._term_lock:
+            if self.collector is not None:
+                found.extend(self.collector.reporters())
+            if self.heartbeat is not None:
+                found.append(self.heartbeat.reporter)
+        return found
+
+    def _start_term(self) -> None:
+        with self._term_lock:
+            if self.collector is not None:
+                return
+            collector = Collector(self.api, self.outbox, settings=self.collector_settings)
+            heartbeat = Heartbeat(
+                self.client,
+                lambda: collector.cluster_metadata(self.probe, leader=self.identity),
+                collector.resync,
+                interval=self.settings.heartbeat_seconds,
+            )
+            self.collector, self.heartbeat = collector, heartbeat
+        collector.start()
+        heartbeat.start()
+        log.info("collection_started", identity=self.identity)
+
+    def _stop_term(self) -> None:
+        with self._term_lock:
+            collector, heartbeat = self.collector, self.heartbeat
+            self.collector = self.heartbeat = None
+        if heartbeat is not None:
+            heartbeat.stop()
+        if collector is not None:
+            collector.stop()
+            log.info("collection_stopped", identity=self.identity)

@@ -1,0 +1,436 @@
+"""`FakeKube`: the fake Kubernetes API server as tests and benchmarks drive it.
+
+It owns the store, the pager, the fault plans and the HTTP listener on 127.0.0.1, and
+offers the Python side of the fake: writing objects as a controller would (these writes
+produce watch events like any other), reading them back, scripting faults, inspecting the
+request log, and producing a kubeconfig or a client `Configuration` for the official
+client. Python-side writes change whatever they are given, `.status` included; only HTTP
+writes follow the status-subresource rules.
+
+Refusals raise `ApiError` (the same Status the HTTP answer would carry); unknown resource
+names raise `KeyError`. The `kubernetes` package is imported only by the two helpers that
+need it, so a process that runs the fake does not pay for the client's models.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from sandbox.kube import resources
+from sandbox.kube.faults import Faults, RequestLog, RequestRecord
+from sandbox.kube.lists import Pager, matcher
+from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sandbox.kube.podlogs import PodLogs
+from sandbox.kube.resources import Resource
+from sandbox.kube.selectors import FieldSelector, LabelSelector
+from sandbox.kube.server import (
+    HOST,
+    WATCH_EXPIRED_MODES,
+    Backend,
+    KubeServer,
+    Router,
+    Settings,
+)
+from sandbox.kube.status import ApiError, unprocessable
+from sandbox.kube.store import Bookmark, Store
+from sandbox.kube.watch import DROP, STOP, Stall
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+ResourceName = str | Resource
+
+_PATCH_TYPES = {"merge": merge_patch, "strategic": strategic_merge_patch, "json": json_patch}
+
+
+def _copy(obj: Any) -> Any:
+    # Deep copy through JSON: the store takes ownership and never aliases the caller's dict.
+    return _decode(_encode(obj))
+
+
+class FakeKube:
+    """A fake Kubernetes API server on 127.0.0.1 (port 0 picks a free one).
+
+    `bookmark_interval`: seconds between BOOKMARK events on watches that allow them (0
+    disables them; `bookmark_now()` still works). `history`: changes kept per resource for
+    watches to replay; older resourceVersions answer 410. `watch_expired`: how a watch from
+    a too-old resourceVersion is refused, "event" (200 and one ERROR event, what real
+    servers do) or "http" (a 410 answer). `max_list_snapshots`: paginated lists in progress
+    whose continue tokens stay valid.
+    """
+
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        bookmark_interval: float = 1.0,
+        history: int = 1000,
+        watch_expired: str = "event",
+        max_list_snapshots: int = 32,
+        git_version: str = "v1.30.2",
+        request_log_limit: int = 100_000,
+    ) -> None:
+        _check_mode(watch_expired)
+        self._port = port
+        self._defaults = (bookmark_interval, watch_expired, git_version)
+        self._store = Store(history)
+        self._pager = Pager(self._store, max_list_snapshots)
+        self._faults = Faults()
+        self._log = RequestLog(request_log_limit)
+        self._pod_logs = PodLogs()
+        self._settings = Settings(bookmark_interval, watch_expired, git_version)
+        self._backend = Backend(
+            self._store, self._pager, self._faults, self._log, self._pod_logs, self._settings
+        )
+        self._stalls: list[threading.Event] = []
+        self._stalls_lock = threading.Lock()
+        self._server: KubeServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lifecycle = threading.Lock()
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> FakeKube:
+        with self._lifecycle:
+            if self._server is None:
+                server = KubeServer(self._port, Router(self._backend))
+                self._port = server.server_address[1]
+                thread = threading.Thread(
+                    target=server.serve_forever,
+                    kwargs={"poll_interval": 0.05},
+                    name=f"fake-kube-{self._port}",
+                    daemon=True,
+                )
+                thread.start()
+                self._server, self._thread = server, thread
+        return self
+
+    def stop(self) -> None:
+        """End every watch, close the listener and all connections."""
+        with self._lifecycle:
+            server, thread = self._server, self._thread
+            if server is None or thread is None:
+                return
+            self._store.post(None, lambda _: STOP)
+            self.release_stalled()
+            server.shutdown()
+            server.server_close()
+            server.cut_connections()
+            thread.join()
+            self._server = self._thread = None
+
+    def __enter__(self) -> FakeKube:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise RuntimeError("the fake API server has not been started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def reset(self) -> None:
+        """Back to an empty cluster with the constructor's settings; open watches end.
+
+        The resourceVersion keeps counting up, so an RV remembered from before the reset
+        is too old (410) rather than accidentally valid.
+        """
+        self._store.clear()
+        self._store.post(None, lambda _: STOP)
+        self.release_stalled()
+        self._pager.expire_all()
+        self._faults.clear()
+        self._log.clear()
+        self._pod_logs.clear()
+        interval, mode, version = self._defaults
+        self._settings.bookmark_interval = interval
+        self._settings.watch_expired = mode
+        self._settings.git_version = version
+        self._settings.watch_expired_for.clear()
+
+    # objects ------------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object (its `apiVersion`/`kind` say where); returns it as stored."""
+        resource = resources.for_object(obj)
+        return self._full(resource, self._store.create(resource, _copy(obj)))
+
+    def load(self, objects: Iterable[dict[str, Any]]) -> int:
+        """Bulk create-or-replace (fixtures, synthetic clusters); returns how many. The
+        dicts are taken over by the store, not copied."""
+        count = 0
+        batch: list[dict[str, Any]] = []
+        current: Resource | None = None
+        for obj in objects:
+            resource = resources.for_object(obj)
+            if resource is not current and batch:
+                assert current is not None
+                count += self._store.create_many(current, batch)
+                batch = []
+            current = resource
+            batch.append(obj)
+            if len(batch) >= 1000:
+                count += self._store.create_many(resource, batch)
+                batch = []
+        if batch and current is not None:
+            count += self._store.create_many(current, batch)
+        return count
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace an object; a `metadata.resourceVersion` it carries must be current (409)."""
+        resource = resources.for_object(obj)
+        metadata = obj.get("metadata") or {}
+        replacement = _copy(obj)
+        entry = self._store.modify(
+            resource, metadata.get("namespace"), metadata.get("name", ""), lambda _: replacement
+        )
+        return self._full(resource, entry)
+
+    def patch(
+        self,
+        resource: ResourceName,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        patch_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Patch an object: "strategic" (default for a dict), "merge", or "json" (a list)."""
+        target = resources.resolve(resource)
+        kind = patch_type or ("json" if isinstance(patch, list) else "strategic")
+        if kind not in _PATCH_TYPES:
+            raise ValueError(f"patch_type must be one of {', '.join(_PATCH_TYPES)}")
+        patcher, body = _PATCH_TYPES[kind], _copy(patch)
+
+        def apply(current: dict[str, Any]) -> Any:
+            try:
+                return patcher(current, body)
+            except PatchError as error:
+                raise unprocessable(str(error)) from None
+
+        return self._full(target, self._store.modify(target, namespace, name, apply))
+
+    def delete(self, resource: ResourceName, namespace: str | None, name: str) -> dict[str, Any]:
+        """Delete at once (a namespace takes its contents along); returns the last state."""
+        target = resources.resolve(resource)
+        gone = self._store.delete(target, namespace, name)
+        if target.plural == "namespaces" and not target.group:
+            self._store.delete_namespace_contents(name)
+        return self._full(target, gone)
+
+    def get(self, resource: ResourceName, namespace: str | None, name: str) -> dict[str, Any]:
+        target = resources.resolve(resource)
+        return self._full(target, self._store.get(target, namespace, name))
+
+    def list(
+        self,
+        resource: ResourceName,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Objects in key order, across all namespaces when `namespace` is None."""
+        target = resources.resolve(resource)
+        match = matcher(
+            LabelSelector.parse(label_selector), FieldSelector.parse(field_selector, target)
+        )
+        _, entries = self._store.snapshot(target, namespace)
+        return [self._full(target, e) for e in entries if match is None or match(e)]
+
+    def set_pod_log(
+        self, namespace: str, pod: str, container: str, text: str, *, previous: bool = False
+    ) -> None:
+        """What `pods/{pod}/log?container=...` returns (`previous=True`: the last run's)."""
+        self._pod_logs.set(namespace, pod, container, text, previous)
+
+    @staticmethod
+    def _full(resource: Resource, entry: Any) -> dict[str, Any]:
+        return _decode(entry.full(resource))
+
+    # resourceVersions and history ---------------------------------------------------------
+
+    @property
+    def current_rv(self) -> int:
+        return self._store.current_rv
+
+    def compact(self, rv: int | None = None) -> int:
+        """Drop watch history at or below `rv` (default: now) and expire every outstanding
+        continue token, like an etcd compaction; returns the compaction RV."""
+        compacted = self._store.compact(rv)
+        self._pager.expire_all()
+        return compacted
+
+    def expire_continue_tokens(self) -> int:
+        """Make every outstanding continue token answer 410; returns how many lists."""
+        return self._pager.expire_all()
+
+    # watches ------------------------------------------------------------------------------
+
+    def open_watches(self, resource: ResourceName | None = None) -> int:
+        return self._store.watch_count(_maybe(resource))
+
+    def wait_for_watches(
+        self, count: int = 1, resource: ResourceName | None = None, timeout: float = 5.0
+    ) -> None:
+        """Block until at least `count` watches are open (a test's watch is really listening)."""
+        target = _maybe(resource)
+        deadline = time.monotonic() + timeout
+        while self._store.watch_count(target) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self._store.watch_count(target)} watches open after {timeout}s, "
+                    f"wanted {count}"
+                )
+            time.sleep(0.01)
+
+    def bookmark_now(self, resource: ResourceName | None = None) -> int:
+        """Send a BOOKMARK now on every watch that allows them; returns how many."""
+        store = self._store
+        return store.post(
+            _maybe(resource),
+            lambda sub: Bookmark(store.current_rv) if sub.bookmarks else None,
+        )
+
+    def drop_watches(self, resource: ResourceName | None = None) -> int:
+        """Shut down open watch connections mid-stream (no clean end); returns how many."""
+        return self._store.post(_maybe(resource), lambda _: DROP)
+
+    def stall_watches(self, resource: ResourceName | None = None) -> int:
+        """Open watches stop sending anything (bookmarks included) and keep the connection
+        open until `release_stalled()` or the client gives up; returns how many."""
+        release = threading.Event()
+        with self._stalls_lock:
+            self._stalls.append(release)
+        return self._store.post(_maybe(resource), lambda _: Stall(release))
+
+    def release_stalled(self) -> None:
+        """Drop the connections of stalled watches (they never resume sending)."""
+        with self._stalls_lock:
+            stalls, self._stalls = self._stalls, []
+        for release in stalls:
+            release.set()
+
+    def set_watch_expired_mode(self, mode: str, resource: ResourceName | None = None) -> None:
+        """ "event" or "http", for one resource or as the default for all."""
+        _check_mode(mode)
+        if resource is None:
+            self._settings.watch_expired = mode
+        else:
+            self._settings.watch_expired_for[resources.resolve(resource)] = mode
+
+    @property
+    def bookmark_interval(self) -> float:
+        return self._settings.bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        self._settings.bookmark_interval = seconds
+
+    # faults and the request log ----------------------------------------------------------
+
+    def fail_next(
+        self,
+        status: int,
+        count: int = 1,
+        *,
+        resource: ResourceName | None = None,
+        path_prefix: str | None = None,
+        retry_after: int = 1,
+    ) -> None:
+        """The next `count` requests matching `resource` and/or `path_prefix` (any request
+        if neither) answer `status` with the real server's Status for it; a 429 carries
+        `Retry-After: retry_after`."""
+        self._faults.fail_next(status, count, _maybe(resource), path_prefix, retry_after)
+
+    def forbid(self, resource: ResourceName) -> None:
+        """Every request on `resource` answers 403 until `allow(resource)`."""
+        self._faults.forbid(resources.resolve(resource))
+
+    def allow(self, resource: ResourceName) -> None:
+        self._faults.allow(resources.resolve(resource))
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+        self.release_stalled()
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        return self._log.records()
+
+    def clear_requests(self) -> None:
+        self._log.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return Router(self._backend).stats()
+
+    # clients ------------------------------------------------------------------------------
+
+    def kubeconfig(
+        self, path: str | Path, *, namespace: str = "default", token: str = "fake-token"
+    ) -> Path:
+        """Write a kubeconfig for this server (insecure, a dummy bearer token)."""
+        path = Path(path)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "fake",
+                    "cluster": {"server": self.url, "insecure-skip-tls-verify": True},
+                }
+            ],
+            "users": [{"name": "fake", "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": namespace},
+                }
+            ],
+            "current-context": "fake",
+            "preferences": {},
+        }
+        # JSON is YAML, so every kubeconfig loader reads it.
+        path.write_bytes(msgspec.json.format(_encode(config)) + b"\n")
+        return path
+
+    def client_configuration(self, *, token: str = "fake-token") -> Configuration:
+        """A `kubernetes.client.Configuration` pointing at this server."""
+        from kubernetes.client import Configuration
+
+        configuration = Configuration(host=self.url)
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+        configuration.verify_ssl = False
+        return configuration
+
+
+def _maybe(resource: ResourceName | None) -> Resource | None:
+    return None if resource is None else resources.resolve(resource)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in WATCH_EXPIRED_MODES:
+        raise ValueError(f"watch_expired must be one of {', '.join(WATCH_EXPIRED_MODES)}")
+
+
+__all__ = ["ApiError", "FakeKube", "RequestRecord"]

@@ -1,0 +1,175 @@
+"""LIST answers: consistent pages cut from one snapshot, with opaque continue tokens.
+
+The first page of a paginated list freezes the matching objects (references to immutable
+stored entries, so a snapshot of 50,000 pods costs one list of pointers) together with the
+RV it was taken at; every later page of that list is cut from the same snapshot, so all
+pages are consistent with the first one, as the real server guarantees. A page is the
+stored bytes of its items joined: nothing is re-encoded per request.
+
+A continue token names its snapshot and position. Snapshots are kept for a bounded number
+of lists (oldest forgotten first); a token whose snapshot is gone (forgotten, compacted, or
+expired on purpose with `expire_all()`) is answered 410 `Expired`, carrying a fresh token
+that continues from the same key in the current state, as the real server does. A token
+that does not decode is a 400.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from sandbox.kube import status
+from sandbox.kube.resources import Resource
+from sandbox.kube.selectors import FieldSelector, LabelSelector
+from sandbox.kube.store import Entry, Store
+
+Matcher = Callable[[Entry], bool]
+
+
+class _Token(msgspec.Struct, omit_defaults=True):
+    v: str
+    rv: int
+    start: str
+    snap: int = 0
+    pos: int = 0
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    rv: int
+    entries: list[Entry]
+    filtered: bool
+
+
+def matcher(labels: LabelSelector | None, fields: FieldSelector | None) -> Matcher | None:
+    if labels is None and fields is None:
+        return None
+    if fields is None:
+        assert labels is not None
+        return lambda entry: labels.matches(entry.labels)
+    if labels is None:
+        return lambda entry: fields.matches(entry.namespace, entry.name, entry.fields)
+    return lambda entry: (
+        labels.matches(entry.labels) and fields.matches(entry.namespace, entry.name, entry.fields)
+    )
+
+
+def _key(entry: Entry) -> str:
+    return f"{entry.namespace}/{entry.name}" if entry.namespace else entry.name
+
+
+def _encode_token(rv: int, start: str, snap: int, pos: int) -> str:
+    raw = msgspec.json.encode(_Token("meta.k8s.io/v1", rv, start + "\x00", snap, pos))
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> _Token:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        return msgspec.json.decode(raw, type=_Token)
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise status.bad_request(
+            f"continue key is not valid: {token!r} could not be decoded"
+        ) from None
+
+
+class Pager:
+    """Builds list bodies; remembers the snapshots behind outstanding continue tokens."""
+
+    def __init__(self, store: Store, max_snapshots: int = 32) -> None:
+        self._store = store
+        self._max = max_snapshots
+        self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def expire_all(self) -> int:
+        """Forget every snapshot: every outstanding continue token now answers 410."""
+        with self._lock:
+            count = len(self._snapshots)
+            self._snapshots.clear()
+            return count
+
+    def outstanding(self) -> int:
+        with self._lock:
+            return len(self._snapshots)
+
+    def list_body(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        match: Matcher | None,
+        limit: int | None,
+        token: str | None,
+    ) -> bytes:
+        if token:
+            snapshot_id, snapshot, position = self._resume(resource, namespace, match, token)
+        else:
+            rv, entries = self._store.snapshot(resource, namespace)
+            if match is not None:
+                entries = [entry for entry in entries if match(entry)]
+            snapshot_id, snapshot, position = 0, _Snapshot(rv, entries, match is not None), 0
+        entries = snapshot.entries
+        end = len(entries) if not limit or limit <= 0 else min(len(entries), position + limit)
+        page = entries[position:end]
+        next_token = None
+        if end < len(entries):
+            if not snapshot_id:
+                snapshot_id = self._keep(snapshot)
+            next_token = _encode_token(
+                snapshot.rv, _key(entries[end - 1]) if end else "", snapshot_id, end
+            )
+        elif snapshot_id:
+            with self._lock:
+                self._snapshots.pop(snapshot_id, None)  # the list is complete
+        metadata = f'"resourceVersion":"{snapshot.rv}"'
+        if next_token is not None:
+            metadata += f',"continue":"{next_token}"'
+            if not snapshot.filtered:
+                metadata += f',"remainingItemCount":{len(entries) - end}'
+        head = (
+            f'{{"kind":"{resource.list_kind}","apiVersion":"{resource.api_version}",'
+            f'"metadata":{{{metadata}}},"items":['
+        )
+        return b"".join((head.encode(), b",".join(entry.item for entry in page), b"]}"))
+
+    def _keep(self, snapshot: _Snapshot) -> int:
+        with self._lock:
+            snapshot_id = next(self._ids)
+            self._snapshots[snapshot_id] = snapshot
+            while len(self._snapshots) > self._max:
+                self._snapshots.popitem(last=False)
+            return snapshot_id
+
+    def _resume(
+        self, resource: Resource, namespace: str | None, match: Matcher | None, token: str
+    ) -> tuple[int, _Snapshot, int]:
+        decoded = _decode_token(token)
+        with self._lock:
+            snapshot = self._snapshots.get(decoded.snap)
+            if snapshot is not None:
+                self._snapshots.move_to_end(decoded.snap)
+        if snapshot is not None and decoded.rv == snapshot.rv:
+            return decoded.snap, snapshot, min(decoded.pos, len(snapshot.entries))
+        raise status.continue_expired(self._fresh_token(resource, namespace, match, decoded))
+
+    def _fresh_token(
+        self, resource: Resource, namespace: str | None, match: Matcher | None, old: _Token
+    ) -> str | None:
+        """A token continuing after the old one's last key, in today's state (inconsistent)."""
+        rv, entries = self._store.snapshot(resource, namespace)
+        if match is not None:
+            entries = [entry for entry in entries if match(entry)]
+        last = old.start.rstrip("\x00")
+        position = next((i for i, entry in enumerate(entries) if _key(entry) > last), len(entries))
+        if position >= len(entries):
+            return None
+        snapshot_id = self._keep(_Snapshot(rv, entries, match is not None))
+        return _encode_token(rv, last, snapshot_id, position)

@@ -1,0 +1,665 @@
+"""The HTTP face of the fake API server: routing, the verbs, and the wire details.
+
+Speaks HTTP/1.1 with keep-alive on 127.0.0.1, with the real server's paths:
+`/api/v1/[namespaces/{ns}/]{plural}[/{name}[/{subresource}]]`, the same under
+`/apis/{group}/{version}`, the legacy `/api/v1/watch/...` prefix, `/version`, discovery
+documents (`/api`, `/apis`, `/api/v1`, `/apis/{group}[/{version}]`) and health paths.
+Collections: GET lists (paged by `limit`/`continue`) or watches (`watch=1|true`, chunked
+newline-delimited JSON), POST creates. Objects: GET, PUT (409 on a stale
+resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
+stale resourceVersion), DELETE (with preconditions). `status` subresources write only
+`.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
+answers text/plain.
+
+How it fails: every refusal is a Kubernetes Status body with the matching code; a bug in
+the fake answers 500 and prints its traceback to stderr; clients that vanish mid-request
+are routine and stay quiet. `GET /_sandbox/stats` is the one path the real server lacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import select
+import socket
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import msgspec
+
+from sandbox.kube import resources, status
+from sandbox.kube.faults import Faults, RequestLog
+from sandbox.kube.lists import Pager, matcher
+from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
+from sandbox.kube.podlogs import PodLogs, tail
+from sandbox.kube.resources import Resource
+from sandbox.kube.selectors import FieldSelector, LabelSelector
+from sandbox.kube.status import ApiError
+from sandbox.kube.store import Store
+from sandbox.kube.watch import WatchSpec, WatchStream, event_line
+
+HOST = "127.0.0.1"
+WATCH_EXPIRED_MODES = ("event", "http")
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
+    "application/merge-patch+json": merge_patch,
+    "application/strategic-merge-patch+json": strategic_merge_patch,
+    "application/json-patch+json": json_patch,
+}
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass(slots=True)
+class Settings:
+    """What tests may change on a running fake; `FakeKube.reset()` restores the defaults."""
+
+    bookmark_interval: float
+    watch_expired: str  # "event": a 200 stream with one ERROR event; "http": a 410 answer
+    git_version: str
+    watch_expired_for: dict[Resource, str] = field(default_factory=dict)
+
+    def expired_mode(self, resource: Resource) -> str:
+        return self.watch_expired_for.get(resource, self.watch_expired)
+
+
+@dataclass(slots=True)
+class Backend:
+    store: Store
+    pager: Pager
+    faults: Faults
+    log: RequestLog
+    pod_logs: PodLogs
+    settings: Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    resource: Resource
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool  # the legacy /watch/ prefix
+
+
+def parse_route(path: str) -> Route | None:
+    parts = [unquote(part) for part in path.strip("/").split("/")]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    watch_path = rest[0] == "watch"
+    if watch_path:
+        rest = rest[1:]
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        candidate = resources.lookup(group, version, rest[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3 or not all(rest):
+        return None
+    resource = resources.lookup(group, version, rest[0])
+    if resource is None:
+        return None
+    name = rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else None
+    if resource.namespaced and name is not None and namespace is None:
+        return None  # /api/v1/pods/x does not exist upstream either
+    return Route(resource, namespace, name, subresource, watch_path)
+
+
+def version_info(git_version: str) -> dict[str, str]:
+    major, minor = git_version.lstrip("v").split(".")[:2]
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": git_version,
+        "gitCommit": "39683505b630ff2121012f3c5b16215a1449d5ed",
+        "gitTreeState": "clean",
+        "buildDate": "2024-06-11T20:20:00Z",
+        "goVersion": "go1.22.4",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+def _json_body(raw: bytes) -> Any:
+    if not raw:
+        raise status.bad_request("the request has no body")
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError as exc:
+        raise status.bad_request(f"the body is not valid JSON: {exc}") from None
+
+
+def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
+    body = _json_body(raw)
+    if not isinstance(body, dict):
+        raise status.bad_request("the body must be a JSON object")
+    kind = body.get("kind")
+    if kind not in (None, "", resource.kind):
+        raise status.bad_request(f"the kind of the body ({kind}) is not {resource.kind}")
+    if not isinstance(body.setdefault("metadata", {}), dict):
+        raise status.bad_request("metadata must be an object")
+    return body
+
+
+def _int_param(query: dict[str, str], name: str) -> int | None:
+    value = query.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise status.bad_request(f"{name}: invalid integer {value!r}") from None
+
+
+# --- the request handling ------------------------------------------------------------------
+
+
+class Router:
+    """Answers one request on a handler; long-lived state lives in the Backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def handle(self, handler: _Handler, raw: bytes, arrived: float) -> None:
+        split = urlsplit(handler.path)
+        path = split.path
+        query = dict(parse_qsl(split.query, keep_blank_values=True)[::-1])  # first one wins
+        route = parse_route(path)
+        resource = route.resource if route else None
+        watch = self._is_watch(handler.command, route, query)
+
+        # Logged when the status line goes out, so a watch is in the log while it streams.
+        def record(code: int) -> None:
+            self.backend.log.add(handler.command, path, query, code, resource, watch, arrived)
+
+        handler.record = record
+        try:
+            verb = self._verb(handler.command, route, watch)
+            fault = self.backend.faults.check(
+                path, resource, verb, route.namespace if route else None
+            )
+            if fault is not None:
+                raise fault
+            if route is None:
+                self._non_resource(handler, path)
+            else:
+                self._resource(handler, route, query, raw, watch)
+        except ApiError as error:
+            handler.reply(error.code, error.body(), headers=error.headers)
+        except PatchError as error:
+            failure = status.unprocessable(str(error))
+            handler.reply(failure.code, failure.body())
+        except OSError:
+            raise
+        except Exception:
+            # A bug in the fake must be loud, but the client still deserves an answer.
+            traceback.print_exc()
+            failure = status.internal_error("the fake API server failed; see its stderr")
+            handler.reply(failure.code, failure.body())
+
+    @staticmethod
+    def _is_watch(method: str, route: Route | None, query: dict[str, str]) -> bool:
+        if method != "GET" or route is None or route.name is not None:
+            return False
+        return route.watch_path or query.get("watch", "").lower() in ("1", "true")
+
+    @staticmethod
+    def _verb(method: str, route: Route | None, watch: bool) -> str:
+        if watch:
+            return "watch"
+        if method == "GET" and route is not None and route.name is None:
+            return "list"
+        return _VERBS.get(method, method.lower())
+
+    # non-resource paths -------------------------------------------------------------------
+
+    def _non_resource(self, handler: _Handler, path: str) -> None:
+        if handler.command != "GET":
+            raise status.method_not_allowed(handler.command)
+        settings = self.backend.settings
+        doc: Any
+        stripped = path.rstrip("/") or "/"
+        if stripped == "/version":
+            doc = version_info(settings.git_version)
+        elif stripped == "/api":
+            doc = resources.api_versions(f"{HOST}:{handler.server.server_address[1]}")
+        elif stripped == "/apis":
+            doc = resources.api_group_list()
+        elif stripped in ("/healthz", "/livez", "/readyz"):
+            handler.reply(200, b"ok", content_type="text/plain")
+            return
+        elif stripped == "/_sandbox/stats":
+            doc = self.stats()
+        else:
+            parts = stripped.strip("/").split("/")
+            doc = None
+            if parts[0] == "api" and len(parts) == 2:
+                doc = resources.api_resource_list("", parts[1])
+            elif parts[0] == "apis" and len(parts) == 2:
+                doc = resources.api_group(parts[1])
+            elif parts[0] == "apis" and len(parts) == 3:
+                doc = resources.api_resource_list(parts[1], parts[2])
+            if doc is None:
+                raise status.path_not_found()
+        handler.reply(200, _encode(doc))
+
+    def stats(self) -> dict[str, Any]:
+        backend = self.backend
+        return {
+            "resource_version": backend.store.current_rv,
+            "objects": {k: v for k, v in backend.store.counts().items() if v},
+            "watches": backend.store.watch_count(),
+            "requests": backend.log.count,
+            "continue_snapshots": backend.pager.outstanding(),
+        }
+
+    # resources ----------------------------------------------------------------------------
+
+    def _resource(
+        self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, watch: bool
+    ) -> None:
+        method, resource = handler.command, route.resource
+        if route.subresource is not None:
+            return self._subresource(handler, route, query, raw)
+        if route.name is None:
+            if watch:
+                return self._watch(handler, route, query)
+            if method == "GET":
+                return self._list(handler, route, query)
+            if method == "POST":
+                return self._create(handler, route, raw)
+            raise status.method_not_allowed(method)
+        store = self.backend.store
+        if method == "GET":
+            entry = store.get(resource, route.namespace, route.name)
+        elif method == "PUT":
+            entry = self._put(route, raw, status_only=False)
+        elif method == "PATCH":
+            entry = self._patch(handler, route, raw, status_only=False)
+        elif method == "DELETE":
+            return self._delete(handler, route, raw)
+        else:
+            raise status.method_not_allowed(method)
+        handler.reply(200, entry.full(resource))
+
+    def _subresource(
+        self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes
+    ) -> None:
+        method, resource = handler.command, route.resource
+        assert route.name is not None
+        if route.subresource == "log" and resource.plural == "pods" and not resource.group:
+            if method != "GET":
+                raise status.method_not_allowed(method)
+            return self._log(handler, route, query)
+        if route.subresource != "status" or not resource.status:
+            raise status.path_not_found()
+        if method == "GET":
+            entry = self.backend.store.get(resource, route.namespace, route.name)
+        elif method == "PUT":
+            entry = self._put(route, raw, status_only=True)
+        elif method == "PATCH":
+            entry = self._patch(handler, route, raw, status_only=True)
+        else:
+            raise status.method_not_allowed(method)
+        handler.reply(200, entry.full(resource))
+
+    def _list(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
+        resource = route.resource
+        labels = LabelSelector.parse(query.get("labelSelector"))
+        fields = FieldSelector.parse(query.get("fieldSelector"), resource)
+        body = self.backend.pager.list_body(
+            resource,
+            route.namespace,
+            matcher(labels, fields),
+            _int_param(query, "limit"),
+            query.get("continue") or None,
+        )
+        handler.reply(200, body)
+
+    def _create(self, handler: _Handler, route: Route, raw: bytes) -> None:
+        resource = route.resource
+        body = _object_body(raw, resource)
+        metadata = body["metadata"]
+        if resource.namespaced:
+            namespace = route.namespace or "default"
+            if metadata.get("namespace") not in (None, "", namespace):
+                raise status.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            metadata["namespace"] = namespace
+        for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+            metadata.pop(server_owned, None)
+        entry = self.backend.store.create(resource, body)
+        handler.reply(201, entry.full(resource))
+
+    def _put(self, route: Route, raw: bytes, *, status_only: bool) -> Any:
+        resource = route.resource
+        body = _object_body(raw, resource)
+        keep_status = resource.status and not status_only
+
+        def replace(current: dict[str, Any]) -> dict[str, Any]:
+            if status_only:
+                return _with_status(current, body.get("status"), body["metadata"])
+            if keep_status:
+                _set_status(body, current.get("status"))
+            return body
+
+        assert route.name is not None
+        return self.backend.store.modify(resource, route.namespace, route.name, replace)
+
+    def _patch(self, handler: _Handler, route: Route, raw: bytes, *, status_only: bool) -> Any:
+        resource = route.resource
+        content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        patcher = _PATCHERS.get(content_type)
+        if patcher is None:
+            raise status.unsupported_media_type(content_type)
+        patch = _json_body(raw)
+        if patcher is json_patch and not isinstance(patch, list):
+            raise status.bad_request("a JSON patch must be a list of operations")
+        if patcher is not json_patch and not isinstance(patch, dict):
+            raise status.bad_request("a merge patch must be a JSON object")
+        keep_status = resource.status and not status_only
+
+        def apply(current: dict[str, Any]) -> dict[str, Any]:
+            # JSON patch works in place; the current status must survive it.
+            patched = patcher(copy.deepcopy(current), patch)
+            if not isinstance(patched, dict):
+                raise PatchError("the patch does not leave an object")
+            if status_only:
+                return _with_status(current, patched.get("status"), patched.get("metadata"))
+            if keep_status:
+                _set_status(patched, current.get("status"))
+            return patched
+
+        assert route.name is not None
+        return self.backend.store.modify(resource, route.namespace, route.name, apply)
+
+    def _delete(self, handler: _Handler, route: Route, raw: bytes) -> None:
+        resource = route.resource
+        options = _json_body(raw) if raw.strip() else {}
+        preconditions = options.get("preconditions") if isinstance(options, dict) else None
+        preconditions = preconditions if isinstance(preconditions, dict) else {}
+        assert route.name is not None
+        store = self.backend.store
+        gone = store.delete(
+            resource,
+            route.namespace,
+            route.name,
+            resource_version=preconditions.get("resourceVersion"),
+            uid=preconditions.get("uid"),
+        )
+        if resource.plural == "namespaces" and not resource.group:
+            store.delete_namespace_contents(route.name)
+        if resource.returns_deleted:
+            handler.reply(200, gone.full(resource))
+        else:
+            handler.reply(200, _encode(status.success(resource, route.name, gone.uid)))
+
+    def _log(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
+        assert route.name is not None
+        namespace = route.namespace or "default"
+        pod = self.backend.store.get(route.resource, namespace, route.name).decode()
+        spec = pod.get("spec") or {}
+        names = [c.get("name") for c in spec.get("containers") or ()]
+        others = [
+            c.get("name")
+            for k in ("initContainers", "ephemeralContainers")
+            for c in spec.get(k) or ()
+        ]
+        container = query.get("container") or ""
+        if not container:
+            if len(names) != 1:
+                raise status.bad_request(
+                    f"a container name must be specified for pod {route.name}, choose one of: "
+                    f"[{' '.join(str(n) for n in names)}]"
+                )
+            container = names[0]
+        elif container not in names and container not in others:
+            raise status.bad_request(f"container {container} is not valid for pod {route.name}")
+        previous = query.get("previous", "").lower() == "true"
+        text = self.backend.pod_logs.get(namespace, route.name, container, previous)
+        if text is None:
+            if previous:
+                raise status.bad_request(
+                    f'previous terminated container "{container}" in pod "{route.name}" not found'
+                )
+            text = ""
+        body = tail(text, _int_param(query, "tailLines")).encode()
+        limit = _int_param(query, "limitBytes")
+        if limit is not None and limit >= 0:
+            body = body[:limit]
+        handler.reply(200, body, content_type="text/plain")
+
+    def _watch(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
+        backend, resource = self.backend, route.resource
+        labels = LabelSelector.parse(query.get("labelSelector"))
+        fields = FieldSelector.parse(query.get("fieldSelector"), resource)
+        since_text = query.get("resourceVersion", "")
+        send_initial = query.get("sendInitialEvents", "").lower() == "true"
+        since = None
+        if since_text not in ("", "0") and not send_initial:
+            since = _int_param(query, "resourceVersion")
+        bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"
+        timeout = _int_param(query, "timeoutSeconds")
+        namespace = route.namespace if resource.namespaced else None
+        try:
+            subscription, backlog, initial, rv = backend.store.subscribe(
+                resource, namespace, since, bookmarks
+            )
+        except ApiError as error:
+            if error.code != 410 or backend.settings.expired_mode(resource) == "http":
+                raise
+            writer = handler.start_stream()
+            writer.write(event_line("ERROR", error.body()))
+            writer.end()
+            return
+        spec = WatchSpec(
+            resource,
+            namespace,
+            matcher(labels, fields),
+            float(timeout) if timeout and timeout > 0 else None,
+            backend.settings.bookmark_interval,
+            send_initial,
+        )
+        try:
+            writer = handler.start_stream()
+        except BaseException:
+            backend.store.unsubscribe(subscription)
+            raise
+        WatchStream(backend.store, spec, subscription, writer).run(backlog, initial, rv)
+
+
+def _set_status(obj: dict[str, Any], value: Any) -> None:
+    if value is None:
+        obj.pop("status", None)
+    else:
+        obj["status"] = value
+
+
+def _with_status(current: dict[str, Any], value: Any, metadata: Any) -> dict[str, Any]:
+    """The current object with only its status replaced (a status subresource write)."""
+    _set_status(current, value)
+    given = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    if given:
+        current["metadata"]["resourceVersion"] = given
+    return current
+
+
+# --- HTTP plumbing -------------------------------------------------------------------------
+
+
+class _ChunkWriter:
+    """Chunked transfer encoding on the handler's connection, flushed per write."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def write(self, data: bytes) -> None:
+        if data:
+            wfile = self._handler.wfile
+            wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            wfile.flush()
+
+    def end(self) -> None:
+        self._handler.wfile.write(b"0\r\n\r\n")
+        self._handler.wfile.flush()
+
+    def abort(self) -> None:
+        self._handler.close_connection = True
+        with contextlib.suppress(OSError):
+            self._handler.connection.shutdown(socket.SHUT_RDWR)
+
+    def client_gone(self) -> bool:
+        # Nothing is sent by an HTTP/1.1 client while it reads a response, so a readable
+        # socket means end of file (or a reset): the client has closed the connection.
+        connection = self._handler.connection
+        try:
+            readable, _, _ = select.select([connection], [], [], 0)
+            return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive and chunked watch streams
+    server_version = "fake-kube-apiserver/1"
+    sys_version = ""
+    disable_nagle_algorithm = True
+    wbufsize = -1  # buffered: status line, headers and body leave in one write
+    server: KubeServer
+    record: Callable[[int], None] | None = None  # logs the request once its status is known
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        record, self.record = self.record, None
+        if record is not None:
+            record(code)
+
+    def do_GET(self) -> None:
+        arrived = time.monotonic()
+        raw = self._read_body()
+        if raw is not None:
+            self.server.router.handle(self, raw, arrived)
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def reply(
+        self,
+        code: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def start_stream(self) -> _ChunkWriter:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.wfile.flush()
+        return _ChunkWriter(self)
+
+    def _read_body(self) -> bytes | None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.close_connection = True
+            self.reply(400, status.bad_request("invalid Content-Length").body())
+            return None
+        return self._read_exactly(length)
+
+    def _read_exactly(self, length: int) -> bytes:
+        data = self.rfile.read(length) if length else b""
+        if len(data) < length:
+            raise ConnectionResetError("the client went away mid-body")
+        return data
+
+    def _read_chunked(self) -> bytes:
+        chunks = []
+        while True:
+            size_line = self.rfile.readline(1024)
+            if not size_line:
+                raise ConnectionResetError("the client went away mid-body")
+            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                break
+            chunks.append(self._read_exactly(size))
+            self._read_exactly(2)  # the CRLF after each chunk
+        while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+            pass  # trailers: ignored
+        return b"".join(chunks)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # benchmarks page through 10^5 objects; a line per request would be noise
+
+
+class KubeServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(self, port: int, router: Router) -> None:
+        self.router = router
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__((HOST, port), _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves the host name, which can stall on a bad resolver.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = HOST, self.server_address[1]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def cut_connections(self) -> None:
+        """Shut down every open connection (keep-alive and watch streams alike)."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that vanish (closed watches, killed processes, resets) are routine here.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)

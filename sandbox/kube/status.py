@@ -1,0 +1,213 @@
+"""Kubernetes `Status` answers and the one exception that carries them.
+
+Every refusal in the fake (not found, conflict, expired, forbidden, injected faults) is an
+`ApiError`; the HTTP layer writes `error.body()` with `error.code`, exactly the shape the
+real API server uses (`kind: Status`, `status: Failure`, `reason`, `details`, `code`), so
+clients' error handling is exercised for real. The Python API raises the same exception.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from sandbox.kube.resources import Resource
+
+
+class ApiError(Exception):
+    """A request the fake answers with a Status instead of an object."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers
+        self.metadata = metadata or {}
+
+    def status(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": self.metadata,
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+        }
+        if self.details is not None:
+            doc["details"] = self.details
+        doc["code"] = self.code
+        return doc
+
+    def body(self) -> bytes:
+        return msgspec.json.encode(self.status())
+
+
+def _details(resource: Resource, name: str | None) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    if name is not None:
+        details["name"] = name
+    if resource.group:
+        details["group"] = resource.group
+    details["kind"] = resource.plural
+    return details
+
+
+def not_found(resource: Resource, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{resource.qualified} "{name}" not found',
+        details=_details(resource, name),
+    )
+
+
+def already_exists(resource: Resource, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{resource.qualified} "{name}" already exists',
+        details=_details(resource, name),
+    )
+
+
+def conflict(resource: Resource, name: str, why: str | None = None) -> ApiError:
+    why = why or (
+        "the object has been modified; please apply your changes to the latest version "
+        "and try again"
+    )
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource.qualified} "{name}": {why}',
+        details=_details(resource, name),
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def invalid(resource: Resource, name: str, message: str) -> ApiError:
+    return ApiError(
+        422,
+        "Invalid",
+        f'{resource.kind} "{name}" is invalid: {message}',
+        details=_details(resource, name),
+    )
+
+
+def unprocessable(message: str) -> ApiError:
+    # What the real server answers when a patch cannot be applied (failed JSON patch test).
+    return ApiError(422, "UnprocessableEntity", message)
+
+
+def watch_expired(since: int, oldest: int) -> ApiError:
+    return ApiError(410, "Expired", f"too old resource version: {since} ({oldest})")
+
+
+def continue_expired(fresh_token: str | None) -> ApiError:
+    message = (
+        "The provided continue parameter is too old to display a consistent list result. "
+        "You can start a new list without the continue parameter, or use the continue token "
+        "in this response to retrieve the remainder of the results. Continuing with the "
+        "provided token results in an inconsistent list - objects that were created, "
+        "modified, or deleted between the time the first chunk was returned and now may "
+        "show up in the list."
+    )
+    metadata = {"continue": fresh_token} if fresh_token else None
+    return ApiError(410, "Expired", message, metadata=metadata)
+
+
+def forbidden(resource: Resource | None, verb: str, namespace: str | None) -> ApiError:
+    user = "system:serviceaccount:moonin:moonin-agent"
+    if resource is None:
+        return ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} this path')
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    return ApiError(
+        403,
+        "Forbidden",
+        f'{resource.qualified} is forbidden: User "{user}" cannot {verb} resource '
+        f'"{resource.plural}" in API group "{resource.group}" {scope}',
+        details=_details(resource, None),
+    )
+
+
+def too_many_requests(retry_after: int) -> ApiError:
+    return ApiError(
+        429,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+        details={"retryAfterSeconds": retry_after},
+        headers=(("Retry-After", str(retry_after)),),
+    )
+
+
+def internal_error(message: str = "an injected fault") -> ApiError:
+    return ApiError(
+        500,
+        "InternalError",
+        f"Internal error occurred: {message}",
+        details={"causes": [{"message": message}]},
+    )
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format ({content_type!r}) - accepted media "
+        "types include: application/json-patch+json, application/merge-patch+json, "
+        "application/strategic-merge-patch+json",
+    )
+
+
+def method_not_allowed(method: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", f"the server does not allow this method ({method})")
+
+
+def path_not_found() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+
+
+def injected(
+    code: int, resource: Resource | None, verb: str, namespace: str | None, retry_after: int = 1
+) -> ApiError:
+    """The Status a scripted fault answers with, shaped like the real one for that code."""
+    if code == 403:
+        return forbidden(resource, verb, namespace)
+    if code == 429:
+        return too_many_requests(retry_after)
+    if code >= 500:
+        error = internal_error()
+        if code != 500:
+            error.code = code
+            error.reason = {503: "ServiceUnavailable", 504: "Timeout"}.get(code, "InternalError")
+        return error
+    return ApiError(code, "Unknown", f"an injected {code}")
+
+
+def success(resource: Resource, name: str, uid: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name}
+    if resource.group:
+        details["group"] = resource.group
+    details |= {"kind": resource.plural, "uid": uid}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }

@@ -1,0 +1,464 @@
+"""The fake cluster's objects, its resourceVersion, and the change history watches replay.
+
+One cluster-wide resourceVersion counts every write, as etcd's revision does. Each object
+is kept as the JSON bytes of a list item (without `kind`/`apiVersion`), encoded once when
+it is written, plus its labels and selectable fields: a list page is a join of stored
+bytes and a selector never decodes an object. A write decodes the one object it changes.
+
+Each resource keeps a bounded history of changes (ADDED/MODIFIED/DELETED with the RV that
+made them). A watch from resourceVersion R replays the changes after R and then receives
+new ones through its `Subscription` queue, filled under the same lock that assigns RVs,
+so a watcher never sees changes out of order or twice. When R is older than what the
+history still holds (it overflowed, or `compact()` dropped it) the watch is refused with a
+410 `Expired`, as the real server does after etcd compaction.
+
+Refusals (not found, exists, stale resourceVersion, bad metadata) raise `ApiError`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from queue import SimpleQueue
+from typing import Any
+
+import msgspec
+
+from sandbox.kube import status
+from sandbox.kube.resources import RESOURCES, Resource
+from sandbox.kube.selectors import extract_fields
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+_NO_LABELS: dict[str, str] = {}
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the real server uses for generateName
+
+
+def timestamp(moment: datetime | None = None) -> str:
+    """RFC 3339 with whole seconds, as metadata timestamps are serialized."""
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Entry:
+    """One stored version of one object. Immutable: a write stores a new Entry."""
+
+    __slots__ = ("fields", "item", "labels", "name", "namespace", "rv", "uid")
+
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        rv: int,
+        labels: dict[str, str],
+        fields: dict[str, str] | None,
+        item: bytes,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.rv = rv
+        self.labels = labels
+        self.fields = fields
+        self.item = item
+
+    def full(self, resource: Resource) -> bytes:
+        """The object as GET and watch events return it: with kind and apiVersion."""
+        return resource.prefix + self.item[1:]
+
+    def decode(self) -> dict[str, Any]:
+        return _decode(self.item)
+
+
+class Change:
+    """One history event. For DELETED, `entry` is the last state stamped with the delete's RV."""
+
+    __slots__ = ("entry", "prev", "rv", "type")
+
+    def __init__(self, type: str, rv: int, entry: Entry, prev: Entry | None) -> None:
+        self.type = type
+        self.rv = rv
+        self.entry = entry
+        self.prev = prev
+
+
+class Bookmark:
+    """A queue item: every change up to `rv` is ahead of it in this queue."""
+
+    __slots__ = ("rv",)
+
+    def __init__(self, rv: int) -> None:
+        self.rv = rv
+
+
+class Subscription:
+    """The mailbox of one open watch: changes and control items, in write order."""
+
+    __slots__ = ("bookmarks", "namespace", "queue", "resource")
+
+    def __init__(self, resource: Resource, namespace: str | None, bookmarks: bool) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self.bookmarks = bookmarks
+        self.queue: SimpleQueue[object] = SimpleQueue()
+
+
+class _Kind:
+    __slots__ = ("floor", "history", "objects", "order", "resource", "subscribers")
+
+    def __init__(self, resource: Resource, history: int) -> None:
+        self.resource = resource
+        self.objects: dict[str, dict[str, Entry]] = {}  # namespace ("" if cluster-scoped) -> name
+        self.history: deque[Change] = deque(maxlen=history)
+        self.floor = 0  # changes at or below this RV may be missing from `history`
+        self.order: list[tuple[str, str]] | None = None  # sorted keys; None after create/delete
+        self.subscribers: set[Subscription] = set()
+
+    def find(self, namespace: str, name: str) -> Entry | None:
+        bucket = self.objects.get(namespace)
+        return bucket.get(name) if bucket is not None else None
+
+
+class Store:
+    """All objects of the fake cluster. Thread-safe; every method takes the one lock."""
+
+    def __init__(self, history: int = 1000) -> None:
+        if history < 0:
+            raise ValueError("history must be >= 0")
+        self.lock = threading.RLock()
+        self._rv = 0
+        self._kinds = {resource: _Kind(resource, history) for resource in RESOURCES}
+        self._random = random.Random()
+
+    @property
+    def current_rv(self) -> int:
+        return self._rv
+
+    # reading ------------------------------------------------------------------------------
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Entry:
+        with self.lock:
+            entry = self._kinds[resource].find(_scope(resource, namespace), name)
+        if entry is None:
+            raise status.not_found(resource, name)
+        return entry
+
+    def snapshot(self, resource: Resource, namespace: str | None) -> tuple[int, list[Entry]]:
+        """The current RV and the objects in key order (namespace, then name)."""
+        with self.lock:
+            kind = self._kinds[resource]
+            if resource.namespaced and namespace:
+                bucket = kind.objects.get(namespace, {})
+                return self._rv, [bucket[name] for name in sorted(bucket)]
+            if kind.order is None:
+                # etcd's order: keys are ".../<namespace>/<name>", compared as strings.
+                kind.order = sorted(
+                    ((ns, name) for ns, bucket in kind.objects.items() for name in bucket),
+                    key=lambda key: f"{key[0]}/{key[1]}",
+                )
+            objects = kind.objects
+            return self._rv, [objects[ns][name] for ns, name in kind.order]
+
+    def counts(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                resource.qualified: sum(len(bucket) for bucket in kind.objects.values())
+                for resource, kind in self._kinds.items()
+            }
+
+    # writing ------------------------------------------------------------------------------
+
+    def create(self, resource: Resource, obj: dict[str, Any], *, overwrite: bool = False) -> Entry:
+        """Store a new object (`obj` is consumed). Keeps a uid/creationTimestamp it carries."""
+        with self.lock:
+            return self._create(resource, obj, overwrite)
+
+    def create_many(self, resource: Resource, objs: Iterable[dict[str, Any]]) -> int:
+        """Bulk load (existing objects are replaced); one lock for the lot."""
+        count = 0
+        with self.lock:
+            for obj in objs:
+                self._create(resource, obj, True)
+                count += 1
+        return count
+
+    def _create(self, resource: Resource, obj: dict[str, Any], overwrite: bool) -> Entry:
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
+        namespace, name = self._identity(resource, obj)
+        kind = self._kinds[resource]
+        old = kind.find(namespace, name)
+        if old is not None and not overwrite:
+            raise status.already_exists(resource, name)
+        metadata = obj["metadata"]
+        if not metadata.get("uid"):
+            metadata["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+        if not metadata.get("creationTimestamp"):
+            metadata["creationTimestamp"] = timestamp()
+        if resource.generation and not metadata.get("generation"):
+            metadata["generation"] = 1
+        entry = self._stamp(resource, obj, namespace, name, self._next_rv())
+        self._store(kind, entry, old)
+        return entry
+
+    def modify(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        mutate: Callable[[dict[str, Any]], Any],
+    ) -> Entry:
+        """Replace an object with `mutate(current)`.
+
+        A `metadata.resourceVersion` in the result that differs from the stored one is a
+        409 Conflict (the precondition of PUT and of patches that carry one). Identity
+        (name, namespace, uid, creationTimestamp) is kept; generation counts spec changes; a
+        result equal to the current object writes nothing, as the real server does.
+        """
+        scope = _scope(resource, namespace)
+        with self.lock:
+            kind = self._kinds[resource]
+            old = kind.find(scope, name)
+            if old is None:
+                raise status.not_found(resource, name)
+            new = mutate(old.decode())
+            if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+                raise status.invalid(resource, name, "metadata: Required value")
+            new.pop("kind", None)
+            new.pop("apiVersion", None)
+            metadata = new["metadata"]
+            given = metadata.get("resourceVersion")
+            if given not in (None, "") and str(given) != str(old.rv):
+                raise status.conflict(resource, name)
+            if metadata.get("name", name) != name:
+                raise status.bad_request(
+                    f"the name of the object ({metadata['name']}) does not match the name on "
+                    f"the URL ({name})"
+                )
+            if resource.namespaced and metadata.get("namespace", scope) != scope:
+                raise status.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            before = old.decode()
+            kept = before["metadata"]
+            metadata["name"] = name
+            if resource.namespaced:
+                metadata["namespace"] = scope
+            else:
+                metadata.pop("namespace", None)
+            metadata["uid"] = old.uid
+            if "creationTimestamp" in kept:
+                metadata["creationTimestamp"] = kept["creationTimestamp"]
+            metadata["resourceVersion"] = str(old.rv)
+            if resource.generation:
+                generation = kept.get("generation") or 1
+                if new.get("spec") != before.get("spec"):
+                    generation += 1
+                metadata["generation"] = generation
+            if new == before:
+                return old
+            entry = self._stamp(resource, new, scope, name, self._next_rv())
+            self._store(kind, entry, old)
+            return entry
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        uid: str | None = None,
+    ) -> Entry:
+        """Remove an object at once; returns its last state stamped with the delete's RV."""
+        scope = _scope(resource, namespace)
+        with self.lock:
+            kind = self._kinds[resource]
+            old = kind.find(scope, name)
+            if old is None:
+                raise status.not_found(resource, name)
+            if uid and uid != old.uid:
+                raise status.conflict(
+                    resource,
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    f"{old.uid}",
+                )
+            if resource_version and resource_version != str(old.rv):
+                raise status.conflict(
+                    resource,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
+                    f"ResourceVersion in object meta: {old.rv}",
+                )
+            return self._remove(kind, old)
+
+    def delete_namespace_contents(self, namespace: str) -> int:
+        """What the namespace controller does after a namespace is deleted, at once."""
+        removed = 0
+        with self.lock:
+            for kind in self._kinds.values():
+                if kind.resource.namespaced:
+                    for entry in list(kind.objects.get(namespace, {}).values()):
+                        self._remove(kind, entry)
+                        removed += 1
+        return removed
+
+    def _remove(self, kind: _Kind, old: Entry) -> Entry:
+        bucket = kind.objects[old.namespace]
+        del bucket[old.name]
+        if not bucket:
+            del kind.objects[old.namespace]
+        kind.order = None
+        rv = self._next_rv()
+        obj = old.decode()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        gone = Entry(old.namespace, old.name, old.uid, rv, old.labels, old.fields, _encode(obj))
+        self._record(kind, Change("DELETED", rv, gone, old))
+        return gone
+
+    def _identity(self, resource: Resource, obj: dict[str, Any]) -> tuple[str, str]:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, dict):
+            raise status.invalid(resource, "", "metadata: Required value")
+        name = metadata.get("name")
+        if not name:
+            prefix = metadata.get("generateName")
+            if not prefix:
+                raise status.invalid(
+                    resource, "", "metadata.name: Required value: name or generateName is required"
+                )
+            name = prefix + "".join(self._random.choices(_SUFFIX_ALPHABET, k=5))
+            metadata["name"] = name
+        if not isinstance(name, str):
+            raise status.invalid(resource, str(name), "metadata.name: must be a string")
+        if resource.namespaced:
+            namespace = metadata.get("namespace") or "default"
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+            namespace = ""
+        return namespace, name
+
+    def _stamp(
+        self, resource: Resource, obj: dict[str, Any], namespace: str, name: str, rv: int
+    ) -> Entry:
+        metadata = obj["metadata"]
+        metadata["resourceVersion"] = str(rv)
+        labels = metadata.get("labels")
+        if not isinstance(labels, dict):
+            labels = _NO_LABELS
+        return Entry(
+            namespace,
+            name,
+            metadata["uid"],
+            rv,
+            labels,
+            extract_fields(resource, obj),
+            _encode(obj),
+        )
+
+    def _store(self, kind: _Kind, entry: Entry, old: Entry | None) -> None:
+        bucket = kind.objects.get(entry.namespace)
+        if bucket is None:
+            bucket = kind.objects[entry.namespace] = {}
+        bucket[entry.name] = entry
+        if old is None:
+            kind.order = None
+            self._record(kind, Change("ADDED", entry.rv, entry, None))
+        else:
+            self._record(kind, Change("MODIFIED", entry.rv, entry, old))
+
+    def _record(self, kind: _Kind, change: Change) -> None:
+        history = kind.history
+        if history.maxlen == 0:
+            kind.floor = change.rv
+        elif len(history) == history.maxlen:
+            kind.floor = history[0].rv
+        history.append(change)
+        for subscription in kind.subscribers:
+            subscription.queue.put(change)
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    # watching -----------------------------------------------------------------------------
+
+    def subscribe(
+        self, resource: Resource, namespace: str | None, since: int | None, bookmarks: bool
+    ) -> tuple[Subscription, list[Change], list[Entry] | None, int]:
+        """Open a watch: (mailbox, changes after `since` to replay, or the current objects
+        when `since` is None, the current RV). 410 Expired when `since` is older than the
+        history still kept."""
+        with self.lock:
+            kind = self._kinds[resource]
+            initial: list[Entry] | None = None
+            backlog: list[Change] = []
+            if since is None:
+                initial = self.snapshot(resource, namespace)[1]
+            elif since < kind.floor:
+                raise status.watch_expired(since, kind.floor + 1)
+            else:
+                backlog = [change for change in kind.history if change.rv > since]
+            subscription = Subscription(resource, namespace, bookmarks)
+            kind.subscribers.add(subscription)
+            return subscription, backlog, initial, self._rv
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        with self.lock:
+            self._kinds[subscription.resource].subscribers.discard(subscription)
+
+    def request_bookmark(self, subscription: Subscription) -> None:
+        with self.lock:
+            subscription.queue.put(Bookmark(self._rv))
+
+    def post(
+        self, resource: Resource | None, item_for: Callable[[Subscription], object | None]
+    ) -> int:
+        """Put `item_for(subscription)` (unless None) into open watches of one kind or all."""
+        posted = 0
+        with self.lock:
+            kinds = self._kinds.values() if resource is None else (self._kinds[resource],)
+            for kind in kinds:
+                for subscription in kind.subscribers:
+                    item = item_for(subscription)
+                    if item is not None:
+                        subscription.queue.put(item)
+                        posted += 1
+        return posted
+
+    def watch_count(self, resource: Resource | None = None) -> int:
+        with self.lock:
+            kinds = self._kinds.values() if resource is None else (self._kinds[resource],)
+            return sum(len(kind.subscribers) for kind in kinds)
+
+    # maintenance --------------------------------------------------------------------------
+
+    def compact(self, rv: int | None = None) -> int:
+        """Forget history at or below `rv` (default: all of it); returns the compaction RV."""
+        with self.lock:
+            rv = self._rv if rv is None else min(rv, self._rv)
+            for kind in self._kinds.values():
+                while kind.history and kind.history[0].rv <= rv:
+                    kind.history.popleft()
+                kind.floor = max(kind.floor, rv)
+            return rv
+
+    def clear(self) -> None:
+        """Drop every object and all history; the RV keeps counting up (it never goes back)."""
+        with self.lock:
+            for kind in self._kinds.values():
+                kind.objects.clear()
+                kind.history.clear()
+                kind.order = None
+                kind.floor = self._rv
+
+
+def _scope(resource: Resource, namespace: str | None) -> str:
+    return (namespace or "default") if resource.namespaced else ""

@@ -1,0 +1,1762 @@
+"""A large, realistic synthetic cluster for benchmarks (and a small one for tests).
+
+The objects look like what a real EKS cluster returns, because the agent's costs depend on
+it: Deployments of about 10 KB (containers with env values, resources, probes, volumes,
+managedFields, a `kubectl.kubernetes.io/last-applied-configuration` annotation; some Helm-
+or Argo CD-managed), ReplicaSets (one or two per Deployment) and their Pods (managedFields,
+container statuses; a few per cent in CrashLoopBackOff, OOMKilled, ImagePullBackOff or
+Pending), Nodes with labels, conditions, nodeInfo and image lists, CronJobs with some Jobs
+(succeeded, failed, running) and their Pods and logs, Services with Endpoints, HPAs,
+Ingresses, NetworkPolicies, RBAC objects, ConfigMaps, ServiceAccounts, Secrets (Helm
+release Secrets among them), node Leases and warning Events.
+
+Generation is deterministic for a seed and quick: what real clusters repeat (a pod
+template's spec, managedFields, conditions, probes) is built once and shared between
+objects, which is safe because the store keeps only the encoded bytes. `populate()`
+streams the objects into a `FakeKube` in batches, so the peak memory is the stored bytes,
+not Python dicts. Simplifications: the pods of one ReplicaSet share one service-account
+token volume name, and all timestamps fall in the last 300 days.
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import gzip
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from sandbox.kube.fake import FakeKube
+
+Obj = dict[str, Any]
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+_TEAMS = _words(
+    "payments checkout catalog search identity billing orders inventory shipping pricing "
+    "reviews ledger fraud notify media growth ads data ml platform infra support crm "
+    "loyalty partner mobile web gateway audit risk tax reporting"
+)
+_ENVS = _words("prod staging dev qa sandbox")
+_NOUNS = _words(
+    "cart order user account invoice product stock price coupon session token profile "
+    "report export import email sms push image video feed ranking quote refund wallet "
+    "ledger rate review shipment label route tracker"
+)
+_ROLES = _words("api worker web consumer gateway scheduler sync indexer")
+_TASKS = _words("cleanup report backup sync reindex digest rollup expire")
+_SCHEDULES = (
+    "*/5 * * * *",
+    "0 * * * *",
+    "0 2 * * *",
+    "30 3 * * 1",
+    "*/15 * * * *",
+    "0 0 1 * *",
+    "15 */6 * * *",
+    "0 9 * * 1-5",
+)
+_REGISTRIES = _words(
+    "123456789012.dkr.ecr.us-east-1.amazonaws.com ghcr.io/acme docker.io/acme quay.io/acme"
+)
+_ZONES = _words("us-east-1a us-east-1b us-east-1c")
+_INSTANCE_TYPES = (
+    ("m6i.2xlarge", 8, 32),
+    ("m6i.4xlarge", 16, 64),
+    ("c6i.2xlarge", 8, 16),
+    ("r6i.xlarge", 4, 32),
+)
+_SIDECARS = (
+    ("envoy", "docker.io/envoyproxy/envoy:v1.29.4", ["--config-path", "/etc/envoy/envoy.yaml"]),
+    ("fluent-bit", "cr.fluentbit.io/fluent/fluent-bit:3.0.7", ["-c", "/fluent-bit/etc/fb.conf"]),
+    ("cloud-sql-proxy", "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.11.0", ["--port=5432"]),
+)
+
+# Shared, never mutated: the store only encodes them.
+_DEFAULTS = {
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+    "imagePullPolicy": "IfNotPresent",
+}
+_PORTS = [
+    {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+    {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+]
+_PROBE_TIMES = {"timeoutSeconds": 2, "periodSeconds": 10, "successThreshold": 1}
+_LIVENESS = {
+    "httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP"},
+    "initialDelaySeconds": 10,
+    "failureThreshold": 3,
+    **_PROBE_TIMES,
+}
+_READINESS = {
+    "httpGet": {"path": "/ready", "port": "http", "scheme": "HTTP"},
+    "failureThreshold": 3,
+    **_PROBE_TIMES,
+}
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+}
+_MOUNTS = [
+    {"name": "config", "mountPath": "/etc/app", "readOnly": True},
+    {"name": "tmp", "mountPath": "/tmp"},
+]
+_VOLUMES = [
+    {"name": "config", "configMap": {"name": "app-config", "defaultMode": 420}},
+    {"name": "tmp", "emptyDir": {}},
+]
+_TOLERATIONS = [
+    {
+        "key": f"node.kubernetes.io/{taint}",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    for taint in ("not-ready", "unreachable")
+]
+_NAMESPACE_FIELD = {"apiVersion": "v1", "fieldPath": "metadata.namespace"}
+_TOKEN_SOURCES = [
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": _NAMESPACE_FIELD}]}},
+]
+_TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+_POD_CONDITIONS = (
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+)
+_NODE_CONDITIONS = (
+    ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+_HPA_CONDITIONS = (
+    ("AbleToScale", "True", "ReadyForNewScale", "recommended size matches current size"),
+    (
+        "ScalingActive",
+        "True",
+        "ValidMetricFound",
+        "the HPA was able to successfully calculate a replica count from cpu resource utilization "
+        "(percentage of request)",
+    ),
+    (
+        "ScalingLimited",
+        "False",
+        "DesiredWithinRange",
+        "the desired count is within the acceptable range",
+    ),
+)
+_HPA_BEHAVIOR = {
+    "scaleUp": {
+        "stabilizationWindowSeconds": 0,
+        "selectPolicy": "Max",
+        "policies": [
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+        ],
+    },
+    "scaleDown": {
+        "stabilizationWindowSeconds": 300,
+        "selectPolicy": "Max",
+        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+    },
+}
+
+
+_TIMES_OF_DAY = [f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}Z" for s in range(86400)]
+
+
+def _raw(value: Any) -> msgspec.Raw:
+    """A fragment encoded once and spliced into every object that shares it."""
+    return msgspec.Raw(msgspec.json.encode(value))
+
+
+def _frozen(obj: Obj) -> Obj:
+    """A copy of `obj` whose nested values are pre-encoded (scalars stay selectable)."""
+    return {k: _raw(v) if isinstance(v, dict | list) else v for k, v in obj.items()}
+
+
+def _env(name: str, value: str) -> Obj:
+    return {"name": name, "value": value}
+
+
+def _env_from(name: str, source: str, ref: Obj) -> Obj:
+    return {"name": name, "valueFrom": {source: ref}}
+
+
+def _field_env(name: str, path: str) -> Obj:
+    return _env_from(name, "fieldRef", {"apiVersion": "v1", "fieldPath": path})
+
+
+def _owner(api_version: str, kind: str, name: str, uid: str) -> list[Obj]:
+    return [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _condition(kind: str, status: str, when: str, reason: str = "", message: str = "") -> Obj:
+    condition = {"type": kind, "status": status, "lastTransitionTime": when}
+    if reason:
+        condition["reason"] = reason
+    if message:
+        condition["message"] = message
+    return condition
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Sizes of the synthetic cluster; None means "derived from the others"."""
+
+    namespaces: int = 1_000  # application namespaces (the 4 system ones come on top)
+    deployments: int = 10_000
+    pods: int = 50_000  # Deployment pods; CronJob pods come on top
+    nodes: int = 500
+    cronjobs: int = 1_000
+    services: int = 2_000
+    jobs: int | None = None  # default: cronjobs // 20
+    hpas: int | None = None  # default: deployments // 10
+    helm_releases: int | None = None  # default: deployments // 50
+    seed: int = 1
+
+    def derived(self, name: str) -> int:
+        value = getattr(self, name)
+        if value is not None:
+            return int(value)
+        return {
+            "jobs": self.cronjobs // 20,
+            "hpas": self.deployments // 10,
+            "helm_releases": self.deployments // 50,
+        }[name]
+
+
+@dataclass(slots=True)
+class _Deploy:
+    index: int
+    namespace: str
+    name: str
+    uid: str
+    replicas: int
+    labels: dict[str, str]
+    image: str
+    created: int
+    helm: bool
+    pods: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, uid, ip, node
+
+    @property
+    def team(self) -> str:
+        return self.namespace.split("-")[0]
+
+    @property
+    def sidecar(self) -> int | None:
+        return (self.index // 3) % len(_SIDECARS) if self.index % 3 == 0 else None
+
+    @property
+    def variant(self) -> tuple[Any, ...]:
+        # Everything that changes the set of fields (not their values): managedFields key.
+        return (
+            self.helm,
+            self.index % 3 == 1,
+            self.index % 4 == 0,
+            self.sidecar,
+            self.index % 5 == 0,
+        )
+
+
+class _Builder:
+    def __init__(self, spec: SyntheticSpec) -> None:
+        self.spec = spec
+        self.rng = random.Random(spec.seed)
+        self.now = int(time.time())
+        self.namespaces: list[str] = []
+        self.nodes: list[tuple[str, str]] = []  # name, ip
+        self.deploys: list[_Deploy] = []
+        self.failed_job_pods: list[tuple[str, str, str]] = []  # namespace, pod, container
+        self.troubled_pods: list[tuple[str, str, str, str, str]] = []  # ns, pod, uid, node, why
+        self._pod_serial = 0
+        self._days: dict[int, str] = {}
+        self._fields: dict[tuple[Any, ...], msgspec.Raw] = {}
+        self._replicasets: dict[tuple[int, int], tuple[str, str]] = {}
+
+    # small helpers ------------------------------------------------------------------------
+
+    def uid(self) -> str:
+        v = f"{self.rng.getrandbits(128):032x}"
+        return f"{v[:8]}-{v[8:12]}-4{v[13:16]}-a{v[17:20]}-{v[20:]}"
+
+    def suffix(self) -> str:
+        """Five characters, like the random part of a generated name."""
+        r = self.rng.getrandbits(32)
+        return _PAIRS[r % 729] + _PAIRS[r // 729 % 729] + _ALPHABET[r // 531441 % 27]
+
+    def ts(self, seconds: int) -> str:
+        day, rest = divmod(seconds, 86400)
+        date = self._days.get(day)
+        if date is None:
+            date = self._days[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86400))
+        return date + _TIMES_OF_DAY[rest]
+
+    def ago(self, low: int, high: int) -> int:
+        return self.now - self.rng.randint(low, high)
+
+    def digest(self) -> str:
+        return f"sha256:{self.rng.getrandbits(256):064x}"
+
+    def managed(
+        self,
+        key: tuple[Any, ...],
+        manager: str,
+        api_version: str,
+        when: str,
+        fragment: Obj,
+        subresource: str | None = None,
+    ) -> Obj:
+        """A managedFields entry; its fieldsV1 is computed once per shape `key`."""
+        fields = self._fields.get(key)
+        if fields is None:
+            fields = self._fields[key] = _raw(fields_v1(fragment))
+        entry: Obj = {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": api_version,
+            "time": when,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": fields,
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        return entry
+
+    def replicaset_identity(self, d: _Deploy, revision: int) -> tuple[str, str]:
+        """(pod-template-hash, uid) of a Deployment's ReplicaSet for a revision."""
+        key = (d.index, revision)
+        identity = self._replicasets.get(key)
+        if identity is None:
+            identity = self._replicasets[key] = (self.suffix() + self.suffix(), self.uid())
+        return identity
+
+    # namespaces, nodes, leases -------------------------------------------------------------
+
+    def namespace_objects(self) -> Iterator[Obj]:
+        taken: set[str] = set()
+        for i in range(self.spec.namespaces):
+            name = f"{_TEAMS[i % len(_TEAMS)]}-{_ENVS[(i // len(_TEAMS)) % len(_ENVS)]}"
+            self.namespaces.append(_unique(name, taken))
+        system = ["default", "kube-system", "kube-public", "kube-node-lease"]
+        for name in system + self.namespaces:
+            labels = {"kubernetes.io/metadata.name": name}
+            if name not in system:
+                labels |= {"team": name.split("-")[0], "env": name.split("-")[1]}
+            created = self.ts(self.ago(86400 * 30, 86400 * 300))
+            yield {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "creationTimestamp": created, "labels": labels},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+
+    def node_objects(self) -> Iterator[Obj]:
+        images = []
+        for i in range(24):
+            repo = f"{_REGISTRIES[i % 4]}/{_NOUNS[i % len(_NOUNS)]}-{_ROLES[i % 8]}"
+            names = [f"{repo}@{self.digest()}", f"{repo}:1.{i}.0"]
+            images.append({"names": names, "sizeBytes": self.rng.randint(5_000_000, 900_000_000)})
+        for i in range(self.spec.nodes):
+            zone = _ZONES[i % len(_ZONES)]
+            ip = f"10.0.{(i >> 8) & 255}.{i & 255}"
+            name = f"ip-10-0-{(i >> 8) & 255}-{i & 255}.ec2.internal"
+            self.nodes.append((name, ip))
+            itype, cpus, gib = _INSTANCE_TYPES[i % len(_INSTANCE_TYPES)]
+            created = self.ago(3600, 86400 * 60)
+            yield {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "creationTimestamp": self.ts(created),
+                    "labels": self._node_labels(name, zone, itype, i),
+                    "annotations": {
+                        "alpha.kubernetes.io/provided-node-ip": ip,
+                        "csi.volume.kubernetes.io/nodeid": f'{{"ebs.csi.aws.com":"i-0{i:016x}"}}',
+                        "node.alpha.kubernetes.io/ttl": "0",
+                        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                    },
+                },
+                "spec": {"providerID": f"aws:///{zone}/i-0{i:016x}"}
+                | (
+                    {"taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]}
+                    if i % 25 == 0
+                    else {}
+                ),
+                "status": self._node_status(name, ip, cpus, gib, created, ready=i % 100 != 37)
+                | {"images": images},
+            }
+
+    @staticmethod
+    def _node_labels(name: str, zone: str, itype: str, i: int) -> dict[str, str]:
+        return {
+            "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/instance-type": itype,
+            "beta.kubernetes.io/os": "linux",
+            "eks.amazonaws.com/capacityType": "SPOT" if i % 4 == 0 else "ON_DEMAND",
+            "eks.amazonaws.com/nodegroup": f"ng-{itype.split('.')[0]}-{zone[-1]}",
+            "eks.amazonaws.com/nodegroup-image": "ami-0c1a2b3c4d5e6f789",
+            "failure-domain.beta.kubernetes.io/region": "us-east-1",
+            "failure-domain.beta.kubernetes.io/zone": zone,
+            "k8s.io/cloud-provider-aws": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": itype,
+            "topology.ebs.csi.aws.com/zone": zone,
+            "topology.kubernetes.io/region": "us-east-1",
+            "topology.kubernetes.io/zone": zone,
+        }
+
+    def _node_status(
+        self, name: str, ip: str, cpus: int, gib: int, created: int, *, ready: bool
+    ) -> Obj:
+        heartbeat = self.ts(self.now - self.rng.randint(0, 40))
+        since = self.ts(created + 30)
+        conditions = [
+            _condition(kind, "False", since, reason, message) | {"lastHeartbeatTime": heartbeat}
+            for kind, reason, message in _NODE_CONDITIONS
+        ]
+        if ready:
+            last = _condition(
+                "Ready", "True", since, "KubeletReady", "kubelet is posting ready status"
+            )
+        else:
+            last = _condition(
+                "Ready",
+                "Unknown",
+                heartbeat,
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+            )
+        conditions.append(last | {"lastHeartbeatTime": heartbeat})
+        memory = gib * 1024 * 1024
+        return {
+            "capacity": {
+                "cpu": str(cpus),
+                "ephemeral-storage": "104845292Ki",
+                "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0",
+                "memory": f"{memory - 400_000}Ki",
+                "pods": "58",
+            },
+            "allocatable": {
+                "cpu": f"{cpus * 1000 - 90}m",
+                "ephemeral-storage": "95551679124",
+                "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0",
+                "memory": f"{memory - 1_200_000}Ki",
+                "pods": "58",
+            },
+            "conditions": conditions,
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "InternalDNS", "address": name},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": f"{self.rng.getrandbits(128):032x}",
+                "systemUUID": f"ec2{self.rng.getrandbits(116):029x}",
+                "bootID": self.uid(),
+                "kernelVersion": "5.10.219-208.866.amzn2.x86_64",
+                "osImage": "Amazon Linux 2",
+                "containerRuntimeVersion": "containerd://1.7.11",
+                "kubeletVersion": "v1.30.2-eks-1552ad0",
+                "kubeProxyVersion": "v1.30.2-eks-1552ad0",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        }
+
+    def lease_objects(self) -> Iterator[Obj]:
+        for name, _ in self.nodes:
+            renewed = self.ts(self.now - self.rng.randint(0, 10))[:-1] + ".000000Z"
+            yield {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": name,
+                    "namespace": "kube-node-lease",
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": name, "uid": self.uid()}
+                    ],
+                },
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renewed},
+            }
+
+    # deployments, replicasets, pods --------------------------------------------------------
+
+    def _replica_counts(self) -> list[int]:
+        count, pods = self.spec.deployments, self.spec.pods
+        if not count:
+            return []
+        base, extra = divmod(pods, count)
+        counts = [base + (1 if i < extra else 0) for i in range(count)]
+        for i in range(0, count - 1, 2):  # vary the sizes, keep the total exact
+            delta = self.rng.randint(0, max(0, min(counts[i + 1] - 1, 4)))
+            counts[i] += delta
+            counts[i + 1] -= delta
+        return counts
+
+    def _main_container(self, d: _Deploy, rng: random.Random) -> Obj:
+        team, namespace = d.team, d.namespace
+        memory = rng.choice(("128Mi", "256Mi", "512Mi", "1Gi"))
+        cpu = rng.choice(("100m", "250m", "500m", "1"))
+        env = [
+            _env("LOG_LEVEL", rng.choice(("info", "debug", "warn"))),
+            _env("PORT", "8080"),
+            _env("DATABASE_HOST", f"{team}-db.{namespace}.svc.cluster.local"),
+            _env("REDIS_URL", f"redis://{team}-cache.{namespace}:6379/0"),
+            _env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.observability:4317"),
+            _env("PAYMENT_API_KEY", f"sk_live_{rng.getrandbits(96):024x}"),
+            _env_from(
+                "DATABASE_PASSWORD", "secretKeyRef", {"name": f"{team}-db", "key": "password"}
+            ),
+            _env_from("CACHE_TTL", "configMapKeyRef", {"name": "app-config", "key": "cache_ttl"}),
+            _field_env("POD_NAME", "metadata.name"),
+            _field_env("POD_NAMESPACE", "metadata.namespace"),
+        ]
+        return {
+            "name": "app",
+            "image": d.image,
+            "ports": _PORTS,
+            "envFrom": [{"configMapRef": {"name": "app-config"}}],
+            "env": env,
+            "resources": {
+                "limits": {"cpu": "2", "memory": memory},
+                "requests": {"cpu": cpu, "memory": memory},
+            },
+            "volumeMounts": _MOUNTS,
+            "livenessProbe": _LIVENESS,
+            "readinessProbe": _READINESS,
+            **_DEFAULTS,
+            "securityContext": _CONTAINER_SECURITY,
+        }
+
+    def _template(self, d: _Deploy) -> Obj:
+        """The Deployment's pod template; the same every time it is asked for (the
+        ReplicaSets and Pods are generated later from it)."""
+        rng = random.Random(self.spec.seed * 1_000_003 + d.index)
+        containers = [self._main_container(d, rng)]
+        if d.sidecar is not None:
+            name, image, args = _SIDECARS[d.sidecar]
+            resources = {"requests": {"cpu": "50m", "memory": "64Mi"}}
+            containers.append(
+                {"name": name, "image": image, "args": args, "resources": resources, **_DEFAULTS}
+            )
+        spec: Obj = {
+            "volumes": _VOLUMES,
+            "containers": containers,
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "app",
+            "serviceAccount": "app",
+            "securityContext": {"runAsUser": 10001, "fsGroup": 10001},
+            "affinity": {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": {"app": d.name}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        },
+                    ]
+                }
+            },
+            "schedulerName": "default-scheduler",
+        }
+        if d.index % 5 == 0:
+            spec["initContainers"] = [
+                {
+                    "name": "migrate",
+                    "image": d.image,
+                    "command": ["/app/bin/migrate"],
+                    "args": ["--database-url", "$(DATABASE_URL)", "up"],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    **_DEFAULTS,
+                }
+            ]
+        annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
+        return {"metadata": {"labels": d.labels, "annotations": annotations}, "spec": spec}
+
+    def deployment_objects(self) -> Iterator[Obj]:
+        helm = self.spec.derived("helm_releases")
+        taken: dict[str, set[str]] = {}
+        for i, replicas in enumerate(self._replica_counts()):
+            namespace = self.namespaces[i % len(self.namespaces)]
+            noun, role = _NOUNS[(i * 7) % len(_NOUNS)], _ROLES[(i // 3) % len(_ROLES)]
+            name = _unique(f"{noun}-{role}", taken.setdefault(namespace, set()))
+            team = namespace.split("-")[0]
+            version = f"{1 + i % 4}.{(i * 13) % 40}.{i % 9}"
+            labels = {
+                "app": name,
+                "app.kubernetes.io/name": name,
+                "app.kubernetes.io/part-of": team,
+                "app.kubernetes.io/version": version,
+            }
+            if i < helm:
+                labels |= {
+                    "app.kubernetes.io/instance": name,
+                    "app.kubernetes.io/managed-by": "Helm",
+                    "helm.sh/chart": f"{name}-{version}",
+                }
+            d = _Deploy(
+                index=i,
+                namespace=namespace,
+                name=name,
+                uid=self.uid(),
+                replicas=replicas,
+                labels=labels,
+                image=f"{_REGISTRIES[i % len(_REGISTRIES)]}/{team}/{name}:{version}",
+                created=self.ago(86400, 86400 * 300),
+                helm=i < helm,
+            )
+            self.deploys.append(d)
+            yield self._deployment(d)
+
+    def _deployment(self, d: _Deploy) -> Obj:
+        revision = 2 if d.index % 3 == 0 else 1
+        spec: Obj = {
+            "replicas": d.replicas,
+            "selector": {"matchLabels": {"app": d.name}},
+            "template": self._template(d),
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
+            },
+            "revisionHistoryLimit": 10,
+            "progressDeadlineSeconds": 600,
+        }
+        annotations: dict[str, str] = {}
+        if d.helm:
+            annotations["meta.helm.sh/release-name"] = d.name
+            annotations["meta.helm.sh/release-namespace"] = d.namespace
+        elif d.index % 3 == 1:
+            tracking = f"{d.namespace}:apps/Deployment:{d.namespace}/{d.name}"
+            annotations["argocd.argoproj.io/tracking-id"] = tracking
+        if d.index % 4 == 0:
+            annotations["kubernetes.io/change-cause"] = f"deploy {d.image.rsplit(':', 1)[1]}"
+        applied_metadata = {
+            "annotations": dict(annotations),
+            "labels": d.labels,
+            "name": d.name,
+            "namespace": d.namespace,
+        }
+        spec_raw = _raw(spec)
+        applied = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": applied_metadata,
+            "spec": spec_raw,
+        }
+        last_applied = msgspec.json.encode(applied).decode() + "\n"
+        annotations["deployment.kubernetes.io/revision"] = str(revision)
+        annotations["kubectl.kubernetes.io/last-applied-configuration"] = last_applied
+        updated = self.ts(d.created + 3600 * revision)
+        unavailable = 1 if d.index % 97 == 0 and d.replicas else 0
+        rs_hash, _ = self.replicaset_identity(d, revision)
+        if unavailable:
+            available = _condition(
+                "Available",
+                "False",
+                updated,
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+            )
+        else:
+            available = _condition(
+                "Available",
+                "True",
+                updated,
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+            )
+        progressing = _condition(
+            "Progressing",
+            "True",
+            self.ts(d.created),
+            "NewReplicaSetAvailable",
+            f'ReplicaSet "{d.name}-{rs_hash}" has successfully progressed.',
+        )
+        status: Obj = {
+            "observedGeneration": revision,
+            "replicas": d.replicas,
+            "updatedReplicas": d.replicas,
+            "readyReplicas": d.replicas - unavailable,
+            "availableReplicas": d.replicas - unavailable,
+            "conditions": [
+                available | {"lastUpdateTime": updated},
+                progressing | {"lastUpdateTime": updated},
+            ],
+        }
+        if unavailable:
+            status["unavailableReplicas"] = unavailable
+        manager = "helm" if d.helm else "kubectl-client-side-apply"
+        applied_fields = {"metadata": applied_metadata, "spec": spec}
+        revision_fields = {
+            "metadata": {"annotations": {"deployment.kubernetes.io/revision": ""}},
+            "status": status,
+        }
+        managed = [
+            self.managed(
+                ("deploy", d.variant), manager, "apps/v1", self.ts(d.created), applied_fields
+            ),
+            self.managed(
+                ("deploy-status", unavailable),
+                "kube-controller-manager",
+                "apps/v1",
+                updated,
+                revision_fields,
+                "status",
+            ),
+        ]
+        metadata = {
+            "name": d.name,
+            "namespace": d.namespace,
+            "uid": d.uid,
+            "generation": revision,
+            "creationTimestamp": self.ts(d.created),
+            "labels": d.labels,
+            "annotations": annotations,
+            "managedFields": managed,
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": metadata,
+            "spec": spec_raw,
+            "status": status,
+        }
+
+    def replicaset_and_pod_objects(self) -> Iterator[Obj]:
+        """ReplicaSets (the current one, and an older one for every third Deployment), then
+        the current one's Pods."""
+        for d in self.deploys:
+            template = self._template(d)
+            template_spec = _raw(template["spec"])
+            revisions = (1, 2) if d.index % 3 == 0 else (1,)
+            for revision in revisions:
+                current = revision == revisions[-1]
+                yield self._replicaset(d, template, template_spec, revision, current)
+            yield from self._pods(d, template, revisions[-1], keep=d.index < self.spec.services)
+
+    def _replicaset(
+        self, d: _Deploy, template: Obj, template_spec: msgspec.Raw, revision: int, current: bool
+    ) -> Obj:
+        pod_hash, uid = self.replicaset_identity(d, revision)
+        replicas = d.replicas if current else 0
+        labels = d.labels | {"pod-template-hash": pod_hash}
+        created = d.created + 3600 * (revision - 1)
+        pod_spec: Obj | msgspec.Raw = template_spec
+        if not current:
+            containers = template["spec"]["containers"]
+            old_image = {**containers[0], "image": d.image.rsplit(":", 1)[0] + ":0.9.0"}
+            pod_spec = {**template["spec"], "containers": [old_image, *containers[1:]]}
+        selector = {"matchLabels": {"app": d.name, "pod-template-hash": pod_hash}}
+        template_metadata = {**template["metadata"], "labels": labels}
+        spec = {
+            "replicas": replicas,
+            "selector": selector,
+            "template": {"metadata": template_metadata, "spec": pod_spec},
+        }
+        spec_fields = {
+            "replicas": replicas,
+            "selector": selector,
+            "template": {"metadata": template_metadata, "spec": template["spec"]},
+        }
+        status: Obj = {"replicas": replicas, "observedGeneration": 1 if current else 2}
+        if replicas:
+            status |= {
+                "fullyLabeledReplicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+            }
+        managed = [
+            self.managed(
+                ("rs", d.variant),
+                "kube-controller-manager",
+                "apps/v1",
+                self.ts(created),
+                {"metadata": {"labels": labels}, "spec": spec_fields},
+            ),
+            self.managed(
+                ("rs-status", bool(replicas)),
+                "kube-controller-manager",
+                "apps/v1",
+                self.ts(created + 60),
+                {"status": status},
+                "status",
+            ),
+        ]
+        annotations = {
+            "deployment.kubernetes.io/desired-replicas": str(d.replicas),
+            "deployment.kubernetes.io/max-replicas": str(d.replicas + 1),
+            "deployment.kubernetes.io/revision": str(revision),
+        }
+        metadata = {
+            "name": f"{d.name}-{pod_hash}",
+            "namespace": d.namespace,
+            "uid": uid,
+            "generation": 1 if current else 2,
+            "creationTimestamp": self.ts(created),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": _owner("apps/v1", "Deployment", d.name, d.uid),
+            "managedFields": managed,
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": metadata,
+            "spec": spec,
+            "status": status,
+        }
+
+    def _pods(self, d: _Deploy, template: Obj, revision: int, keep: bool) -> Iterator[Obj]:
+        pod_hash, rs_uid = self.replicaset_identity(d, revision)
+        rs_name = f"{d.name}-{pod_hash}"
+        labels = d.labels | {"pod-template-hash": pod_hash}
+        token = f"kube-api-access-{self.suffix()}"
+        mount = {"name": token, "readOnly": True, "mountPath": _TOKEN_MOUNT_PATH}
+        volume = {"name": token, "projected": {"sources": _TOKEN_SOURCES, "defaultMode": 420}}
+        template_spec = template["spec"]
+        containers = [
+            {**c, "volumeMounts": [*c.get("volumeMounts", ()), mount]}
+            for c in template_spec["containers"]
+        ]
+        base_spec = _frozen(
+            {
+                **template_spec,
+                "containers": containers,
+                "volumes": [*template_spec["volumes"], volume],
+                "tolerations": _TOLERATIONS,
+                "priority": 0,
+                "enableServiceLinks": True,
+                "preemptionPolicy": "PreemptLowerPriority",
+            }
+        )
+        owner = _owner("apps/v1", "ReplicaSet", rs_name, rs_uid)
+        started = d.created + 3600 * (revision - 1) + 30
+        image_ids = [f"{c['image'].rsplit(':', 1)[0]}@{self.digest()}" for c in containers]
+        ready_conditions = _pod_conditions(self.ts(started), ready=True)
+        sample_status = {
+            "phase": "Running",
+            "conditions": ready_conditions,
+            "podIP": "",
+            "containerStatuses": [],
+        }
+        managed = [
+            self.managed(
+                ("pod", d.variant),
+                "kube-controller-manager",
+                "v1",
+                self.ts(started),
+                {
+                    "metadata": {"generateName": "", "labels": labels, "ownerReferences": owner},
+                    "spec": template_spec,
+                },
+            ),
+            self.managed(
+                ("pod-status",),
+                "kubelet",
+                "v1",
+                self.ts(started + 20),
+                {"status": sample_status},
+                "status",
+            ),
+        ]
+        # What every pod of this ReplicaSet repeats is encoded once.
+        annotations = _raw(template["metadata"]["annotations"])
+        shared_owner, shared_managed = _raw(owner), _raw(managed)
+        shared_conditions = _raw(ready_conditions)
+        for _ in range(d.replicas):
+            self._pod_serial += 1
+            serial = self._pod_serial
+            name = f"{rs_name}-{self.suffix()}"
+            uid = self.uid()
+            node, host_ip = self.nodes[serial % len(self.nodes)] if self.nodes else ("", "")
+            ip = f"10.{16 + (serial >> 16) % 200}.{(serial >> 8) & 255}.{serial & 255}"
+            created = started + self.rng.randint(0, 600)
+            trouble = _trouble(serial)
+            metadata = {
+                "name": name,
+                "generateName": f"{rs_name}-",
+                "namespace": d.namespace,
+                "uid": uid,
+                "creationTimestamp": self.ts(created),
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": shared_owner,
+                "managedFields": shared_managed,
+            }
+            if trouble == "Pending":
+                spec = base_spec
+                nodes = len(self.nodes)
+                message = (
+                    f"0/{nodes} nodes are available: {nodes} Insufficient cpu. "
+                    f"preemption: 0/{nodes} nodes are available: {nodes} No preemption "
+                    "victims found for incoming pod."
+                )
+                scheduled = _condition(
+                    "PodScheduled", "False", self.ts(created), "Unschedulable", message
+                )
+                status: Obj = {
+                    "phase": "Pending",
+                    "conditions": [scheduled | {"lastProbeTime": None}],
+                    "qosClass": "Burstable",
+                }
+                self.troubled_pods.append((d.namespace, name, uid, "", "FailedScheduling"))
+            else:
+                spec = {**base_spec, "nodeName": node}
+                statuses = [
+                    self._container_status(
+                        c, image_ids[i], created + 5, trouble if i == 0 else None
+                    )
+                    for i, c in enumerate(containers)
+                ]
+                ready = trouble in (None, "OOMKilled")
+                conditions = (
+                    shared_conditions
+                    if ready
+                    else _pod_conditions(self.ts(created + 5), ready=False, container="app")
+                )
+                status = {
+                    "phase": "Running",
+                    "conditions": conditions,
+                    "hostIP": host_ip,
+                    "hostIPs": [{"ip": host_ip}],
+                    "podIP": ip,
+                    "podIPs": [{"ip": ip}],
+                    "startTime": self.ts(created + 1),
+                    "containerStatuses": statuses,
+                    "qosClass": "Burstable",
+                }
+                if trouble is not None:
+                    self.troubled_pods.append((d.namespace, name, uid, node, trouble))
+                if keep and ready:
+                    d.pods.append((name, uid, ip, node))
+            yield {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata,
+                "spec": spec,
+                "status": status,
+            }
+
+    def _container_status(
+        self, container: Obj, image_id: str, started: int, trouble: str | None
+    ) -> Obj:
+        name, image = container["name"], container["image"]
+        container_id = f"containerd://{self.rng.getrandbits(256):064x}"
+        if trouble is None:
+            return {
+                "name": name,
+                "image": image,
+                "imageID": image_id,
+                "containerID": container_id,
+                "state": {"running": {"startedAt": self.ts(started)}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+            }
+        status = {"name": name, "image": image, "imageID": image_id, "containerID": container_id}
+        if trouble == "ImagePullBackOff":
+            waiting = {
+                "waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f'Back-off pulling image "{image}"',
+                }
+            }
+            return {
+                "name": name,
+                "image": image,
+                "imageID": "",
+                "state": waiting,
+                "lastState": {},
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+            }
+        reason, code = ("OOMKilled", 137) if trouble == "OOMKilled" else ("Error", 1)
+        last = {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "startedAt": self.ts(self.now - 400),
+                "finishedAt": self.ts(self.now - 380),
+                "containerID": container_id,
+            }
+        }
+        if trouble == "OOMKilled":
+            running = {"running": {"startedAt": self.ts(self.now - 300)}}
+            return status | {
+                "state": running,
+                "lastState": last,
+                "ready": True,
+                "restartCount": 3,
+                "started": True,
+            }
+        waiting = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off 5m0s restarting failed container={name}",
+            }
+        }
+        return status | {
+            "state": waiting,
+            "lastState": last,
+            "ready": False,
+            "restartCount": 27,
+            "started": False,
+        }
+
+    # services, endpoints, hpas, ingresses ---------------------------------------------------
+
+    def service_objects(self) -> Iterator[Obj]:
+        for i in range(self.spec.services):
+            d = self.deploys[i] if i < len(self.deploys) else None
+            namespace = d.namespace if d else self.namespaces[i % len(self.namespaces)]
+            name = d.name if d else f"external-{i}"
+            cluster_ip = f"172.20.{(i >> 8) & 255}.{i & 255}"
+            balancer = i % 20 == 0
+            port: Obj = {"name": "http", "protocol": "TCP", "port": 80, "targetPort": "http"}
+            spec: Obj = {
+                "ports": [port],
+                "clusterIP": cluster_ip,
+                "clusterIPs": [cluster_ip],
+                "type": "LoadBalancer" if balancer else "ClusterIP",
+                "sessionAffinity": "None",
+                "ipFamilies": ["IPv4"],
+                "ipFamilyPolicy": "SingleStack",
+                "internalTrafficPolicy": "Cluster",
+            }
+            annotations: dict[str, str] = {}
+            status: Obj = {"loadBalancer": {}}
+            if d is not None:
+                spec["selector"] = {"app": d.name}
+            if balancer:
+                port["nodePort"] = 30000 + i % 2000
+                spec |= {"externalTrafficPolicy": "Cluster", "allocateLoadBalancerNodePorts": True}
+                annotations["service.beta.kubernetes.io/aws-load-balancer-type"] = "nlb"
+                hostname = f"a{i:031x}.elb.us-east-1.amazonaws.com"
+                status = {"loadBalancer": {"ingress": [{"hostname": hostname}]}}
+            labels = d.labels if d else {"app": name}
+            metadata = {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": annotations,
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": metadata,
+                "spec": spec,
+                "status": status,
+            }
+            if d is None:
+                continue
+            subsets = []
+            if d.pods:
+                addresses = [
+                    {
+                        "ip": ip,
+                        "nodeName": node,
+                        "targetRef": {
+                            "kind": "Pod",
+                            "namespace": namespace,
+                            "name": pod,
+                            "uid": uid,
+                        },
+                    }
+                    for pod, uid, ip, node in d.pods
+                ]
+                ports = [{"name": "http", "port": 8080, "protocol": "TCP"}]
+                subsets = [{"addresses": addresses, "ports": ports}]
+            trigger = {"endpoints.kubernetes.io/last-change-trigger-time": self.ts(d.created)}
+            metadata = {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": trigger,
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": metadata,
+                "subsets": subsets,
+            }
+            d.pods = []  # served its purpose
+
+    def hpa_objects(self) -> Iterator[Obj]:
+        count = min(self.spec.derived("hpas"), len(self.deploys))
+        step = max(1, len(self.deploys) // count) if count else 1
+        for n in range(count):
+            d = self.deploys[(n * step) % len(self.deploys)]
+            replicas = max(d.replicas, 1)
+            cpu = self.rng.randint(20, 95)
+            updated = self.ts(self.ago(60, 86400))
+            target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": d.name}
+            metrics = [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": resource,
+                        "target": {"type": "Utilization", "averageUtilization": goal},
+                    },
+                }
+                for resource, goal in (("cpu", 70), ("memory", 80))
+            ]
+            current = [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "current": {"averageValue": f"{cpu * 3}m", "averageUtilization": cpu},
+                    },
+                },
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "memory",
+                        "current": {"averageValue": "201326592", "averageUtilization": 61},
+                    },
+                },
+            ]
+            conditions = [
+                _condition(kind, value, updated, reason, message)
+                for kind, value, reason, message in _HPA_CONDITIONS
+            ]
+            yield {
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": d.name, "namespace": d.namespace, "labels": d.labels},
+                "spec": {
+                    "scaleTargetRef": target,
+                    "minReplicas": max(1, replicas - 1),
+                    "maxReplicas": replicas * 4,
+                    "metrics": metrics,
+                    "behavior": _HPA_BEHAVIOR,
+                },
+                "status": {
+                    "lastScaleTime": updated,
+                    "currentReplicas": replicas,
+                    "desiredReplicas": replicas,
+                    "currentMetrics": current,
+                    "conditions": conditions,
+                },
+            }
+
+    def ingress_objects(self) -> Iterator[Obj]:
+        for i in range(0, min(self.spec.services, len(self.deploys)), 10):
+            d = self.deploys[i]
+            host = f"{d.name}.{d.namespace}.example.com"
+            backend = {"service": {"name": d.name, "port": {"name": "http"}}}
+            path = {"path": "/", "pathType": "Prefix", "backend": backend}
+            yield {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {
+                    "name": d.name,
+                    "namespace": d.namespace,
+                    "labels": d.labels,
+                    "annotations": {"cert-manager.io/cluster-issuer": "letsencrypt"},
+                },
+                "spec": {
+                    "ingressClassName": "nginx",
+                    "tls": [{"hosts": [host], "secretName": f"{d.name}-tls"}],
+                    "rules": [{"host": host, "http": {"paths": [path]}}],
+                },
+                "status": {"loadBalancer": {"ingress": [{"hostname": "ingress.example.com"}]}},
+            }
+
+    # cronjobs, jobs -----------------------------------------------------------------------
+
+    def cronjob_and_job_objects(self) -> Iterator[Obj]:
+        cronjobs: list[tuple[str, str, str, Obj]] = []
+        taken: dict[str, set[str]] = {}
+        for i in range(self.spec.cronjobs):
+            namespace = self.namespaces[(i * 3) % len(self.namespaces)]
+            task, team = _TASKS[i % len(_TASKS)], namespace.split("-")[0]
+            name = _unique(
+                f"{_NOUNS[(i * 5) % len(_NOUNS)]}-{task}", taken.setdefault(namespace, set())
+            )
+            uid = self.uid()
+            container = {
+                "name": task,
+                "image": f"{_REGISTRIES[i % 4]}/{team}/jobs:2.{i % 30}.0",
+                "command": ["/bin/sh", "-c"],
+                "args": [f"python -m jobs.{task} --namespace {namespace}"],
+                "env": [
+                    _env("JOB_NAME", name),
+                    _env_from("DATABASE_URL", "secretKeyRef", {"name": f"{team}-db", "key": "url"}),
+                ],
+                "resources": {
+                    "requests": {"cpu": "200m", "memory": "256Mi"},
+                    "limits": {"memory": "512Mi"},
+                },
+                **_DEFAULTS,
+            }
+            pod_spec = {
+                "containers": [container],
+                "restartPolicy": "OnFailure",
+                "serviceAccountName": "app",
+                "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst",
+                "schedulerName": "default-scheduler",
+            }
+            job_template = {
+                "metadata": {"labels": {"app": name, "team": team}},
+                "spec": {
+                    "backoffLimit": 2,
+                    "activeDeadlineSeconds": 3600,
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
+                },
+            }
+            cronjobs.append((namespace, name, uid, job_template))
+            last = self.ago(60, 3600)
+            spec: Obj = {
+                "schedule": _SCHEDULES[i % len(_SCHEDULES)],
+                "concurrencyPolicy": ("Forbid", "Allow", "Replace")[i % 3],
+                "suspend": i % 20 == 7,
+                "jobTemplate": job_template,
+                "successfulJobsHistoryLimit": 3,
+                "failedJobsHistoryLimit": 1,
+            }
+            if i % 4 == 0:
+                spec["timeZone"] = ("Europe/Madrid", "America/New_York", "UTC")[i % 3]
+            if i % 5 == 0:
+                spec["startingDeadlineSeconds"] = 200
+            created = self.ts(self.ago(86400 * 2, 86400 * 200))
+            yield {
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": uid,
+                    "creationTimestamp": created,
+                    "labels": {"app": name, "team": team},
+                },
+                "spec": spec,
+                "status": {
+                    "lastScheduleTime": self.ts(last),
+                    "lastSuccessfulTime": self.ts(last + 42),
+                },
+            }
+        for n in range(min(self.spec.derived("jobs"), len(cronjobs) * 3)):
+            yield from self._job(n, *cronjobs[(n * 7) % len(cronjobs)])
+
+    def _job(
+        self, n: int, namespace: str, cron: str, cron_uid: str, template: Obj
+    ) -> Iterator[Obj]:
+        scheduled = (self.now // 60 - 15 * (n + 1)) * 60  # one run every 15 minutes
+        name = f"{cron}-{scheduled // 60}"
+        uid = self.uid()
+        outcome = ("succeeded", "succeeded", "failed", "succeeded", "running")[n % 5]
+        labels = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        } | template["metadata"]["labels"]
+        pod_template = template["spec"]["template"]
+        finished = self.ts(scheduled + 95)
+        status: Obj = {"startTime": self.ts(scheduled + 1), "uncountedTerminatedPods": {}}
+        if outcome == "succeeded":
+            complete = _condition("Complete", "True", finished) | {"lastProbeTime": finished}
+            status |= {
+                "succeeded": 1,
+                "completionTime": finished,
+                "ready": 0,
+                "conditions": [complete],
+            }
+        elif outcome == "failed":
+            conditions = [
+                _condition(
+                    kind,
+                    "True",
+                    finished,
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+                | {"lastProbeTime": finished}
+                for kind in ("FailureTarget", "Failed")
+            ]
+            status |= {"failed": 3, "ready": 0, "conditions": conditions}
+        else:
+            status |= {"active": 1, "ready": 1}
+        job_spec = {
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": template["spec"]["backoffLimit"],
+            "activeDeadlineSeconds": template["spec"]["activeDeadlineSeconds"],
+            "completionMode": "NonIndexed",
+            "suspend": False,
+            "podReplacementPolicy": "TerminatingOrFailed",
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_template["spec"]},
+        }
+        scheduled_at = {"batch.kubernetes.io/cronjob-scheduled-timestamp": self.ts(scheduled)}
+        yield {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "creationTimestamp": self.ts(scheduled),
+                "labels": labels,
+                "annotations": scheduled_at,
+                "ownerReferences": _owner("batch/v1", "CronJob", cron, cron_uid),
+            },
+            "spec": job_spec,
+            "status": status,
+        }
+        yield self._job_pod(
+            n, namespace, name, uid, labels, pod_template["spec"], scheduled, outcome
+        )
+
+    def _job_pod(
+        self,
+        n: int,
+        namespace: str,
+        job: str,
+        job_uid: str,
+        labels: dict[str, str],
+        pod_spec: Obj,
+        scheduled: int,
+        outcome: str,
+    ) -> Obj:
+        container = pod_spec["containers"][0]
+        pod = f"{job}-{self.suffix()}"
+        node, host_ip = self.nodes[n % len(self.nodes)] if self.nodes else ("", "")
+        if outcome == "running":
+            state: Obj = {"running": {"startedAt": self.ts(scheduled + 3)}}
+            phase = "Running"
+        else:
+            if outcome == "succeeded":
+                code, reason = 0, "Completed"
+            else:
+                code, reason = (137, "OOMKilled") if n % 3 == 0 else (1, "Error")
+                self.failed_job_pods.append((namespace, pod, container["name"]))
+            state = {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": reason,
+                    "startedAt": self.ts(scheduled + 3),
+                    "finishedAt": self.ts(scheduled + 95),
+                }
+            }
+            phase = "Succeeded" if outcome == "succeeded" else "Failed"
+        ip = f"10.250.{(n >> 8) & 255}.{n & 255}"
+        container_status = {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": f"{container['image'].rsplit(':', 1)[0]}@{self.digest()}",
+            "containerID": f"containerd://{self.rng.getrandbits(256):064x}",
+            "state": state,
+            "lastState": {},
+            "ready": outcome == "running",
+            "restartCount": 0,
+            "started": outcome == "running",
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod,
+                "generateName": f"{job}-",
+                "namespace": namespace,
+                "creationTimestamp": self.ts(scheduled),
+                "labels": labels,
+                "ownerReferences": _owner("batch/v1", "Job", job, job_uid),
+            },
+            "spec": {**pod_spec, "nodeName": node},
+            "status": {
+                "phase": phase,
+                "hostIP": host_ip,
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "startTime": self.ts(scheduled + 1),
+                "containerStatuses": [container_status],
+                "qosClass": "Burstable",
+            },
+        }
+
+    # per-namespace and cluster-wide objects --------------------------------------------------
+
+    def namespace_content_objects(self) -> Iterator[Obj]:
+        ca = base64.b64encode(self.rng.randbytes(800)).decode()
+        body = "\n".join(ca[i : i + 64] for i in range(0, len(ca), 64))
+        pem = f"-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n"
+        for index, namespace in enumerate(["default", "kube-system", *self.namespaces]):
+            yield {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "data": {"ca.crt": pem},
+                "metadata": {"name": "kube-root-ca.crt", "namespace": namespace},
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": namespace},
+            }
+            if index < 2:
+                continue
+            team = namespace.split("-")[0]
+            role_arn = f"arn:aws:iam::123456789012:role/{namespace}-app"
+            yield {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {
+                    "name": "app",
+                    "namespace": namespace,
+                    "annotations": {"eks.amazonaws.com/role-arn": role_arn},
+                },
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "app-config",
+                    "namespace": namespace,
+                    "labels": {"team": team},
+                },
+                "data": {
+                    "cache_ttl": "300",
+                    "region": "us-east-1",
+                    "feature_flags": "new-checkout,fast-search",
+                },
+            }
+            url = f"postgres://{team}_app:hunter2@{team}-db:5432/{team}".encode()
+            data = {
+                "password": base64.b64encode(self.rng.randbytes(18)).decode(),
+                "url": base64.b64encode(url).decode(),
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "data": data,
+                "metadata": {"name": f"{team}-db", "namespace": namespace},
+            }
+            if index % 10 == 2:
+                yield from _namespace_rbac(namespace)
+            if index % 5 == 2:
+                yield _network_policy(namespace)
+
+    def helm_secret_objects(self) -> Iterator[Obj]:
+        for d in self.deploys:
+            if not d.helm:
+                continue
+            version = d.labels["app.kubernetes.io/version"]
+            manifest = "".join(
+                f"---\n# Source: {d.name}/templates/{kind.lower()}.yaml\napiVersion: {api}\n"
+                f"kind: {kind}\nmetadata:\n  name: {d.name}\n  namespace: {d.namespace}\n"
+                for api, kind in (("v1", "Service"), ("apps/v1", "Deployment"))
+            )
+            chart = {
+                "name": d.name,
+                "version": version,
+                "appVersion": version,
+                "apiVersion": "v2",
+                "type": "application",
+            }
+            release = {
+                "name": d.name,
+                "namespace": d.namespace,
+                "version": 3,
+                "info": {
+                    "first_deployed": self.ts(d.created),
+                    "last_deployed": self.ts(d.created + 7200),
+                    "deleted": "",
+                    "description": "Upgrade complete",
+                    "status": "deployed",
+                    "notes": "Thank you for installing.",
+                },
+                "chart": {
+                    "metadata": chart,
+                    "values": {"replicaCount": 2},
+                    "templates": [
+                        {
+                            "name": "templates/deployment.yaml",
+                            "data": base64.b64encode(b"kind: Deployment").decode(),
+                        }
+                    ],
+                },
+                "config": {"image": {"tag": version}, "db": {"password": "not-for-the-agent"}},
+                "manifest": manifest,
+            }
+            payload = base64.b64encode(gzip.compress(msgspec.json.encode(release), 1))
+            labels = {
+                "name": d.name,
+                "owner": "helm",
+                "status": "deployed",
+                "version": "3",
+                "modifiedAt": str(d.created + 7200),
+            }
+            yield {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "helm.sh/release.v1",
+                "metadata": {
+                    "name": f"sh.helm.release.v1.{d.name}.v3",
+                    "namespace": d.namespace,
+                    "labels": labels,
+                },
+                "data": {"release": base64.b64encode(payload).decode()},
+            }
+
+    def event_objects(self) -> Iterator[Obj]:
+        for n, (namespace, pod, uid, node, why) in enumerate(self.troubled_pods):
+            if why == "FailedScheduling":
+                reason, message, component = (
+                    "FailedScheduling",
+                    f"0/{len(self.nodes)} nodes are available: Insufficient cpu.",
+                    "default-scheduler",
+                )
+            elif why == "ImagePullBackOff":
+                reason, message, component = "Failed", "Error: ImagePullBackOff", "kubelet"
+            elif why == "OOMKilled":
+                reason, message, component = "OOMKilling", "Memory cgroup out of memory", "kubelet"
+            else:
+                message = (
+                    f"Back-off restarting failed container app in pod {pod}_{namespace}({uid})"
+                )
+                reason, component = "BackOff", "kubelet"
+            involved = {
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": pod,
+                "uid": uid,
+                "apiVersion": "v1",
+                "fieldPath": "spec.containers{app}",
+            }
+            source = {"component": component} | ({"host": node} if node else {})
+            yield {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{pod}.{n:016x}", "namespace": namespace},
+                "involvedObject": involved,
+                "reason": reason,
+                "message": message,
+                "source": source,
+                "firstTimestamp": self.ts(self.ago(3600, 7200)),
+                "lastTimestamp": self.ts(self.ago(0, 600)),
+                "count": self.rng.randint(1, 300),
+                "type": "Warning",
+                "eventTime": None,
+                "reportingComponent": component,
+                "reportingInstance": node,
+            }
+
+
+def _namespace_rbac(namespace: str) -> Iterator[Obj]:
+    group = "rbac.authorization.k8s.io"
+    rule = {
+        "apiGroups": [""],
+        "resources": ["configmaps", "pods"],
+        "verbs": ["get", "list", "watch"],
+    }
+    metadata = {"name": "app-reader", "namespace": namespace}
+    yield {"apiVersion": f"{group}/v1", "kind": "Role", "metadata": metadata, "rules": [rule]}
+    yield {
+        "apiVersion": f"{group}/v1",
+        "kind": "RoleBinding",
+        "metadata": metadata,
+        "roleRef": {"apiGroup": group, "kind": "Role", "name": "app-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": namespace}],
+    }
+
+
+def _network_policy(namespace: str) -> Obj:
+    source = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny-ingress", "namespace": namespace},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [source]}]},
+    }
+
+
+def _cluster_rbac_objects() -> Iterator[Obj]:
+    group = "rbac.authorization.k8s.io"
+    for name in _words(
+        "cluster-admin admin edit view system:node system:kube-scheduler "
+        "system:kube-controller-manager system:controller:deployment-controller "
+        "system:controller:replicaset-controller system:controller:job-controller "
+        "system:controller:cronjob-controller moonin-discovery moonin-scaling"
+    ):
+        labels = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+        rule = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
+        yield {
+            "apiVersion": f"{group}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": [rule],
+        }
+        subject = {"kind": "Group", "apiGroup": group, "name": f"system:{name.split(':')[-1]}"}
+        yield {
+            "apiVersion": f"{group}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": name},
+            "subjects": [subject],
+        }
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """`name`, or `name-2`, `name-3`... whichever is not in `taken` yet (it joins it)."""
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}-{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def _trouble(serial: int) -> str | None:
+    """A few per cent of Deployment pods are in trouble, spread evenly and deterministically."""
+    for modulus, trouble in (
+        (97, "CrashLoopBackOff"),
+        (211, "OOMKilled"),
+        (331, "Pending"),
+        (401, "ImagePullBackOff"),
+    ):
+        if serial % modulus == 0:
+            return trouble
+    return None
+
+
+def _pod_conditions(when: str, *, ready: bool, container: str = "") -> list[Obj]:
+    conditions = []
+    for kind in _POD_CONDITIONS:
+        condition = _condition(kind, "True", when) | {"lastProbeTime": None}
+        if not ready and kind in ("Ready", "ContainersReady"):
+            condition |= {
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": f"containers with unready status: [{container}]",
+            }
+        conditions.append(condition)
+    return conditions
+
+
+def fields_v1(value: Obj) -> Obj:
+    """The `fieldsV1` set of a managedFields entry describing an object fragment."""
+    out: Obj = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            out[f"f:{key}"] = {".": {}, **fields_v1(item)} if item else {}
+        elif isinstance(item, list) and item and all(isinstance(i, dict) for i in item):
+            members: Obj = {}
+            for element in item:
+                if "name" in element:
+                    member = f'k:{{"name":"{element["name"]}"}}'
+                elif "containerPort" in element:
+                    member = f'k:{{"containerPort":{element["containerPort"]},"protocol":"TCP"}}'
+                elif "type" in element:
+                    member = f'k:{{"type":"{element["type"]}"}}'
+                else:
+                    member = f"v:{msgspec.json.encode(element).decode()}"
+                members[member] = {".": {}, **fields_v1(element)}
+            out[f"f:{key}"] = members
+        else:
+            out[f"f:{key}"] = {}
+    return out
+
+
+def _objects(builder: _Builder) -> Iterator[Obj]:
+    # The agent's warm-up order first: namespaces, Deployments, CronJobs.
+    yield from builder.namespace_objects()
+    if not builder.namespaces:
+        builder.namespaces = ["default"]
+    yield from builder.node_objects()
+    yield from builder.deployment_objects()
+    yield from builder.cronjob_and_job_objects()
+    yield from builder.replicaset_and_pod_objects()
+    yield from builder.service_objects()
+    yield from builder.hpa_objects()
+    yield from builder.ingress_objects()
+    yield from builder.namespace_content_objects()
+    yield from _cluster_rbac_objects()
+    yield from builder.helm_secret_objects()
+    yield from builder.lease_objects()
+    yield from builder.event_objects()
+
+
+def generate(spec: SyntheticSpec | None = None) -> Iterator[Obj]:
+    """Every object of the synthetic cluster, with apiVersion and kind. Fragments shared
+    between objects are `msgspec.Raw` (already encoded); a JSON round trip gives plain dicts."""
+    yield from _objects(_Builder(spec or SyntheticSpec()))
+
+
+def populate(kube: FakeKube, spec: SyntheticSpec | None = None) -> dict[str, int]:
+    """Load the synthetic cluster into `kube`, logs of failed Job pods included; returns
+    the number of objects per resource."""
+    builder = _Builder(spec or SyntheticSpec())
+    # Nothing built here forms cycles; without the pause, the cyclic collector rescans the
+    # growing store over and over and the load takes several times longer.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        kube.load(_objects(builder))
+    finally:
+        if collecting:
+            gc.enable()
+    for namespace, pod, container in builder.failed_job_pods:
+        kube.set_pod_log(namespace, pod, container, _failed_job_log(pod, container))
+    return dict(kube.stats()["objects"])
+
+
+def _failed_job_log(pod: str, container: str) -> str:
+    lines = [
+        f"2024-06-01T02:00:{n % 60:02d}Z INFO {container}: processed batch {n} of 400 ({pod})"
+        for n in range(1, 290)
+    ]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "/app/jobs/main.py", line 88, in run',
+        "    rows = fetch(batch)",
+        '  File "/app/jobs/db.py", line 41, in fetch',
+        "    raise ConnectionError('could not connect to server: Connection refused')",
+        "ConnectionError: could not connect to server: Connection refused",
+        f"2024-06-01T02:05:00Z ERROR {container}: giving up after 3 attempts",
+    ]
+    return "\n".join(lines) + "\n"

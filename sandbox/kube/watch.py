@@ -1,0 +1,228 @@
+"""Serving one watch stream: replay, live changes, bookmarks, timeouts and injected faults.
+
+The stream writes newline-delimited JSON events (`{"type": ..., "object": ...}`) through a
+`StreamWriter` (one HTTP chunk per burst, flushed at once). Objects come from the store's
+pre-encoded bytes; only a MODIFIED that makes an object stop matching the watch's
+selectors is re-encoded (it becomes a DELETED carrying the previous state, as upstream).
+
+It ends in one of these ways, each meant to be observable by a client under test:
+- `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
+- `DROP` (a fault): the connection is shut down mid-stream, no terminating chunk;
+- a `Stall` (a fault): nothing more is written, the connection stays open until the fault
+  is released (then dropped) or the client gives up and closes it;
+- the client went away: noticed on the next write or within a fraction of a second while
+  idle, and the subscription is released.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from queue import Empty
+from typing import Protocol
+
+import msgspec
+
+from sandbox.kube.lists import Matcher
+from sandbox.kube.resources import Resource
+from sandbox.kube.store import Bookmark, Change, Entry, Store, Subscription
+
+_IDLE_CHECK_SECONDS = 0.25  # how soon an idle stream notices a vanished client
+_BURST_BYTES = 64 * 1024  # replayed events are batched into chunks of about this size
+
+
+class _Drop:
+    __slots__ = ()
+
+
+class _Stop:
+    __slots__ = ()
+
+
+DROP = _Drop()
+STOP = _Stop()
+
+
+class Stall:
+    """A queue item: stop writing until `release` is set (then drop the connection)."""
+
+    __slots__ = ("release",)
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+
+class StreamWriter(Protocol):
+    def write(self, data: bytes) -> None: ...  # one chunk, flushed; OSError if the client left
+
+    def end(self) -> None: ...  # terminating chunk: a clean end of the response
+
+    def abort(self) -> None: ...  # shut the connection down mid-stream
+
+    def client_gone(self) -> bool: ...
+
+
+def event_line(event_type: str, obj: bytes) -> bytes:
+    return b'{"type":"%s","object":%s}\n' % (event_type.encode(), obj)
+
+
+def bookmark_object(resource: Resource, rv: int, *, initial_events_end: bool = False) -> bytes:
+    metadata: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return resource.prefix + msgspec.json.encode({"metadata": metadata})[1:]
+
+
+@dataclass(slots=True)
+class WatchSpec:
+    resource: Resource
+    namespace: str | None
+    match: Matcher | None
+    timeout: float | None  # timeoutSeconds
+    bookmark_interval: float  # 0 disables periodic bookmarks
+    initial_events_end: bool  # sendInitialEvents: a bookmark marks the end of the replay
+
+
+class WatchStream:
+    """Runs in the connection's thread until the stream ends; returns how it ended."""
+
+    def __init__(
+        self, store: Store, spec: WatchSpec, subscription: Subscription, writer: StreamWriter
+    ) -> None:
+        self._store = store
+        self._spec = spec
+        self._subscription = subscription
+        self._writer = writer
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+
+    def run(self, backlog: list[Change], initial: list[Entry] | None, initial_rv: int) -> str:
+        try:
+            return self._run(backlog, initial, initial_rv)
+        except OSError:
+            return "client gone"
+        except Exception:
+            # A bug in the fake: loud on stderr, and the half-written stream is cut rather
+            # than followed by an error answer on the same connection.
+            traceback.print_exc()
+            self._writer.abort()
+            return "failed"
+        finally:
+            self._store.unsubscribe(self._subscription)
+
+    def _run(self, backlog: list[Change], initial: list[Entry] | None, initial_rv: int) -> str:
+        spec, subscription = self._spec, self._subscription
+        started = time.monotonic()
+        deadline = started + spec.timeout if spec.timeout else None
+        for entry in initial or ():
+            if self._visible(entry):
+                self._add(event_line("ADDED", entry.full(spec.resource)))
+        if initial is not None and spec.initial_events_end and subscription.bookmarks:
+            obj = bookmark_object(spec.resource, initial_rv, initial_events_end=True)
+            self._add(event_line("BOOKMARK", obj))
+        for change in backlog:
+            self._change(change)
+        self._flush()
+
+        periodic = subscription.bookmarks and spec.bookmark_interval > 0
+        next_bookmark = started + spec.bookmark_interval if periodic else None
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                self._flush()
+                self._writer.end()
+                return "timeout"
+            if next_bookmark is not None and now >= next_bookmark:
+                self._store.request_bookmark(subscription)
+                next_bookmark = now + spec.bookmark_interval
+            wait = _IDLE_CHECK_SECONDS
+            for moment in (deadline, next_bookmark):
+                if moment is not None:
+                    wait = min(wait, max(moment - now, 0.0))
+            try:
+                item = subscription.queue.get(timeout=wait)
+            except Empty:
+                if self._writer.client_gone():
+                    return "client gone"
+                continue
+            ended = self._item(item)
+            # Drain what is already queued into the same chunk before flushing.
+            while ended is None and self._buffered < _BURST_BYTES:
+                try:
+                    item = subscription.queue.get_nowait()
+                except Empty:
+                    break
+                ended = self._item(item)
+            if ended is not None:
+                return ended
+            self._flush()
+
+    def _item(self, item: object) -> str | None:
+        """Handle one queue item; a string means the stream is over (how it ended)."""
+        if isinstance(item, Change):
+            self._change(item)
+        elif isinstance(item, Bookmark):
+            self._add(event_line("BOOKMARK", bookmark_object(self._spec.resource, item.rv)))
+        elif item is STOP:
+            self._flush()
+            self._writer.end()
+            return "stopped"
+        elif item is DROP:
+            self._flush()  # changes queued before the fault still go out, then the cut
+            self._writer.abort()
+            return "dropped"
+        elif isinstance(item, Stall):
+            self._flush()  # what came before the stall was sent; nothing after it will be
+            while not item.release.wait(_IDLE_CHECK_SECONDS):
+                if self._writer.client_gone():
+                    return "client gave up on a stalled stream"
+            self._writer.abort()
+            return "stalled, then dropped"
+        return None
+
+    def _visible(self, entry: Entry) -> bool:
+        namespace = self._spec.namespace
+        if namespace and entry.namespace != namespace:
+            return False
+        match = self._spec.match
+        return match is None or match(entry)
+
+    def _change(self, change: Change) -> None:
+        spec = self._spec
+        entry = change.entry
+        if spec.namespace and entry.namespace != spec.namespace:
+            return
+        match = spec.match
+        if match is None:
+            self._add(event_line(change.type, entry.full(spec.resource)))
+            return
+        now_matches = match(entry)
+        if change.type != "MODIFIED" or change.prev is None:
+            if now_matches:
+                self._add(event_line(change.type, entry.full(spec.resource)))
+            return
+        before_matched = match(change.prev)
+        if now_matches:
+            kind = "MODIFIED" if before_matched else "ADDED"
+            self._add(event_line(kind, entry.full(spec.resource)))
+        elif before_matched:
+            # Left the selection: DELETED with the previous state at this change's RV.
+            previous = change.prev.decode()
+            previous["metadata"]["resourceVersion"] = str(change.rv)
+            obj = spec.resource.prefix + msgspec.json.encode(previous)[1:]
+            self._add(event_line("DELETED", obj))
+
+    def _add(self, line: bytes) -> None:
+        self._buffer.append(line)
+        self._buffered += len(line)
+        if self._buffered >= _BURST_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            data = b"".join(self._buffer)
+            self._buffer.clear()
+            self._buffered = 0
+            self._writer.write(data)

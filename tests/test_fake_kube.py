@@ -1,0 +1,1020 @@
+"""The fake Kubernetes API server must behave like the real one on the wire, or every
+informer, scaling and leader-election test built on it proves nothing. These tests drive it
+mostly through the official `kubernetes` client (typed calls, the Watch helper, raw
+`_preload_content=False` calls where the helper hides what matters), and through plain
+httpx where the client cannot express a request."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.kube import ApiError, FakeKube
+from sandbox.kube.synthetic import SyntheticSpec, populate
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+NS = "shop"
+
+
+# --- fixtures and helpers --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeKube]:
+    with FakeKube(bookmark_interval=0.3, history=50) as kube:
+        yield kube
+
+
+@pytest.fixture
+def kube(server: FakeKube) -> FakeKube:
+    server.reset()
+    server.create(namespace(NS))
+    return server
+
+
+@pytest.fixture(scope="module")
+def api(server: FakeKube) -> Iterator[client.ApiClient]:
+    with client.ApiClient(server.client_configuration()) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def apps(api: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api)
+
+
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def pod(
+    name: str,
+    *,
+    ns: str = NS,
+    labels: dict[str, str] | None = None,
+    phase: str = "Running",
+    node: str | None = "node-1",
+    containers: tuple[str, ...] = ("app",),
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": c, "image": f"{c}:1"} for c in containers]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def deployment(name: str, *, ns: str = NS, replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "shop/web:1",
+                            "env": [{"name": "A", "value": "1"}],
+                        },
+                        {"name": "proxy", "image": "envoy:1"},
+                    ]
+                },
+            },
+        },
+        "status": {"replicas": replicas, "readyReplicas": replicas},
+    }
+
+
+def raw_events(response: urllib3.BaseHTTPResponse) -> Iterator[dict[str, Any]]:
+    """Newline-delimited watch events exactly as they arrive on the wire."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line)
+
+
+def collect(
+    stream: Iterator[dict[str, Any]], until: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    for event in stream:
+        seen.append(event)
+        if until(seen):
+            break
+    return seen
+
+
+def in_thread(target: Callable[[], Any]) -> dict[str, Any]:
+    """Run `target` in a thread; the dict gets "result" or "error" when it ends."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = target()
+        except BaseException as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    outcome["thread"] = thread
+    thread.start()
+    return outcome
+
+
+def names(items: list[Any]) -> list[str]:
+    return [item.metadata.name for item in items]
+
+
+# --- lists -----------------------------------------------------------------------------------
+
+
+def test_a_paginated_list_serves_every_object_once_from_the_first_pages_snapshot(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    for i in range(7):
+        kube.create(pod(f"p{i}"))
+    first = core.list_namespaced_pod(NS, limit=3)
+    assert names(first.items) == ["p0", "p1", "p2"]
+    assert first.metadata.remaining_item_count == 4
+    # Writes after the first page do not show up in the rest of that list.
+    kube.create(pod("p7"))
+    kube.delete("pods", NS, "p5")
+    second = core.list_namespaced_pod(NS, limit=3, _continue=first.metadata.var_continue)
+    third = core.list_namespaced_pod(NS, limit=3, _continue=second.metadata.var_continue)
+    assert names(second.items) + names(third.items) == ["p3", "p4", "p5", "p6"]
+    assert third.metadata.var_continue is None
+    assert first.metadata.resource_version == second.metadata.resource_version
+    assert first.metadata.resource_version == third.metadata.resource_version
+    # List items carry no kind/apiVersion, as upstream; single reads do.
+    raw = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods").json()
+    assert raw["kind"] == "PodList" and raw["apiVersion"] == "v1"
+    assert "kind" not in raw["items"][0] and "apiVersion" not in raw["items"][0]
+    single = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods/p0").json()
+    assert (single["kind"], single["apiVersion"]) == ("Pod", "v1")
+
+
+def test_namespaced_resources_are_listed_per_namespace_and_across_all_of_them(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    kube.create(namespace("other"))
+    kube.create(pod("a"))
+    kube.create(pod("b", ns="other"))
+    kube.create(deployment("web", ns="other"))
+    assert names(core.list_namespaced_pod(NS).items) == ["a"]
+    assert names(core.list_pod_for_all_namespaces().items) == ["b", "a"]  # "other/b" < "shop/a"
+    assert names(apps.list_deployment_for_all_namespaces().items) == ["web"]
+    assert names(core.list_namespace().items) == ["other", "shop"]
+
+
+def test_an_expired_continue_token_answers_410_with_a_token_to_go_on_inconsistently(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    for i in range(5):
+        kube.create(pod(f"p{i}"))
+    first = core.list_namespaced_pod(NS, limit=2)
+    assert kube.expire_continue_tokens() == 1
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_pod(NS, limit=2, _continue=first.metadata.var_continue)
+    assert caught.value.status == 410
+    status = json.loads(caught.value.body)
+    assert (status["kind"], status["status"], status["reason"], status["code"]) == (
+        "Status",
+        "Failure",
+        "Expired",
+        410,
+    )
+    rest = core.list_namespaced_pod(NS, limit=10, _continue=status["metadata"]["continue"])
+    assert names(rest.items) == ["p2", "p3", "p4"]
+
+
+def test_compaction_expires_continue_tokens_and_watches_from_before_it(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.set_watch_expired_mode("http")
+    for i in range(3):
+        kube.create(pod(f"p{i}"))
+    page = core.list_namespaced_pod(NS, limit=1)
+    kube.create(pod("later"))
+    assert kube.compact() == kube.current_rv
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_pod(NS, limit=1, _continue=page.metadata.var_continue)
+    assert caught.value.status == 410
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_pod(
+            NS, watch=True, resource_version=page.metadata.resource_version, _preload_content=False
+        )
+    assert caught.value.status == 410
+    # From the compaction point on, watching works again.
+    response = core.list_namespaced_pod(
+        NS,
+        watch=True,
+        resource_version=str(kube.current_rv),
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    kube.create(pod("fresh"))
+    events = list(raw_events(response))
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "fresh")]
+
+
+def test_history_overflow_makes_old_resource_versions_too_old(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.set_watch_expired_mode("http")
+    start = core.list_namespaced_pod(NS).metadata.resource_version
+    for i in range(60):  # the module's server keeps 50 changes per resource
+        kube.create(pod(f"p{i}"))
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_pod(NS, watch=True, resource_version=start, _preload_content=False)
+    assert caught.value.status == 410
+    assert json.loads(caught.value.body)["reason"] == "Expired"
+
+
+def test_label_selectors_support_equality_sets_and_existence(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("web-1", labels={"app": "web", "tier": "front"}))
+    kube.create(pod("web-2", labels={"app": "web", "tier": "back"}))
+    kube.create(pod("db", labels={"app": "db"}))
+    kube.create(pod("bare"))
+
+    def select(selector: str) -> list[str]:
+        return names(core.list_namespaced_pod(NS, label_selector=selector).items)
+
+    assert select("app=web") == ["web-1", "web-2"]
+    assert select("app==web,tier=back") == ["web-2"]
+    assert select("app!=web") == ["bare", "db"]
+    assert select("app in (db, web),tier notin (front)") == ["db", "web-2"]
+    assert select("tier") == ["web-1", "web-2"]
+    assert select("!tier") == ["bare", "db"]
+    with pytest.raises(ApiException) as caught:
+        select("app in web")
+    assert caught.value.status == 400
+
+
+def test_field_selectors_support_the_real_fields_and_refuse_others_with_400(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("running", node="node-1"))
+    kube.create(pod("pending", phase="Pending", node=None))
+    kube.create(pod("failed", phase="Failed", node="node-2"))
+    kube.create(
+        {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+         "metadata": {"name": "sh.helm.release.v1.web.v1", "namespace": NS}}
+    )  # fmt: skip
+    kube.create(
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain", "namespace": NS}}
+    )
+
+    def select(selector: str) -> list[str]:
+        return names(core.list_pod_for_all_namespaces(field_selector=selector).items)
+
+    assert select("metadata.name=running") == ["running"]
+    assert select(f"metadata.namespace={NS},status.phase!=Running") == ["failed", "pending"]
+    assert select("spec.nodeName=node-2") == ["failed"]
+    assert select("spec.nodeName=") == ["pending"]
+    secrets = core.list_namespaced_secret(NS, field_selector="type=helm.sh/release.v1")
+    assert names(secrets.items) == ["sh.helm.release.v1.web.v1"]
+    with pytest.raises(ApiException) as caught:
+        select("spec.restartCount=3")
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"] == (
+        "field label not supported: spec.restartCount"
+    )
+
+
+# --- watches ---------------------------------------------------------------------------------
+
+
+def test_a_watch_from_a_lists_resource_version_sees_only_later_changes(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("before"))
+    listed = core.list_namespaced_pod(NS)
+    kube.create(pod("after", labels={"v": "1"}))
+    kube.patch("pods", NS, "after", {"metadata": {"labels": {"v": "2"}}})
+    kube.delete("pods", NS, "before")
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        NS,
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=5,
+    )
+    events = collect(stream, lambda seen: len(seen) == 3)
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [
+        ("ADDED", "after"),
+        ("MODIFIED", "after"),
+        ("DELETED", "before"),
+    ]
+    rvs = [int(e["object"].metadata.resource_version) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > int(listed.metadata.resource_version)
+    assert events[2]["raw_object"]["kind"] == "Pod"  # watch objects carry kind and apiVersion
+
+
+def test_a_watch_without_a_resource_version_starts_with_the_current_objects(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("one"))
+    kube.create(pod("two"))
+    for resource_version in (None, "0"):
+        kwargs = {"resource_version": resource_version} if resource_version else {}
+        response = core.list_namespaced_pod(NS, watch=True, _preload_content=False, **kwargs)
+        events = collect(raw_events(response), lambda seen: len(seen) == 2)
+        response.release_conn()
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", "one"),
+            ("ADDED", "two"),
+        ]
+
+
+def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_version(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    w = watch.Watch()
+    stream = w.stream(
+        core.list_namespaced_pod,
+        NS,
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=5,
+    )
+    first = next(stream)  # periodic: the module's server sends one every 0.3 s
+    assert first["type"] == "BOOKMARK"
+    assert first["raw_object"] == {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": str(kube.current_rv)},
+    }
+    kube.create(pod("new"))
+    kube.bookmark_interval = 0  # only on demand from now on (new watches)
+    events = collect(stream, lambda seen: seen[-1]["type"] == "ADDED")
+    assert events[-1]["object"].metadata.name == "new"
+    assert kube.bookmark_now("pods") == 1
+    bookmark = collect(stream, lambda seen: seen[-1]["type"] == "BOOKMARK")[-1]
+    assert bookmark["raw_object"]["metadata"]["resourceVersion"] == str(kube.current_rv)
+    assert w.resource_version == str(kube.current_rv)  # the helper advances on bookmarks
+    w.stop()
+
+
+def test_timeout_seconds_ends_the_stream_cleanly(kube: FakeKube, core: client.CoreV1Api) -> None:
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    started = time.monotonic()
+    events = list(
+        watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=rv, timeout_seconds=1)
+    )
+    elapsed = time.monotonic() - started
+    assert events == []
+    assert 0.9 <= elapsed < 3
+    assert kube.requests[-1].status == 200 and kube.requests[-1].watch
+
+
+def test_a_too_old_resource_version_is_an_error_event_by_default(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    old = core.list_namespaced_pod(NS).metadata.resource_version
+    kube.create(pod("x"))
+    kube.compact()
+    response = core.list_namespaced_pod(
+        NS, watch=True, resource_version=old, _preload_content=False
+    )
+    assert response.status == 200
+    events = list(raw_events(response))  # one ERROR event, then the stream ends
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    status = events[0]["object"]
+    assert (status["kind"], status["apiVersion"], status["status"]) == ("Status", "v1", "Failure")
+    assert (status["reason"], status["code"]) == ("Expired", 410)
+    assert status["message"].startswith(f"too old resource version: {old} (")
+    # The Watch helper turns it into an ApiException 410 (it retries once without a timeout).
+    with pytest.raises(ApiException) as caught:
+        list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=old))
+    assert caught.value.status == 410
+
+
+def test_a_too_old_resource_version_can_be_a_410_answer_for_one_kind(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    old = core.list_namespaced_pod(NS).metadata.resource_version
+    kube.create(pod("x"))
+    kube.compact()
+    kube.set_watch_expired_mode("http", "pods")
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_pod(NS, watch=True, resource_version=old, _preload_content=False)
+    assert caught.value.status == 410
+    assert json.loads(caught.value.body)["reason"] == "Expired"
+    response = apps.list_namespaced_deployment(
+        NS, watch=True, resource_version=old, _preload_content=False
+    )
+    assert [e["type"] for e in raw_events(response)] == ["ERROR"]
+
+
+def test_selectors_apply_to_watches_and_an_object_leaving_the_selection_is_deleted(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("web", labels={"app": "web"}))
+    kube.create(pod("db", labels={"app": "db"}))
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    response = core.list_namespaced_pod(
+        NS,
+        watch=True,
+        resource_version=rv,
+        label_selector="app=web",
+        field_selector="status.phase=Running",
+        timeout_seconds=5,
+        _preload_content=False,
+    )
+    kube.patch("pods", NS, "db", {"metadata": {"labels": {"app": "web"}}})  # joins: ADDED
+    kube.patch("pods", NS, "web", {"status": {"phase": "Failed"}})  # leaves: DELETED
+    kube.create(pod("other", labels={"app": "other"}))  # never matches
+    kube.patch("pods", NS, "db", {"metadata": {"annotations": {"a": "b"}}})  # stays: MODIFIED
+    events = collect(raw_events(response), lambda seen: len(seen) == 3)
+    response.release_conn()
+    summary = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+    assert summary == [("ADDED", "db"), ("DELETED", "web"), ("MODIFIED", "db")]
+    deleted = events[1]["object"]
+    assert deleted["status"]["phase"] == "Running"  # the last state that matched...
+    assert int(deleted["metadata"]["resourceVersion"]) > int(rv)  # ...at the change's RV
+
+
+def test_a_namespaced_watch_sees_only_its_namespace(kube: FakeKube, core: client.CoreV1Api) -> None:
+    kube.create(namespace("other"))
+    rv = str(kube.current_rv)
+    response = core.list_namespaced_pod(
+        "other", watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
+    kube.create(pod("mine"))
+    kube.create(pod("theirs", ns="other"))
+    events = collect(raw_events(response), lambda seen: True)
+    response.release_conn()
+    assert [e["object"]["metadata"]["name"] for e in events] == ["theirs"]
+
+
+def test_watches_also_answer_the_legacy_watch_path_and_send_initial_events(
+    kube: FakeKube,
+) -> None:
+    kube.create(pod("one"))
+    with httpx.stream(
+        "GET",
+        f"{kube.url}/api/v1/watch/namespaces/{NS}/pods",
+        params={"sendInitialEvents": "true", "allowWatchBookmarks": "true",
+                "resourceVersionMatch": "NotOlderThan", "timeoutSeconds": "1"},
+    ) as response:  # fmt: skip
+        assert response.headers["transfer-encoding"] == "chunked"
+        events = [json.loads(line) for line in response.iter_lines() if line]
+    assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
+    end = events[1]["object"]["metadata"]
+    assert end["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+# --- writes ----------------------------------------------------------------------------------
+
+
+def test_create_get_and_replace_follow_optimistic_concurrency(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    created = apps.create_namespaced_deployment(NS, deployment("web"))
+    assert created.metadata.uid and created.metadata.creation_timestamp
+    assert created.metadata.generation == 1
+    with pytest.raises(ApiException) as caught:
+        apps.create_namespaced_deployment(NS, deployment("web"))
+    assert caught.value.status == 409
+    assert json.loads(caught.value.body)["reason"] == "AlreadyExists"
+
+    current = apps.read_namespaced_deployment("web", NS)
+    assert current.metadata.resource_version == created.metadata.resource_version
+    current.spec.replicas = 5
+    replaced = apps.replace_namespaced_deployment("web", NS, current)
+    assert replaced.spec.replicas == 5
+    assert replaced.metadata.generation == 2
+    assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
+    assert replaced.metadata.uid == created.metadata.uid
+
+    current.spec.replicas = 7  # still carries the old resourceVersion
+    with pytest.raises(ApiException) as caught:
+        apps.replace_namespaced_deployment("web", NS, current)
+    assert caught.value.status == 409
+    status = json.loads(caught.value.body)
+    assert status["reason"] == "Conflict"
+    assert "the object has been modified" in status["message"]
+    with pytest.raises(ApiException) as caught:
+        apps.read_namespaced_deployment("missing", NS)
+    assert caught.value.status == 404
+    assert json.loads(caught.value.body)["message"] == 'deployments.apps "missing" not found'
+
+
+def test_a_strategic_merge_patch_merges_containers_by_name(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment("web"))
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "shop/web:2",
+                            "env": [{"name": "B", "value": "2"}],
+                        },
+                        {"name": "new", "image": "sidecar:1"},
+                        {"name": "proxy", "$patch": "delete"},
+                    ]
+                }
+            }
+        }
+    }
+    patched = apps.patch_namespaced_deployment("web", NS, patch)  # a dict: strategic merge
+    containers = patched.spec.template.spec.containers
+    assert [(c.name, c.image) for c in containers] == [("app", "shop/web:2"), ("new", "sidecar:1")]
+    assert [(e.name, e.value) for e in containers[0].env] == [("A", "1"), ("B", "2")]
+    assert patched.metadata.generation == 2
+    assert kube.requests[-1].method == "PATCH"
+
+
+def test_a_merge_patch_replaces_lists_and_removes_nulls(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment("web"))
+    patch = {
+        "metadata": {"labels": {"app": None, "team": "shop"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "only", "image": "x:1"}]}}},
+    }
+    patched = apps.patch_namespaced_deployment(
+        "web", NS, patch, _content_type="application/merge-patch+json"
+    )
+    assert patched.metadata.labels == {"team": "shop"}
+    assert [c.name for c in patched.spec.template.spec.containers] == ["only"]
+
+
+def test_a_json_patch_applies_operations_and_a_failed_test_changes_nothing(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    created = kube.create(deployment("web", replicas=2))
+    operations = [
+        {"op": "test", "path": "/spec/replicas", "value": 2},
+        {"op": "replace", "path": "/spec/replicas", "value": 4},
+        {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "1"}},
+        {"op": "copy", "from": "/metadata/annotations/a~1b", "path": "/metadata/labels/copied"},
+        {"op": "move", "from": "/metadata/labels/app", "path": "/metadata/labels/moved"},
+        {"op": "remove", "path": "/spec/template/spec/containers/1"},
+    ]
+    patched = apps.patch_namespaced_deployment("web", NS, operations)  # a list: JSON patch
+    assert patched.spec.replicas == 4
+    assert patched.metadata.annotations == {"a/b": "1"}
+    assert patched.metadata.labels == {"copied": "1", "moved": "web"}
+    assert [c.name for c in patched.spec.template.spec.containers] == ["app"]
+    assert kube.requests[-1].status == 200
+
+    with pytest.raises(ApiException) as caught:
+        apps.patch_namespaced_deployment(
+            "web", NS, [{"op": "test", "path": "/spec/replicas", "value": 2},
+                        {"op": "replace", "path": "/spec/replicas", "value": 9}],
+        )  # fmt: skip
+    assert caught.value.status == 422
+    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 4
+    assert created["metadata"]["uid"] == patched.metadata.uid
+
+
+def test_a_patch_carrying_a_stale_resource_version_is_a_conflict(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    created = kube.create(deployment("web"))
+    stale = created["metadata"]["resourceVersion"]
+    kube.patch("deployments", NS, "web", {"spec": {"replicas": 3}})
+    for body, content_type in (
+        ({"metadata": {"resourceVersion": stale}, "spec": {"replicas": 9}}, None),
+        (
+            {"metadata": {"resourceVersion": stale}, "spec": {"replicas": 9}},
+            "application/merge-patch+json",
+        ),
+        ([{"op": "replace", "path": "/metadata/resourceVersion", "value": stale}], None),
+    ):
+        with pytest.raises(ApiException) as caught:
+            apps.patch_namespaced_deployment("web", NS, body, _content_type=content_type)
+        assert caught.value.status == 409
+    current = kube.get("deployments", NS, "web")
+    fresh = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+             "spec": {"replicas": 9}}  # fmt: skip
+    assert apps.patch_namespaced_deployment("web", NS, fresh).spec.replicas == 9
+
+
+def test_status_is_written_only_through_the_status_subresource(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment("web", replicas=2))
+    main = apps.patch_namespaced_deployment(
+        "web", NS, {"metadata": {"labels": {"x": "1"}}, "status": {"readyReplicas": 0}}
+    )
+    assert main.status.ready_replicas == 2  # the main resource ignores status...
+    assert main.metadata.generation == 1  # ...and a metadata change is not a new generation
+    status = apps.patch_namespaced_deployment_status(
+        "web", NS, {"metadata": {"labels": {"y": "1"}}, "status": {"readyReplicas": 1}}
+    )
+    assert status.status.ready_replicas == 1  # the subresource changes only status
+    assert "y" not in status.metadata.labels
+    assert apps.read_namespaced_deployment_status("web", NS).status.ready_replicas == 1
+    # Python-side writes, like a controller's, may set anything.
+    kube.patch("deployments", NS, "web", {"status": {"readyReplicas": 2}})
+    assert kube.get("deployments", NS, "web")["status"]["readyReplicas"] == 2
+
+
+def test_delete_removes_at_once_and_a_second_delete_is_404(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment("web"))
+    kube.create(pod("p"))
+    status = apps.delete_namespaced_deployment("web", NS)
+    assert status["status"] == "Success" and status["details"]["name"] == "web"
+    deleted = core.delete_namespaced_pod("p", NS)  # pods answer with the object
+    assert deleted.metadata.name == "p"
+    for call in (
+        lambda: apps.delete_namespaced_deployment("web", NS),
+        lambda: core.read_namespaced_pod("p", NS),
+    ):
+        with pytest.raises(ApiException) as caught:
+            call()
+        assert caught.value.status == 404
+
+
+def test_deleting_a_namespace_deletes_what_it_holds(kube: FakeKube, core: client.CoreV1Api) -> None:
+    kube.create(pod("p"))
+    kube.create(deployment("web"))
+    core.delete_namespace(NS)
+    assert kube.list("pods") == [] and kube.list("deployments") == []
+
+
+def test_create_fills_identity_and_honours_generate_name(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    body = {"metadata": {"generateName": "job-", "uid": "forged", "resourceVersion": "1"},
+            "data": {"k": "v"}}  # fmt: skip
+    created = core.create_namespaced_config_map(NS, body)
+    assert created.metadata.name.startswith("job-") and len(created.metadata.name) == 9
+    assert created.metadata.uid != "forged"
+    assert created.metadata.resource_version == str(kube.current_rv)
+    assert kube.requests[-1].status == 201
+
+
+def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    kube.create(pod("job-x", containers=("main", "sidecar")))
+    kube.set_pod_log(NS, "job-x", "main", "".join(f"line {i}\n" for i in range(1, 301)))
+    kube.set_pod_log(NS, "job-x", "main", "crashed\n", previous=True)
+    text = core.read_namespaced_pod_log("job-x", NS, container="main", tail_lines=200)
+    lines = text.splitlines()
+    assert len(lines) == 200 and lines[0] == "line 101" and lines[-1] == "line 300"
+    assert core.read_namespaced_pod_log("job-x", NS, container="main", previous=True) == "crashed\n"
+    assert core.read_namespaced_pod_log("job-x", NS, container="sidecar") == ""
+    raw = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods/job-x/log?container=main&tailLines=1")
+    assert raw.headers["content-type"] == "text/plain" and raw.text == "line 300\n"
+    with pytest.raises(ApiException) as caught:
+        core.read_namespaced_pod_log("job-x", NS)  # two containers: which one?
+    assert caught.value.status == 400
+    with pytest.raises(ApiException) as caught:
+        core.read_namespaced_pod_log("gone", NS, container="main")
+    assert caught.value.status == 404
+
+
+def test_leases_can_be_created_and_renewed_with_a_resource_version(
+    kube: FakeKube, api: client.ApiClient
+) -> None:
+    leases = client.CoordinationV1Api(api)
+    body = {"metadata": {"name": "moonin-discovery"},
+            "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15,
+                     "acquireTime": "2026-01-01T00:00:00.000000Z",
+                     "renewTime": "2026-01-01T00:00:00.000000Z"}}  # fmt: skip
+    created = leases.create_namespaced_lease(NS, body)
+    created.spec.renew_time = created.spec.renew_time.replace(second=10)
+    renewed = leases.replace_namespaced_lease("moonin-discovery", NS, created)
+    assert renewed.spec.holder_identity == "pod-a"
+    assert renewed.spec.renew_time.second == 10
+    created.spec.holder_identity = "pod-b"  # a competitor with the old resourceVersion
+    with pytest.raises(ApiException) as caught:
+        leases.replace_namespaced_lease("moonin-discovery", NS, created)
+    assert caught.value.status == 409
+    assert leases.read_namespaced_lease("moonin-discovery", NS).spec.holder_identity == "pod-a"
+
+
+def test_events_can_be_recorded_in_both_event_apis(
+    kube: FakeKube, core: client.CoreV1Api, api: client.ApiClient
+) -> None:
+    event = {
+        "metadata": {"generateName": "web."},
+        "involvedObject": {"kind": "HorizontalPodAutoscaler", "name": "web", "namespace": NS,
+                           "apiVersion": "autoscaling/v2"},
+        "reason": "MooninScalingApplied",
+        "message": "min 3, max 10 until 18:00",
+        "type": "Normal",
+        "source": {"component": "moonin-scaling"},
+    }  # fmt: skip
+    created = core.create_namespaced_event(NS, event)
+    assert created.reason == "MooninScalingApplied"
+    found = core.list_namespaced_event(
+        NS, field_selector="involvedObject.kind=HorizontalPodAutoscaler,source=moonin-scaling"
+    )
+    assert [e.metadata.name for e in found.items] == [created.metadata.name]
+    events_v1 = client.EventsV1Api(api)
+    modern = events_v1.create_namespaced_event(
+        NS,
+        {"metadata": {"name": "web.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+         "reason": "Scaled", "action": "Scale", "reportingController": "moonin",
+         "reportingInstance": "pod-a", "type": "Normal",
+         "regarding": {"kind": "Deployment", "name": "web", "namespace": NS}},
+    )  # fmt: skip
+    assert modern.regarding.name == "web"
+    assert [e.metadata.name for e in events_v1.list_namespaced_event(NS).items] == ["web.1"]
+
+
+def test_version_and_discovery_documents_are_served(kube: FakeKube, api: client.ApiClient) -> None:
+    info = client.VersionApi(api).get_code()
+    assert (info.git_version, info.major, info.minor, info.platform) == (
+        "v1.30.2",
+        "1",
+        "30",
+        "linux/amd64",
+    )
+    assert "v1" in client.CoreApi(api).get_api_versions().versions
+    groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+    assert {"apps", "batch", "autoscaling", "coordination.k8s.io", "events.k8s.io"} <= groups
+    resources = client.AppsV1Api(api).get_api_resources()
+    assert {r.name for r in resources.resources} >= {"deployments", "deployments/status"}
+    core_resources = httpx.get(f"{kube.url}/api/v1").json()
+    assert "pods/log" in {r["name"] for r in core_resources["resources"]}
+    assert httpx.get(f"{kube.url}/apis/nothing.example/v1").status_code == 404
+
+
+def test_python_side_refusals_raise_api_error_with_the_status(kube: FakeKube) -> None:
+    with pytest.raises(ApiError) as caught:
+        kube.get("pods", NS, "missing")
+    assert caught.value.code == 404
+    assert caught.value.status()["reason"] == "NotFound"
+    created = kube.create(pod("p"))
+    kube.patch("pods", NS, "p", {"metadata": {"labels": {"a": "b"}}})
+    with pytest.raises(ApiError) as caught:
+        kube.update(created)  # still at the old resourceVersion
+    assert caught.value.code == 409
+    with pytest.raises(KeyError):
+        kube.list("widgets")
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+def test_dropping_watches_cuts_the_connection_mid_stream(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    rv = str(kube.current_rv)
+    pods = core.list_namespaced_pod(
+        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
+    deployments = apps.list_namespaced_deployment(
+        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
+    kube.wait_for_watches(2)
+    kube.create(pod("p"))
+    stream = raw_events(pods)
+    assert next(stream)["type"] == "ADDED"
+    assert kube.drop_watches("pods") == 1
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        next(stream)
+    kube.create(deployment("web"))  # the other kind's watch is untouched
+    assert next(raw_events(deployments))["object"]["metadata"]["name"] == "web"
+    deployments.release_conn()
+
+
+def test_a_stalled_watch_sends_nothing_and_only_a_client_read_timeout_ends_it(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    w = watch.Watch()
+    stream = w.stream(
+        core.list_namespaced_pod,
+        NS,
+        resource_version=str(kube.current_rv),
+        allow_watch_bookmarks=True,
+        timeout_seconds=30,
+        _request_timeout=(5, 1),
+    )
+    outcome = in_thread(lambda: [e["type"] for e in stream])
+    kube.wait_for_watches(1, "pods")
+    assert kube.stall_watches("pods") == 1
+    kube.create(pod("unseen"))
+    outcome["thread"].join(timeout=5)
+    assert isinstance(outcome.get("error"), urllib3.exceptions.ReadTimeoutError)
+    deadline = time.monotonic() + 3
+    while kube.open_watches("pods") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kube.open_watches("pods") == 0  # the server noticed the client gave up
+
+
+@pytest.mark.parametrize(("code", "reason"), [(403, "Forbidden"), (500, "InternalError")])
+def test_the_next_requests_can_be_made_to_fail_with_the_real_status(
+    kube: FakeKube, core: client.CoreV1Api, code: int, reason: str
+) -> None:
+    kube.fail_next(code, 2, resource="pods")
+    for _ in range(2):
+        with pytest.raises(ApiException) as caught:
+            core.list_namespaced_pod(NS)
+        assert caught.value.status == code
+        assert json.loads(caught.value.body)["reason"] == reason
+    core.list_namespaced_pod(NS)  # used up
+    core.list_namespace()
+    assert [r.status for r in kube.requests[-4:]] == [code, code, 200, 200]
+
+
+def test_a_429_carries_retry_after_which_the_client_obeys_unless_told_not_to_retry(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    # urllib3's default retry policy, which the client inherits, silently retries a GET
+    # answered 429 (or 503) with a Retry-After header, after sleeping that long.
+    kube.fail_next(429, resource="pods", retry_after=0)
+    assert core.list_namespaced_pod(NS).items == []
+    assert [r.status for r in kube.requests[-2:]] == [429, 200]
+
+    configuration = kube.client_configuration()
+    configuration.retries = False
+    with client.ApiClient(configuration) as no_retries:
+        kube.fail_next(429, resource="pods")
+        with pytest.raises(ApiException) as caught:
+            client.CoreV1Api(no_retries).list_namespaced_pod(NS)
+    assert caught.value.status == 429
+    assert caught.value.headers["Retry-After"] == "1"
+    status = json.loads(caught.value.body)
+    assert (status["reason"], status["details"]) == ("TooManyRequests", {"retryAfterSeconds": 1})
+
+
+def test_a_fault_can_target_a_path_prefix(kube: FakeKube, api: client.ApiClient) -> None:
+    kube.fail_next(500, path_prefix="/version")
+    with pytest.raises(ApiException) as caught:
+        client.VersionApi(api).get_code()
+    assert caught.value.status == 500
+    assert client.VersionApi(api).get_code().major == "1"
+
+
+def test_a_forbidden_kind_keeps_failing_while_the_others_work(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    kube.forbid("pods")
+    for call in (
+        lambda: core.list_pod_for_all_namespaces(),
+        lambda: core.list_namespaced_pod(NS, watch=True, _preload_content=False),
+        lambda: core.create_namespaced_pod(NS, pod("p")),
+    ):
+        with pytest.raises(ApiException) as caught:
+            call()
+        assert caught.value.status == 403
+    message = json.loads(caught.value.body)["message"]
+    assert message.startswith('pods is forbidden: User "system:serviceaccount:')
+    assert apps.list_deployment_for_all_namespaces().items == []
+    kube.allow("pods")
+    assert core.list_pod_for_all_namespaces().items == []
+
+
+def test_every_request_is_logged(kube: FakeKube, core: client.CoreV1Api) -> None:
+    kube.clear_requests()
+    core.list_namespaced_pod(NS, limit=5, label_selector="app=web")
+    with pytest.raises(ApiException):
+        core.read_namespaced_pod("missing", NS)
+    first, second = kube.requests
+    assert (first.method, first.path, first.status, first.resource, first.watch) == (
+        "GET",
+        f"/api/v1/namespaces/{NS}/pods",
+        200,
+        "pods",
+        False,
+    )
+    assert first.query == {"limit": "5", "labelSelector": "app=web"}
+    assert (second.path, second.status) == (f"/api/v1/namespaces/{NS}/pods/missing", 404)
+
+
+# --- clients, synthetic cluster, subprocess ---------------------------------------------------
+
+
+def test_a_written_kubeconfig_connects_the_official_client(kube: FakeKube, tmp_path: Path) -> None:
+    path = kube.kubeconfig(tmp_path / "kubeconfig", namespace=NS)
+    api_client = config.new_client_from_config(config_file=str(path))
+    with api_client:
+        assert names(client.CoreV1Api(api_client).list_namespace().items) == [NS]
+    assert config.list_kube_config_contexts(str(path))[1]["context"]["namespace"] == NS
+
+
+def test_a_synthetic_cluster_is_served_in_pages_and_its_objects_fit_the_client_models() -> None:
+    spec = SyntheticSpec(
+        namespaces=20, deployments=200, pods=2000, nodes=20, cronjobs=20, services=40, jobs=5
+    )
+    with FakeKube() as kube, client.ApiClient(kube.client_configuration()) as api_client:
+        counts = populate(kube, spec)
+        assert counts["pods"] == 2000 + 5 and counts["deployments.apps"] == 200
+        core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+        seen: set[tuple[str, str]] = set()
+        token, pages, resource_versions = None, 0, set()
+        while True:  # raw pages, as the agent's informers read them
+            response = core.list_pod_for_all_namespaces(
+                limit=500, _continue=token, _preload_content=False
+            )
+            page = json.loads(response.data)
+            seen.update((p["metadata"]["namespace"], p["metadata"]["name"]) for p in page["items"])
+            resource_versions.add(page["metadata"]["resourceVersion"])
+            pages += 1
+            token = page["metadata"].get("continue")
+            if not token:
+                break
+        assert len(seen) == counts["pods"] and pages == 5 and len(resource_versions) == 1
+        # A page of every kind deserializes into the client's strict models.
+        batch, autoscaling = client.BatchV1Api(api_client), client.AutoscalingV2Api(api_client)
+        for list_call in (
+            core.list_pod_for_all_namespaces,
+            core.list_node,
+            core.list_namespace,
+            core.list_service_for_all_namespaces,
+            core.list_endpoints_for_all_namespaces,
+            core.list_event_for_all_namespaces,
+            core.list_secret_for_all_namespaces,
+            core.list_config_map_for_all_namespaces,
+            core.list_service_account_for_all_namespaces,
+            apps.list_deployment_for_all_namespaces,
+            apps.list_replica_set_for_all_namespaces,
+            batch.list_cron_job_for_all_namespaces,
+            batch.list_job_for_all_namespaces,
+            autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces,
+            client.NetworkingV1Api(api_client).list_ingress_for_all_namespaces,
+            client.NetworkingV1Api(api_client).list_network_policy_for_all_namespaces,
+            client.RbacAuthorizationV1Api(api_client).list_cluster_role,
+            client.RbacAuthorizationV1Api(api_client).list_role_binding_for_all_namespaces,
+            client.CoordinationV1Api(api_client).list_lease_for_all_namespaces,
+        ):
+            assert list_call(limit=50).items, list_call
+        # Failed Job pods have logs to read.
+        failed = [j for j in batch.list_job_for_all_namespaces().items if j.status.failed]
+        job_pod = core.list_pod_for_all_namespaces(
+            label_selector=f"job-name={failed[0].metadata.name}"
+        ).items[0]
+        log = core.read_namespaced_pod_log(
+            job_pod.metadata.name, job_pod.metadata.namespace, tail_lines=200
+        )
+        assert len(log.splitlines()) == 200
+        # Watches work on the synthetic cluster as on any other.
+        rv = str(kube.current_rv)
+        target = kube.list("deployments", "payments-prod")[0]["metadata"]["name"]
+        kube.patch("deployments", "payments-prod", target, {"spec": {"replicas": 9}})
+        stream = watch.Watch().stream(
+            apps.list_deployment_for_all_namespaces, resource_version=rv, timeout_seconds=5
+        )
+        event = next(stream)
+        assert event["type"] == "MODIFIED" and event["object"].spec.replicas == 9
+
+
+def test_the_subprocess_mode_prints_its_url_and_stops_on_sigterm(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandbox.kube", "--port", "0", "--synthetic",
+         "--namespaces", "3", "--deployments", "6", "--pods", "30", "--nodes", "2",
+         "--cronjobs", "2", "--services", "3", "--kubeconfig", str(kubeconfig)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("URL http://127.0.0.1:")
+        url = line.split()[1]
+        pods = httpx.get(f"{url}/api/v1/pods", params={"limit": "10"}).json()
+        assert pods["kind"] == "PodList" and len(pods["items"]) == 10
+        assert pods["metadata"]["remainingItemCount"] == 30 + 0 - 10  # 2 cronjobs: no Jobs
+        assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.30.2"
+        assert kubeconfig.exists()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0, stderr
+    assert "synthetic cluster:" in stderr

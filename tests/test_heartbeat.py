@@ -1,0 +1,182 @@
+"""The heartbeat against the fake platform: direct, never replayed, resync on request."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+import structlog.testing
+
+from collector.heartbeat import Heartbeat
+from sandbox.platform import FakePlatform, Status
+from shipper.client import ApiClient
+from shipper.token import TokenSource
+from tests.conftest import TOKEN
+
+METADATA = {
+    "provider": "gke",
+    "region": "europe-west1",
+    "zone": "europe-west1-b",
+    "cluster_name": "prod-eu",
+    "cloud_account": "acme-prod-123",
+    "kubernetes_version": "v1.30.2",
+    "node_count": 12,
+    "leader": "moonin-agent-discovery-0",
+}
+
+
+@pytest.fixture
+def client(platform: FakePlatform) -> Iterator[ApiClient]:
+    with ApiClient(
+        base_url=platform.url,
+        project_id=platform.project_id,
+        cluster_id=platform.cluster_id,
+        token=TokenSource(value=TOKEN),
+        insecure_http=True,
+        timeout=2.0,
+    ) as api:
+        yield api
+
+
+class Resyncs:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+def heartbeat(
+    client: ApiClient,
+    metadata: Callable[[], Mapping[str, Any]] = lambda: METADATA,
+    on_resync: Callable[[], None] | None = None,
+    interval: float = 60.0,
+) -> Heartbeat:
+    return Heartbeat(client, metadata, on_resync or Resyncs(), interval=interval)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def test_a_heartbeat_carries_the_metadata(platform: FakePlatform, client: ApiClient) -> None:
+    beat = heartbeat(client)
+    assert beat.beat_now() is True
+    sent = platform.last_heartbeat
+    assert sent is not None
+    assert sent["metadata"] == METADATA
+    assert (sent["project_id"], sent["cluster_id"]) == ("p-1", "c-1")
+    snapshot = beat.reporter.snapshot()
+    assert snapshot.component == "heartbeat"
+    assert snapshot.health.ok
+    assert snapshot.counters == {"heartbeats_sent": 1}
+
+
+def test_a_resync_answer_calls_on_resync_once_per_answer(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    resyncs = Resyncs()
+    beat = heartbeat(client, on_resync=resyncs)
+    platform.heartbeat_answer = {"resync": True}
+    with structlog.testing.capture_logs() as logs:
+        beat.beat_now()
+        beat.beat_now()
+    assert resyncs.calls == 2
+    assert [e["event"] for e in logs] == ["resync_requested", "resync_requested"]
+    platform.heartbeat_answer = {}
+    beat.beat_now()
+    assert resyncs.calls == 2
+
+
+def test_a_failing_resync_callback_does_not_break_the_heartbeat(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("collector busy")
+
+    platform.heartbeat_answer = {"resync": True}
+    beat = heartbeat(client, on_resync=broken)
+    with structlog.testing.capture_logs() as logs:
+        assert beat.beat_now() is True
+    assert [e["event"] for e in logs] == ["resync_requested", "resync_request_failed"]
+    assert beat.reporter.health.ok
+
+
+def test_failures_degrade_health_once_and_recover(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    beat = heartbeat(client)
+    platform.script("heartbeat", Status(503), Status(503))
+    with structlog.testing.capture_logs() as logs:
+        assert beat.beat_now() is False
+        assert beat.beat_now() is False
+        health = beat.reporter.health
+        assert beat.beat_now() is True
+    assert not health.ok
+    assert health.reason is not None and "503" in health.reason
+    assert [e["event"] for e in logs] == ["heartbeat_failing", "heartbeat_recovered"]
+    assert beat.reporter.health.ok
+    assert beat.reporter.snapshot().counters == {"heartbeats_failed": 2, "heartbeats_sent": 1}
+
+
+def test_rejected_credentials_degrade_health(platform: FakePlatform, client: ApiClient) -> None:
+    platform.token = "rotated-elsewhere"
+    beat = heartbeat(client)
+    assert beat.beat_now() is False
+    reason = beat.reporter.health.reason or ""
+    assert "401" in reason
+    assert TOKEN not in reason
+
+
+def test_a_failed_heartbeat_is_not_replayed(platform: FakePlatform, client: ApiClient) -> None:
+    sequence = itertools.count(1)
+    beat = heartbeat(client, metadata=lambda: {**METADATA, "node_count": next(sequence)})
+    platform.down()
+    assert beat.beat_now() is False
+    platform.up()
+    assert beat.beat_now() is True
+    beats = [r for r in platform.requests if r.route == "heartbeat"]
+    assert len(beats) == 1  # only the fresh one; the failed beat is gone for good
+    sent = platform.last_heartbeat
+    assert sent is not None and sent["metadata"]["node_count"] == 2
+
+
+def test_the_thread_beats_at_once_keeps_going_after_errors_and_stops_promptly(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    calls = itertools.count()
+
+    def metadata() -> Mapping[str, Any]:
+        if next(calls) == 0:
+            raise KeyError("node informer not synced")
+        return METADATA
+
+    beat = heartbeat(client, metadata=metadata, interval=0.05)
+    with structlog.testing.capture_logs() as logs:
+        beat.start()
+        assert wait_for(lambda: platform.last_heartbeat is not None)
+        assert wait_for(lambda: beat.reporter.health.ok)
+        started = time.monotonic()
+        assert beat.stop() is True
+    assert time.monotonic() - started < 0.5
+    assert logs[0]["event"] == "heartbeat_failing"
+    assert "KeyError" in logs[0]["reason"]
+    assert beat.reporter.snapshot().counters["heartbeats_failed"] == 1
+
+
+def test_stop_does_not_wait_for_the_interval(platform: FakePlatform, client: ApiClient) -> None:
+    beat = heartbeat(client, interval=60)
+    beat.start()
+    assert wait_for(lambda: platform.last_heartbeat is not None)
+    started = time.monotonic()
+    assert beat.stop() is True
+    assert time.monotonic() - started < 0.5
+    assert not beat.alive
