@@ -271,6 +271,11 @@ class Collector:
             informer.request_relist()
         self.api.abort_streams()
 
+    @property
+    def resync_in_progress(self) -> bool:
+        with self.lock:
+            return bool(self._resync_pending)
+
     def listed(self, sink: SourceSink, keys: frozenset[str]) -> None:
         if sink.source.resource is resources.PODS:
             sink.normalizer.retain(keys)  # pods gone while unwatched take their state along

@@ -1,0 +1,207 @@
+"""The collector end to end in one process: fake API server -> informers -> outbox."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from collector.collector import Collector, CollectorSettings
+from collector.filters import Filters
+from collector.kube import KubeApi
+from collector.kubeconfig import KubeTarget
+from sandbox.kube import FakeKube
+from shipper.outbox import Outbox, StreamOutbox
+from shipper.records import DISCOVERY
+from tests import cluster_objects
+from tests.test_informer import FAST
+
+SETTINGS = CollectorSettings(flush_seconds=0.05, informer=FAST, warm_up_timeout_seconds=10)
+
+
+class Received:
+    """Drains the discovery outbox in the background, keeping every record in order."""
+
+    def __init__(self, stream: StreamOutbox) -> None:
+        self.stream = stream
+        self.records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def drain(self) -> None:
+        while (batch := self.stream.take(max_records=10_000, max_bytes=10**8)) is not None:
+            with self._lock:
+                self.records.extend(msgspec.json.decode(body) for body in batch.bodies)
+            self.stream.ack(batch)
+
+    def latest(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The last upsert or delete per (kind, key), as the platform would keep it."""
+        self.drain()
+        with self._lock:
+            return {(r["kind"], r["key"]): r for r in self.records if r["op"] != "event"}
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        self.drain()
+        with self._lock:
+            return [r for r in self.records if r["op"] == "event" and r["kind"] == kind]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> Iterator[StreamOutbox]:
+    with Outbox(tmp_path, streams=(DISCOVERY,)) as box:
+        yield box[DISCOVERY]
+
+
+@pytest.fixture
+def start(kube: FakeKube, outbox: StreamOutbox) -> Iterator[Callable[..., Collector]]:
+    running: list[Collector] = []
+
+    def make(settings: CollectorSettings = SETTINGS) -> Collector:
+        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+        collector = Collector(api, outbox, settings=settings)
+        collector.start()
+        running.append(collector)
+        return collector
+
+    yield make
+    for collector in running:
+        collector.stop()
+        collector.api.close()
+
+
+def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    start()
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    latest = received.latest()
+    deployment = latest[("deployment", "shop/web")]["data"]
+    assert deployment["services"] == ["web"]
+    assert deployment["hpa"] == {"name": "web", "min_replicas": 2, "max_replicas": 10}
+    assert deployment["revision"] == 1
+    job = latest[("job_execution", "shop/report-29012345")]["data"]
+    assert (job["status"], job["failure_reason"], job["exit_code"]) == (
+        "failed",
+        "BackoffLimitExceeded",
+        2,
+    )
+    assert job["logs"] == ["starting", "query failed", "exit 2"]
+    crash = received.events("pod_error")
+    assert {e["data"]["reason"] for e in crash} >= {"CrashLoopBackOff"}
+    assert not any(r[0] not in {k for k, _ in expected} for r in latest)
+    # Only Helm's Secrets were ever read, and never the Opaque one.
+    secret_reads = [r for r in kube.requests if "/secrets" in r.path]
+    assert secret_reads
+    assert all(r.query.get("labelSelector") == "owner=helm" for r in secret_reads)
+
+
+def test_changes_and_deletes_follow_and_relations_rebuild_dependents(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    start()
+    received = Received(outbox)
+    wait_until(lambda: ("deployment", "shop/web") in received.latest())
+    kube.delete("services", "shop", "web")
+    wait_until(lambda: received.latest()[("service", "shop/web")]["op"] == "delete")
+    # The Deployment's record no longer names the Service, without the Deployment changing.
+    wait_until(lambda: received.latest()[("deployment", "shop/web")]["data"]["services"] == [])
+    kube.patch("deployments", "shop", "web", {"spec": {"replicas": 5}})
+    wait_until(
+        lambda: received.latest()[("deployment", "shop/web")]["data"]["desired_replicas"] == 5
+    )
+    kube.delete("namespaces", None, "shop")  # takes everything in it along
+    wait_until(lambda: received.latest()[("deployment", "shop/web")]["op"] == "delete")
+    assert received.latest()[("namespace", "shop")]["op"] == "delete"
+
+
+def test_status_noise_and_resource_version_bumps_produce_nothing(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    kube.create(cluster_objects.namespace())
+    kube.create(cluster_objects.deployment())
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: ("deployment", "shop/web") in received.latest())
+    time.sleep(0.2)
+    received.drain()
+    before = len(received.records)
+    for n in range(5):  # a controller writing observedGeneration again and again
+        kube.patch("deployments", "shop", "web", {"status": {"observedGeneration": n + 2}})
+    time.sleep(0.5)
+    received.drain()
+    assert len(received.records) == before
+    assert collector.coalescer.reporter.snapshot().counters["records_coalesced"] >= 1
+
+
+def test_ignored_namespaces_and_resources_never_leave(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    kube.create(cluster_objects.namespace("kube-system"))
+    kube.create(cluster_objects.deployment("coredns", ns="kube-system"))
+    kube.create(cluster_objects.namespace())
+    kube.create(cluster_objects.deployment("web"))
+    kube.create(cluster_objects.deployment("debug"))
+    settings = dataclasses.replace(
+        SETTINGS, filters=Filters(["kube-system"], ["deployment/shop/debug"], [])
+    )
+    start(settings)
+    received = Received(outbox)
+    wait_until(lambda: ("deployment", "shop/web") in received.latest())
+    time.sleep(0.3)
+    keys = {key for _, key in received.latest()}
+    assert "shop/debug" not in keys and "kube-system/coredns" not in keys
+    assert "kube-system" not in keys
+
+
+def test_a_forbidden_resource_does_not_stop_the_others(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    kube.forbid("networkpolicies")
+    kube.create(cluster_objects.namespace())
+    kube.create(cluster_objects.network_policy())
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: ("namespace", "shop") in received.latest())
+    wait_until(
+        lambda: any(
+            r.component == "informer.networkpolicies" and not r.health.ok
+            for r in (rep.snapshot() for rep in collector.reporters())
+        )
+    )
+    kube.create(cluster_objects.service())
+    wait_until(lambda: ("service", "shop/web") in received.latest())
+
+
+def test_a_resync_resends_every_object_and_clears_the_outbox_mark(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    collector.wait_synced(10)
+    sent = len(received.records)
+    collector.resync()
+    wait_until(
+        lambda: len(received.records) - sent >= len(expected) or received.drain() is not None
+    )
+    resent = {(r["kind"], r["key"]) for r in received.records[sent:] if r["op"] == "upsert"}
+    assert expected <= resent
+    wait_until(lambda: not collector.resync_in_progress)
+    assert not outbox.resync_needed
