@@ -1,0 +1,129 @@
+"""`moonin-agent run --role discovery` against the fake cluster and the fake platform.
+
+The platform's view must follow the cluster through creates, updates and deletes of every
+kind, and still equal it after an outage during which the agent was SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from tests import cluster_objects
+from tests.conftest import TOKEN
+from tests.test_run import stop_within
+
+NS = cluster_objects.NS
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def agent_env(platform: FakePlatform, kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTER_", "API_URL"))}
+    env.update(
+        PROJECT_ID="p-1",
+        CLUSTER_ID="c-1",
+        CLUSTER_TOKEN=TOKEN,
+        API_URL=platform.url,
+        MOONIN_INSECURE_HTTP="true",
+        QUEUE_DIR=str(tmp_path / "queue"),
+        KUBECONFIG=str(kubeconfig),
+        LEADER_ELECTION="false",
+        HEARTBEAT_SECONDS="1",
+        LINGER_SECONDS="0.01",
+        SHUTDOWN_SHIP_SECONDS="2",
+    )
+    return env
+
+
+@pytest.fixture
+def agents(agent_env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start() -> subprocess.Popen[str]:
+        agent = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", "discovery"],
+            env=agent_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.poll() is None:
+            agent.kill()
+        agent.communicate()
+
+
+def view(platform: FakePlatform) -> dict[tuple[str, str], dict]:
+    return {
+        slot: record for slot, record in platform.view().items() if slot[0] != "cluster_metadata"
+    }
+
+
+def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_outage(
+    kube: FakeKube, platform: FakePlatform, agents: Callable[[], subprocess.Popen[str]]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    agent = agents()
+    wait_until(lambda: set(view(platform)) == expected)
+
+    # Create, update and delete while the agent watches.
+    kube.patch(
+        "deployments",
+        NS,
+        "web",
+        {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:2.0"}]}}}},
+    )
+    kube.create(cluster_objects.deployment("api"))
+    kube.delete("ingresses", NS, "web")
+    kube.delete("clusterrolebindings", None, "viewer")
+    expected |= {("deployment", f"{NS}/api")}
+    expected -= {("ingress", f"{NS}/web"), ("rbac", "ClusterRoleBinding/viewer")}
+    wait_until(lambda: set(view(platform)) == expected)
+    images = view(platform)[("deployment", f"{NS}/web")]["data"]["images"]
+    assert [image["image"] for image in images] == ["web:2.0"]
+
+    # The platform goes away; the cluster keeps changing; the agent is killed.
+    platform.down()
+    kube.patch("deployments", NS, "api", {"spec": {"replicas": 7}})
+    kube.delete("services", NS, "web")
+    kube.create(cluster_objects.namespace("blog"))
+    kube.create(cluster_objects.deployment("blog", ns="blog"))
+    expected -= {("service", f"{NS}/web")}
+    expected |= {("namespace", "blog"), ("deployment", "blog/blog")}
+    time.sleep(2.5)  # past the flush window: the changes are on disk
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+
+    # A new agent on the same queue; then the platform comes back.
+    agent = agents()
+    time.sleep(1.0)
+    platform.up()
+    wait_until(lambda: set(view(platform)) == expected, timeout=30)
+    current = view(platform)
+    assert current[("deployment", f"{NS}/api")]["data"]["desired_replicas"] == 7
+    assert current[("deployment", f"{NS}/web")]["data"]["services"] == []
+    assert platform.last_heartbeat is not None
+    agent.send_signal(signal.SIGTERM)
+    stop_within(agent, 30)
+    assert agent.returncode == 0
