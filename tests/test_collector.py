@@ -205,3 +205,30 @@ def test_a_resync_resends_every_object_and_clears_the_outbox_mark(
     assert expected <= resent
     wait_until(lambda: not collector.resync_in_progress)
     assert not outbox.resync_needed
+
+
+def test_warm_up_lists_namespaces_deployments_and_cronjobs_before_anything_else(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    collector = start()
+    assert collector.wait_synced(10)
+    lists = [r.path.rsplit("/", 1)[-1] for r in kube.requests if r.method == "GET" and not r.watch]
+    first = {"namespaces", "deployments", "cronjobs"}
+    assert set(lists[:3]) == first
+    assert set(lists) > first
+
+
+def test_switched_off_collection_reads_no_secrets_and_no_logs(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    settings = dataclasses.replace(SETTINGS, collect_helm_releases=False, collect_job_logs=False)
+    start(settings)
+    received = Received(outbox)
+    expected -= {("helm_release", "shop/shop/v1")}
+    wait_until(lambda: expected <= set(received.latest()))
+    job = received.latest()[("job_execution", "shop/report-29012345")]["data"]
+    assert job["status"] == "failed" and job["logs"] is None
+    assert not [r for r in kube.requests if "/secrets" in r.path or r.path.endswith("/log")]
+    assert not any(kind == "helm_release" for kind, _ in received.latest())
