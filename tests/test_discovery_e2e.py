@@ -127,3 +127,52 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
     assert agent.returncode == 0
+
+
+def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
+    kube: FakeKube,
+    platform: FakePlatform,
+    agent_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    kube.create(cluster_objects.namespace())
+    replicas = {}
+    for name in ("pod-a", "pod-b"):
+        env = dict(
+            agent_env,
+            LEADER_ELECTION="true",
+            POD_NAMESPACE="moonin",
+            POD_NAME=name,
+            QUEUE_DIR=str(tmp_path / name),
+        )
+        replicas[name] = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if name == "pod-a":  # a leads: it starts first
+            wait_until(lambda: leader(platform) == "pod-a")
+    try:
+        time.sleep(3)  # pod-b runs a few election rounds as a standby
+        assert leader(platform) == "pod-a"
+        assert {r["metadata"]["leader"] for r in heartbeats(platform)} == {"pod-a"}
+        replicas["pod-a"].send_signal(signal.SIGTERM)
+        stop_within(replicas["pod-a"], 30)
+        # The Lease was released, so pod-b takes over well before it would expire.
+        wait_until(lambda: leader(platform) == "pod-b", timeout=10)
+    finally:
+        for agent in replicas.values():
+            if agent.poll() is None:
+                agent.kill()
+            agent.communicate()
+
+
+def heartbeats(platform: FakePlatform) -> list[dict]:
+    return [r.json() for r in platform.requests if r.route == "heartbeat" and r.status == 200]
+
+
+def leader(platform: FakePlatform) -> str | None:
+    beats = heartbeats(platform)
+    return beats[-1]["metadata"]["leader"] if beats else None
