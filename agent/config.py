@@ -3,7 +3,9 @@
 The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CLUSTER_ID`,
 `CLUSTER_TOKEN`, `API_URL`, ...), a few variables of ours, and the `config.yaml` filters
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
-agent receives a frozen `Settings` and never reads `os.environ` itself.
+agent receives a frozen `Settings` and never reads `os.environ` itself. `moonin-agent
+preview` reads only the collector's part (`CollectionSettings`: filters, switches, log
+level), parsed by the same code, so it needs neither credentials nor an API URL.
 
 Precedence: environment, then config.yaml, then the default. An environment variable that is
 set but blank counts as unset (charts often render `value: ""`), and so does a config.yaml key
@@ -25,13 +27,16 @@ import math
 import os
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
 import yaml
+
+from collector import filters
 
 Role = Literal["discovery", "scaling", "all"]
 Stream = Literal["discovery", "scaling"]
@@ -94,7 +99,6 @@ _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 # Project and cluster ids go into URL paths and request bodies.
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,256}")
 _IDENTIFIER_FORBIDDEN = frozenset("/?#%")
-_RESOURCE_KIND = re.compile(r"\*|[a-z_]+")
 _TOKEN_FILE_LIMIT = 64 * 1024
 _SHOWN_CHARS = 60
 _REDACTED = "[REDACTED]"
@@ -197,12 +201,40 @@ class Settings:
         return f"Settings({', '.join(shown)})"
 
 
+@dataclass(frozen=True, kw_only=True)
+class CollectionSettings:
+    """The collector's settings alone (see `Settings` for each): all `preview` reads."""
+
+    log_level: str
+    ignore_namespaces: tuple[str, ...]
+    ignore_resources: tuple[str, ...]
+    ignore_node_labels: tuple[str, ...]
+    collect_helm_releases: bool
+    collect_job_logs: bool
+
+
 def load_settings(
     role: str, environ: Mapping[str, str], *, config_file: str | None = None
 ) -> Settings:
     """Read and check every setting; `config_file` (from `--config`) wins over `CONFIG_FILE`."""
-    try:
+    with _token_scrubbed(environ):
         return _load(role, environ, config_file)
+
+
+def load_collection_settings(
+    environ: Mapping[str, str], *, config_file: str | None = None
+) -> CollectionSettings:
+    """Read and check the collector's settings only; the others are not looked at."""
+    with _token_scrubbed(environ):
+        _, file_values = _config_file(config_file, environ)
+        return _collection(_Sources(environ, file_values))
+
+
+@contextmanager
+def _token_scrubbed(environ: Mapping[str, str]) -> Iterator[None]:
+    """A `ConfigError` leaves with every form of the token removed from its message."""
+    try:
+        yield
     except ConfigError as e:
         # `from None`: the chained exception could hold a value the message leaves out.
         raise ConfigError(_scrub(str(e), _token_values(environ))) from None
@@ -275,10 +307,11 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
     token, token_file = _token(src)
     insecure = _flag(src.get("MOONIN_INSECURE_HTTP"), False)
     discovery_url, scaling_url = _api_urls(checked_role, src, insecure=insecure)
+    collection = _collection(src)
     return Settings(
         role=checked_role,
         config_file=path,
-        log_level=_log_level(src.get("LOG_LEVEL", "log_level")),
+        log_level=collection.log_level,
         health_addr=_health_addr(src.get("HEALTH_ADDR")),
         pod_name=src.env("POD_NAME"),
         pod_namespace=src.env("POD_NAMESPACE"),
@@ -311,11 +344,11 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
             Settings.shutdown_ship_seconds,
             maximum=3600,
         ),
-        ignore_namespaces=_names(src.get(None, "ignore_namespaces"), Settings.ignore_namespaces),
-        ignore_resources=_resource_globs(src.get("IGNORE_RESOURCES", "ignore_resources")),
-        ignore_node_labels=_names(src.get(None, "ignore_node_labels"), Settings.ignore_node_labels),
-        collect_helm_releases=_flag(src.get(None, "collect_helm_releases"), True),
-        collect_job_logs=_flag(src.get(None, "collect_job_logs"), True),
+        ignore_namespaces=collection.ignore_namespaces,
+        ignore_resources=collection.ignore_resources,
+        ignore_node_labels=collection.ignore_node_labels,
+        collect_helm_releases=collection.collect_helm_releases,
+        collect_job_logs=collection.collect_job_logs,
         leader_election=_optional_flag(src.get("LEADER_ELECTION", "leader_election")),
         reconcile_interval_seconds=_seconds(
             src.get("RECONCILE_INTERVAL_SECONDS", "reconcile_interval_seconds"),
@@ -329,6 +362,17 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
             maximum=3600,
             positive=True,
         ),
+    )
+
+
+def _collection(src: _Sources) -> CollectionSettings:
+    return CollectionSettings(
+        log_level=_log_level(src.get("LOG_LEVEL", "log_level")),
+        ignore_namespaces=_names(src.get(None, "ignore_namespaces"), Settings.ignore_namespaces),
+        ignore_resources=_resource_globs(src.get("IGNORE_RESOURCES", "ignore_resources")),
+        ignore_node_labels=_names(src.get(None, "ignore_node_labels"), Settings.ignore_node_labels),
+        collect_helm_releases=_flag(src.get(None, "collect_helm_releases"), True),
+        collect_job_logs=_flag(src.get(None, "collect_job_logs"), True),
     )
 
 
@@ -742,12 +786,8 @@ def _resource_globs(raw: _Raw | None) -> tuple[str, ...]:
         return Settings.ignore_resources
     globs = _names(raw, Settings.ignore_resources)
     for entry in globs:
-        parts = entry.split("/")
-        if len(parts) not in (2, 3) or not all(parts) or not _RESOURCE_KIND.fullmatch(parts[0]):
-            raise _error(
-                raw,
-                f"entry {_describe(entry)}: expected <kind>/<glob> or "
-                "<kind>/<namespace>/<glob> with a lowercase kind or *, like job/* or "
-                "deployment/shop/*",
-            )
+        try:
+            filters.check_resource_glob(entry)  # the collector's own reading of a glob
+        except ValueError as exc:
+            raise _error(raw, f"entry {_describe(entry)}: {exc}") from None
     return globs

@@ -110,17 +110,16 @@ def canonical_kind(kind: str) -> str:
     return KIND_ALIASES.get(kind, kind)
 
 
+def check_resource_glob(entry: str) -> None:
+    """ValueError naming what is wrong with an `ignore_resources` entry (configuration)."""
+    _rule(entry)
+
+
 def _rule(entry: str) -> _Rule:
     parts = entry.split("/")
     if len(parts) not in (2, 3) or not all(parts):
-        raise ValueError(
-            f"ignore_resources entry {entry!r}: expected <kind>/<glob> or "
-            "<kind>/<namespace-glob>/<name-glob>"
-        )
-    try:
-        kind = canonical_kind(parts[0])
-    except ValueError as exc:
-        raise ValueError(f"ignore_resources entry {entry!r}: {exc}") from None
+        raise ValueError("expected <kind>/<glob> or <kind>/<namespace-glob>/<name-glob>")
+    kind = canonical_kind(parts[0])
     namespace = _compile(parts[1]) if len(parts) == 3 else None
     return _Rule(kind, namespace, _compile(parts[-1]))
 
