@@ -44,6 +44,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from sandbox.httpbody import InvalidLength, read_request_body
+
 if TYPE_CHECKING:
     from sandbox.tls import TLSAuthority
 
@@ -792,38 +794,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(reply)
 
     def _read_body(self) -> bytes | None:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked()
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
+            return read_request_body(self)
+        except InvalidLength:
             self.close_connection = True
             self._write(_error_reply(400, "invalid Content-Length"))
             return None
-        return self._read_exactly(length)
-
-    def _read_exactly(self, length: int) -> bytes:
-        data = self.rfile.read(length) if length else b""
-        if len(data) < length:
-            raise ConnectionResetError("the client went away mid-body")
-        return data
-
-    def _read_chunked(self) -> bytes:
-        chunks = []
-        while True:
-            size_line = self.rfile.readline(1024)
-            if not size_line:
-                raise ConnectionResetError("the client went away mid-body")
-            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                break
-            chunks.append(self._read_exactly(size))
-            self._read_exactly(2)  # the CRLF after each chunk
-        while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-            pass  # trailers: ignored
-        return b"".join(chunks)
 
     def _write(self, reply: _Reply) -> None:
         self.send_response(reply.status)

@@ -97,6 +97,22 @@ def hpa_link(ref: HpaRef | None) -> dict[str, Any] | None:
     return {"name": ref.name, "min_replicas": ref.min_replicas, "max_replicas": ref.max_replicas}
 
 
+def pod_template_data(
+    template: sanitize.PodTemplate, namespace: str, lookups: Lookups
+) -> dict[str, Any]:
+    """What Deployment and revision records say of a pod template, and the Services it feeds."""
+    return {
+        "template": {
+            "labels": sanitize.labels(template.metadata.labels),
+            "annotations": sanitize.annotations(template.metadata.annotations),
+        },
+        "containers": sanitize.containers(template.spec.containers),
+        "init_containers": sanitize.containers(template.spec.init_containers),
+        "images": sanitize.images(template.spec),
+        "services": sorted(lookups.services_selecting(namespace, template.metadata.labels)),
+    }
+
+
 def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     namespace = meta.namespace or ""
@@ -122,14 +138,7 @@ def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
         "labels": sanitize.labels(meta.labels),
         "annotations": sanitize.annotations(meta.annotations),
         "selector": sanitize.selector(spec.selector),
-        "template": {
-            "labels": sanitize.labels(template.metadata.labels),
-            "annotations": sanitize.annotations(template.metadata.annotations),
-        },
-        "containers": sanitize.containers(template.spec.containers),
-        "init_containers": sanitize.containers(template.spec.init_containers),
-        "images": sanitize.images(template.spec),
-        "services": sorted(lookups.services_selecting(namespace, template.metadata.labels)),
+        **pod_template_data(template, namespace, lookups),
         "hpa": hpa_link(hpa),
         "has_hpa": hpa is not None,
         "revision": number if number is not None else (current.number if current else None),

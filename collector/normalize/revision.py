@@ -22,7 +22,12 @@ import msgspec
 from collector import sanitize
 from collector.model import ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Lookups
-from collector.normalize.deployment import helm_context, hpa_link, revision_number
+from collector.normalize.deployment import (
+    helm_context,
+    hpa_link,
+    pod_template_data,
+    revision_number,
+)
 from collector.sanitize import CHANGE_CAUSE, PodTemplate
 from shipper.records import Record
 
@@ -91,14 +96,7 @@ def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[st
         "actor": _annotation(meta.annotations, ACTOR_ANNOTATION),
         "notes": _annotation(meta.annotations, NOTES_ANNOTATION),
         "annotations": sanitize.annotations(meta.annotations),
-        "template": {
-            "labels": sanitize.labels(template.metadata.labels),
-            "annotations": sanitize.annotations(template.metadata.annotations),
-        },
-        "containers": sanitize.containers(template.spec.containers),
-        "init_containers": sanitize.containers(template.spec.init_containers),
-        "images": sanitize.images(template.spec),
-        "services": sorted(lookups.services_selecting(namespace, template.metadata.labels)),
+        **pod_template_data(template, namespace, lookups),
         "hpa": hpa_link(lookups.hpa_for(namespace, deployment)),
         "helm": helm_context(meta.labels, meta.annotations),
     }
