@@ -287,9 +287,13 @@ def test_field_selectors_support_the_real_fields_and_refuse_others_with_400(
     kube.create(pod("pending", phase="Pending", node=None))
     kube.create(pod("failed", phase="Failed", node="node-2"))
     kube.create(
-        {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-         "metadata": {"name": "sh.helm.release.v1.web.v1", "namespace": NS}}
-    )  # fmt: skip
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "helm.sh/release.v1",
+            "metadata": {"name": "sh.helm.release.v1.web.v1", "namespace": NS},
+        }
+    )
     kube.create(
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain", "namespace": NS}}
     )
@@ -484,9 +488,13 @@ def test_watches_also_answer_the_legacy_watch_path_and_send_initial_events(
     with httpx.stream(
         "GET",
         f"{kube.url}/api/v1/watch/namespaces/{NS}/pods",
-        params={"sendInitialEvents": "true", "allowWatchBookmarks": "true",
-                "resourceVersionMatch": "NotOlderThan", "timeoutSeconds": "1"},
-    ) as response:  # fmt: skip
+        params={
+            "sendInitialEvents": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "timeoutSeconds": "1",
+        },
+    ) as response:
         assert response.headers["transfer-encoding"] == "chunked"
         events = [json.loads(line) for line in response.iter_lines() if line]
     assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
@@ -595,9 +603,13 @@ def test_a_json_patch_applies_operations_and_a_failed_test_changes_nothing(
 
     with pytest.raises(ApiException) as caught:
         apps.patch_namespaced_deployment(
-            "web", NS, [{"op": "test", "path": "/spec/replicas", "value": 2},
-                        {"op": "replace", "path": "/spec/replicas", "value": 9}],
-        )  # fmt: skip
+            "web",
+            NS,
+            [
+                {"op": "test", "path": "/spec/replicas", "value": 2},
+                {"op": "replace", "path": "/spec/replicas", "value": 9},
+            ],
+        )
     assert caught.value.status == 422
     assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 4
     assert created["metadata"]["uid"] == patched.metadata.uid
@@ -621,8 +633,10 @@ def test_a_patch_carrying_a_stale_resource_version_is_a_conflict(
             apps.patch_namespaced_deployment("web", NS, body, _content_type=content_type)
         assert caught.value.status == 409
     current = kube.get("deployments", NS, "web")
-    fresh = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-             "spec": {"replicas": 9}}  # fmt: skip
+    fresh = {
+        "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+        "spec": {"replicas": 9},
+    }
     assert apps.patch_namespaced_deployment("web", NS, fresh).spec.replicas == 9
 
 
@@ -674,8 +688,10 @@ def test_deleting_a_namespace_deletes_what_it_holds(kube: FakeKube, core: client
 def test_create_fills_identity_and_honours_generate_name(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
-    body = {"metadata": {"generateName": "job-", "uid": "forged", "resourceVersion": "1"},
-            "data": {"k": "v"}}  # fmt: skip
+    body = {
+        "metadata": {"generateName": "job-", "uid": "forged", "resourceVersion": "1"},
+        "data": {"k": "v"},
+    }
     created = core.create_namespaced_config_map(NS, body)
     assert created.metadata.name.startswith("job-") and len(created.metadata.name) == 9
     assert created.metadata.uid != "forged"
@@ -708,10 +724,15 @@ def test_leases_can_be_created_and_renewed_with_a_resource_version(
     kube: FakeKube, api: client.ApiClient
 ) -> None:
     leases = client.CoordinationV1Api(api)
-    body = {"metadata": {"name": "moonin-discovery"},
-            "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15,
-                     "acquireTime": "2026-01-01T00:00:00.000000Z",
-                     "renewTime": "2026-01-01T00:00:00.000000Z"}}  # fmt: skip
+    body = {
+        "metadata": {"name": "moonin-discovery"},
+        "spec": {
+            "holderIdentity": "pod-a",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-01-01T00:00:00.000000Z",
+            "renewTime": "2026-01-01T00:00:00.000000Z",
+        },
+    }
     created = leases.create_namespaced_lease(NS, body)
     created.spec.renew_time = created.spec.renew_time.replace(second=10)
     renewed = leases.replace_namespaced_lease("moonin-discovery", NS, created)
@@ -729,13 +750,17 @@ def test_events_can_be_recorded_in_both_event_apis(
 ) -> None:
     event = {
         "metadata": {"generateName": "web."},
-        "involvedObject": {"kind": "HorizontalPodAutoscaler", "name": "web", "namespace": NS,
-                           "apiVersion": "autoscaling/v2"},
+        "involvedObject": {
+            "kind": "HorizontalPodAutoscaler",
+            "name": "web",
+            "namespace": NS,
+            "apiVersion": "autoscaling/v2",
+        },
         "reason": "MooninScalingApplied",
         "message": "min 3, max 10 until 18:00",
         "type": "Normal",
         "source": {"component": "moonin-scaling"},
-    }  # fmt: skip
+    }
     created = core.create_namespaced_event(NS, event)
     assert created.reason == "MooninScalingApplied"
     found = core.list_namespaced_event(
@@ -745,11 +770,17 @@ def test_events_can_be_recorded_in_both_event_apis(
     events_v1 = client.EventsV1Api(api)
     modern = events_v1.create_namespaced_event(
         NS,
-        {"metadata": {"name": "web.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
-         "reason": "Scaled", "action": "Scale", "reportingController": "moonin",
-         "reportingInstance": "pod-a", "type": "Normal",
-         "regarding": {"kind": "Deployment", "name": "web", "namespace": NS}},
-    )  # fmt: skip
+        {
+            "metadata": {"name": "web.1"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reason": "Scaled",
+            "action": "Scale",
+            "reportingController": "moonin",
+            "reportingInstance": "pod-a",
+            "type": "Normal",
+            "regarding": {"kind": "Deployment", "name": "web", "namespace": NS},
+        },
+    )
     assert modern.regarding.name == "web"
     assert [e.metadata.name for e in events_v1.list_namespaced_event(NS).items] == ["web.1"]
 
@@ -995,14 +1026,33 @@ def test_a_synthetic_cluster_is_served_in_pages_and_its_objects_fit_the_client_m
 def test_the_subprocess_mode_prints_its_url_and_stops_on_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "sandbox.kube", "--port", "0", "--synthetic",
-         "--namespaces", "3", "--deployments", "6", "--pods", "30", "--nodes", "2",
-         "--cronjobs", "2", "--services", "3", "--kubeconfig", str(kubeconfig)],
+        [
+            sys.executable,
+            "-m",
+            "sandbox.kube",
+            "--port",
+            "0",
+            "--synthetic",
+            "--namespaces",
+            "3",
+            "--deployments",
+            "6",
+            "--pods",
+            "30",
+            "--nodes",
+            "2",
+            "--cronjobs",
+            "2",
+            "--services",
+            "3",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
