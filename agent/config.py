@@ -70,6 +70,7 @@ FILE_KEYS = frozenset(
         "shutdown_ship_seconds",
         "reconcile_interval_seconds",
         "heartbeat_seconds",
+        "cloud_metadata",
         "collect_helm_releases",
         "collect_job_logs",
         "ca_bundle",
@@ -185,6 +186,8 @@ class Settings:
     """Seconds between scaling reconcile cycles."""
     heartbeat_seconds: float = 60.0
     """Seconds between discovery heartbeats (each also refreshes cluster metadata)."""
+    cloud_metadata: bool | None = None
+    """Ask the cloud's metadata endpoints; None decides automatically (only in a pod)."""
 
     @property
     def streams(self) -> tuple[Stream, ...]:
@@ -356,6 +359,7 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
             maximum=3600,
             positive=True,
         ),
+        cloud_metadata=_optional_flag(src.get("CLOUD_METADATA", "cloud_metadata")),
         heartbeat_seconds=_seconds(
             src.get("HEARTBEAT_SECONDS", "heartbeat_seconds"),
             Settings.heartbeat_seconds,

@@ -60,8 +60,9 @@ class DiscoveryRole:
             collect_helm_releases=settings.collect_helm_releases,
             collect_job_logs=settings.collect_job_logs,
         )
-        # Cloud metadata endpoints are asked only from inside the cluster.
-        self.probe = MetadataProbe(enabled=target.in_cluster)
+        # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
+        ask_cloud = settings.cloud_metadata
+        self.probe = MetadataProbe(enabled=target.in_cluster if ask_cloud is None else ask_cloud)
         self._term_lock = threading.Lock()
         self.collector: Collector | None = None
         self.heartbeat: Heartbeat | None = None

@@ -542,3 +542,12 @@ def test_a_valid_ca_bundle_is_kept_and_the_file_key_works(tmp_path: Path) -> Non
     assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).ca_bundle == str(path)
     config = write_config(tmp_path, f"ca_bundle: {path}\n")
     assert load_settings("discovery", env(), config_file=config).ca_bundle == str(path)
+
+
+def test_discovery_knobs_for_the_heartbeat_and_cloud_metadata() -> None:
+    defaults = load_settings("discovery", env())
+    assert (defaults.heartbeat_seconds, defaults.cloud_metadata) == (60.0, None)
+    tuned = load_settings("discovery", env(HEARTBEAT_SECONDS="5", CLOUD_METADATA="false"))
+    assert (tuned.heartbeat_seconds, tuned.cloud_metadata) == (5.0, False)
+    assert config_error(environ=env(HEARTBEAT_SECONDS="0")).startswith("HEARTBEAT_SECONDS:")
+    assert config_error(environ=env(CLOUD_METADATA="maybe")).startswith("CLOUD_METADATA:")
