@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
     _cluster_arguments(run)
 
+    preview = commands.add_parser(
+        "preview",
+        help="list the cluster once and print every record the agent would send "
+        "(JSON lines; nothing is sent or queued, no credentials needed)",
+    )
+    preview.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+    _cluster_arguments(preview)
+
     queue = commands.add_parser("queue", help="inspect a queue directory (read-only)")
     queue_commands = queue.add_subparsers(dest="queue_command", required=True, metavar="VIEW")
     for name, help_text in (
@@ -77,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "queue":
         return _queue(args)
+    if args.command == "preview":
+        return _preview(args)
     return _run(args)
 
 
@@ -93,6 +103,16 @@ def _run(args: argparse.Namespace) -> int:
     except config.ConfigError as exc:
         return _fail(str(exc))
     return run.run(settings, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from agent import config, preview
+
+    try:
+        settings = config.load_collection_settings(os.environ, config_file=args.config)
+    except config.ConfigError as exc:
+        return _fail(str(exc))
+    return preview.preview(settings, kubeconfig=args.kubeconfig, context=args.context)
 
 
 def _queue(args: argparse.Namespace) -> int:

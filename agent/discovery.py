@@ -12,7 +12,7 @@ import threading
 
 import structlog
 
-from agent.config import ConfigError, Settings
+from agent.config import CollectionSettings, ConfigError, Settings
 from collector.collector import Collector, CollectorSettings
 from collector.filters import Filters
 from collector.heartbeat import Heartbeat
@@ -25,6 +25,17 @@ from shipper.health import HealthReporter
 from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("agent.discovery")
+
+
+def collector_settings(settings: Settings | CollectionSettings) -> CollectorSettings:
+    """What the collector is told by the configuration (`run` and `preview` alike)."""
+    return CollectorSettings(
+        filters=Filters(
+            settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
+        ),
+        collect_helm_releases=settings.collect_helm_releases,
+        collect_job_logs=settings.collect_job_logs,
+    )
 
 
 def lease_namespace(settings: Settings) -> str:
@@ -53,13 +64,7 @@ class DiscoveryRole:
         self.outbox = outbox
         self.client = client
         self.identity = settings.pod_name or socket.gethostname()
-        self.collector_settings = CollectorSettings(
-            filters=Filters(
-                settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
-            ),
-            collect_helm_releases=settings.collect_helm_releases,
-            collect_job_logs=settings.collect_job_logs,
-        )
+        self.collector_settings = collector_settings(settings)
         # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
         ask_cloud = settings.cloud_metadata
         self.probe = MetadataProbe(enabled=target.in_cluster if ask_cloud is None else ask_cloud)

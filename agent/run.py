@@ -223,7 +223,9 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
         streams=list(delivery.shippers),
         queue_dir=str(settings.queue_dir),
     )
-    stop.wait()
+    # Waiting in short slices keeps the main thread where Python runs signal handlers.
+    while not stop.wait(0.5):
+        pass
     log.info("agent_stopping", drain_seconds=settings.shutdown_ship_seconds)
     for role in roles:
         role.stop()  # producers first: what they hold reaches the outbox before the drain

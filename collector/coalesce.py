@@ -10,24 +10,42 @@ are never coalesced away.
 Every window the buffered records are committed to the outbox in one `put`, so a record is
 durable within about a second of being observed. Fingerprints move only after the commit,
 so a failed put is retried with the next window rather than forgotten.
+
+The outbox is anything that can `put` records and keeps a `resync_needed` mark (the
+`Destination` protocol): the discovery `StreamOutbox` when running, a printer for
+`moonin-agent preview`, which shows the same records without queueing them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import msgspec
 import structlog
 
 from shipper.health import Health, HealthReporter
-from shipper.outbox import StreamOutbox
 from shipper.records import Record
 
 log = structlog.get_logger("collector.coalesce")
 
 Slot = tuple[str, str]  # (record kind, record key)
+
+
+class Destination(Protocol):
+    """Where the coalescer commits records (`shipper.outbox.StreamOutbox` is one)."""
+
+    def put(self, records: Iterable[Record]) -> None:
+        """Commit the records in order; raise if they were not committed."""
+
+    @property
+    def resync_needed(self) -> bool:
+        """True while the destination lost records and asks for full state again."""
+
+    def clear_resync_needed(self) -> None:
+        """Full state was sent again."""
 
 
 def fingerprint(record: Record) -> bytes:
@@ -41,7 +59,7 @@ class Coalescer:
 
     def __init__(
         self,
-        outbox: StreamOutbox,
+        outbox: Destination,
         *,
         flush_seconds: float = 1.0,
         on_resync_needed: Callable[[], None] | None = None,

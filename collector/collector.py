@@ -12,6 +12,11 @@ Warm-up lists namespaces, Deployments and CronJobs first, then starts the rest. 
 work runs under one lock: informers decode on their own threads, but indexes and
 normalizer state change one object at a time.
 
+`list_once()` is the one-shot form (`moonin-agent preview`): every resource listed once on
+the caller's thread, in warm-up order, through the same sinks, then one flush; no watch,
+no thread. A resource RBAC forbids is skipped with a warning, as `run` would skip it; any
+other failure raises, since the result would not be what `run` sends.
+
 A resync (the outbox marked `resync_needed`, or the platform asked through the heartbeat)
 forgets what was sent and relists every resource; the outbox mark is cleared once every
 informer has listed again.
@@ -28,10 +33,10 @@ import msgspec
 import structlog
 
 from collector import resources
-from collector.coalesce import Coalescer
+from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
-from collector.kube import KubeApi, KubeError
+from collector.kube import Forbidden, KubeApi, KubeError
 from collector.metadata import MetadataProbe, NodeHint
 from collector.model import ObjectMeta, delete, upsert
 from collector.normalize import (
@@ -53,7 +58,6 @@ from collector.normalize.base import Context
 from collector.relations import Relations
 from collector.resources import Resource
 from shipper.health import HealthReporter
-from shipper.outbox import StreamOutbox
 from shipper.records import Record
 
 log = structlog.get_logger("collector")
@@ -152,7 +156,7 @@ class _MetadataOnly:
 class Collector:
     """One leadership term of discovery: start it, stop it, make a new one for the next term."""
 
-    def __init__(self, api: KubeApi, outbox: StreamOutbox, *, settings: CollectorSettings) -> None:
+    def __init__(self, api: KubeApi, outbox: Destination, *, settings: CollectorSettings) -> None:
         self.api = api
         self.settings = settings
         self.lock = threading.RLock()
@@ -237,8 +241,22 @@ class Collector:
             if informer not in self._warm_up and not self._stopped.is_set():
                 informer.start()
 
+    def list_once(self) -> list[str]:
+        """List every resource once and flush (see the module docstring); returns the
+        resources skipped as forbidden. Raises `KubeError` or `msgspec.DecodeError`."""
+        forbidden = []
+        rest = [i for i in self.informers if i not in self._warm_up]
+        for informer in [*self._warm_up, *rest]:
+            try:
+                informer.list_once()
+            except Forbidden as exc:
+                log.warning("resource_forbidden", resource=informer.resource.plural, error=str(exc))
+                forbidden.append(informer.resource.plural)
+        self.coalescer.flush()
+        return forbidden
+
     def wait_synced(self, timeout: float) -> bool:
-        """True once every informer has listed once (tests, preview)."""
+        """True once every informer has listed once (tests)."""
         self._starter.join(timeout)
         return all(informer.wait_synced(timeout) for informer in self.informers)
 

@@ -8,6 +8,9 @@ event) means the history is gone: the informer lists again and reports every obj
 vanished meanwhile. A 403 disables this resource only, with one log line, and is retried
 after `forbidden_retry_seconds`; other failures back off with full jitter.
 
+`list_once()` is the same list without the thread or the watch, for one-shot readers
+(`moonin-agent preview`): it raises what the list raises, and retries nothing.
+
 Raw JSON is decoded straight into the normalizer's msgspec Struct (any type with a
 `metadata: collector.model.ObjectMeta` field). What happens to objects is the sink's
 business; the informer only tells it what exists, what changed and what is gone.
@@ -140,6 +143,14 @@ class Informer(Generic[T]):
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def list_once(self) -> None:
+        """One full list through the sink on the caller's thread; no watch follows.
+
+        Raises `KubeError` (`Forbidden` included) or `msgspec.DecodeError` as the list does.
+        """
+        self._list()
+        self._synced.set()
 
     # -- the loop ----------------------------------------------------------------------
 

@@ -34,7 +34,11 @@ _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configurat
 _SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 # `kubectl ... --record` stores the whole command line, `kubectl set env A=B` included.
 _SET_ENV = re.compile(r"\bset\s+env\b")
-_ASSIGNMENT = re.compile(r"(?<!\S)([A-Za-z_][A-Za-z0-9_.\-]*)=(\S*)")
+# The start of one argument that assigns: `NAME=`, `--flag=`, `-f=`.
+_ASSIGNMENT = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*=")
+# How `kubectl set env` also takes a variable: `--env=NAME=value`, `-e=NAME=value`.
+_ENV_FLAGS = ("--env=", "-e=")
+_WHITESPACE = re.compile(r"(\s+)")
 
 DOCKER_HUB = "docker.io"
 _LEGACY_DOCKER_HUBS = frozenset({"index.docker.io", "registry-1.docker.io"})
@@ -181,16 +185,37 @@ def annotation_value(key: str, value: str) -> str:
 
 
 def change_cause(value: str) -> str:
-    """A change cause without env values (`kubectl set env ... --record` records them)."""
+    """A change cause without env values (`kubectl set env ... --record` records them).
+
+    The command line was recorded without its quotes, so a value may run over several
+    words. In a `set env` command every variable's value goes, and so does every later word
+    that is not a flag (it may be the rest of a value). In any other command an argument
+    that mentions a secret (`DB_PASSWORD=...`, `--token=...`, `--set=db.password=...`)
+    loses everything after its first `=`.
+    """
+    words = _WHITESPACE.split(value)
     if _SET_ENV.search(value):
-        return _ASSIGNMENT.sub(lambda match: f"{match.group(1)}={REDACTED}", value)
-    # Any other command: redact only assignments whose name says secret.
-    return _ASSIGNMENT.sub(
-        lambda match: (
-            f"{match.group(1)}={REDACTED}" if _SECRET_KEY.search(match.group(1)) else match.group(0)
-        ),
-        value,
-    )
+        return "".join(_set_env_words(words))
+    return "".join(_redact_assignment(word) if _SECRET_KEY.search(word) else word for word in words)
+
+
+def _set_env_words(words: Iterable[str]) -> Iterable[str]:
+    in_values = False
+    for word in words:
+        env_flag = next((flag for flag in _ENV_FLAGS if word.startswith(flag)), "")
+        assignment = _ASSIGNMENT.match(word, len(env_flag))
+        if assignment is not None and (env_flag or not word.startswith("-")):
+            in_values = True
+            yield f"{env_flag}{assignment.group()}{REDACTED}"
+        elif in_values and word.strip() and not word.startswith("-"):
+            yield REDACTED
+        else:
+            yield word
+
+
+def _redact_assignment(word: str) -> str:
+    assignment = _ASSIGNMENT.match(word)
+    return word if assignment is None else f"{assignment.group()}{REDACTED}"
 
 
 def truncate(value: str, limit: int = MAX_ANNOTATION_BYTES) -> str:

@@ -100,6 +100,21 @@ def test_change_cause_never_carries_env_values() -> None:
     ) == {sanitize.CHANGE_CAUSE: "kubectl set env deploy/a K=[REDACTED]"}
 
 
+def test_change_cause_hides_values_in_flag_form_and_values_with_spaces() -> None:
+    # --record keeps the command line without its quotes: a value can run over words.
+    cause = (
+        f"kubectl set env deployment/web --env=API_KEY={SECRET} -e=K={SECRET} "
+        f"GREETING=hello {SECRET} -e X={SECRET} --record=true"
+    )
+    assert sanitize.change_cause(cause) == (
+        "kubectl set env deployment/web --env=API_KEY=[REDACTED] -e=K=[REDACTED] "
+        "GREETING=[REDACTED] [REDACTED] -e X=[REDACTED] --record=true"
+    )
+    assert sanitize.change_cause(
+        f"deploy.sh --token={SECRET} --set=db.password={SECRET} --mode=fast"
+    ) == ("deploy.sh --token=[REDACTED] --set=[REDACTED] --mode=fast")
+
+
 def test_labels_are_sorted_and_never_redacted() -> None:
     assert sanitize.labels({"b": "2", "secret-kind": "tls", "a": "1"}) == {
         "a": "1",

@@ -1,0 +1,312 @@
+"""`moonin-agent preview` as a real process: what it prints, what it honours, how it fails.
+
+Preview must print exactly what `run` would queue (the outbox's bytes), and nothing else may
+happen: no watch, no file, no request to a platform, even one the environment points at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from shipper.records import Record, encode
+from tests.conftest import TOKEN
+from tests.test_helm_release import api_encoded, helm_encoded
+
+# What preview must not need, and must not use when it is there anyway.
+_AGENT_VARIABLES = ("CLUSTER_", "API_URL", "QUEUE_", "CONFIG_FILE", "KUBECONFIG", "LOG_LEVEL")
+
+
+def preview_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(_AGENT_VARIABLES)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    env.update(extra)
+    return env
+
+
+def run_preview(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", "preview", *args],
+        cwd=cwd,
+        env=env if env is not None else preview_env(),
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def records_of(stdout: bytes) -> list[Record]:
+    return [msgspec.json.decode(line, type=Record) for line in stdout.splitlines()]
+
+
+def slots(records: list[Record]) -> set[tuple[str, str]]:
+    return {(record.kind, record.key) for record in records}
+
+
+def log_events(stderr: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith(b"{")]
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def deployment(name: str, ns: str = "shop") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "annotations": {"deployment.kubernetes.io/revision": "3"},
+        },
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": f"registry.example/{name}:1.0"}]},
+            },
+        },
+    }
+
+
+def replicaset(owner: dict[str, Any]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{meta['name']}-5d9f",
+            "namespace": meta["namespace"],
+            "annotations": {"deployment.kubernetes.io/revision": "3"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"replicas": 2, "template": owner["spec"]["template"]},
+    }
+
+
+def service(name: str, ns: str = "shop") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80}]},
+    }
+
+
+def cronjob(name: str, ns: str = "shop") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {"containers": [{"name": "task", "image": "busybox:1.36"}]}
+                    }
+                }
+            },
+        },
+    }
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def helm_release(name: str, ns: str = "shop") -> dict[str, Any]:
+    release = {
+        "name": name,
+        "namespace": ns,
+        "version": 1,
+        "info": {"status": "deployed"},
+        "chart": {"metadata": {"name": name, "version": "2.1.0"}},
+        "manifest": "",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"sh.helm.release.v1.{name}.v1",
+            "namespace": ns,
+            "labels": {"owner": "helm", "name": name},
+        },
+        "type": "helm.sh/release.v1",
+        "data": {"release": api_encoded(helm_encoded(release))},
+    }
+
+
+@pytest.fixture
+def cluster(kube: FakeKube, kubeconfig: Path) -> FakeKube:
+    for ns in ("shop", "staging", "kube-system"):
+        kube.create(namespace(ns))
+    web = kube.create(deployment("web"))
+    kube.create(replicaset(web))
+    kube.create(deployment("worker-1"))
+    kube.create(deployment("api", "staging"))
+    kube.create(deployment("coredns", "kube-system"))
+    kube.create(service("web"))
+    kube.create(cronjob("nightly"))
+    kube.create(node("node-1"))
+    kube.create(helm_release("shop"))
+    kube.clear_requests()
+    return kube
+
+
+EVERYTHING = {
+    ("namespace", "shop"),
+    ("namespace", "staging"),
+    ("deployment", "shop/web"),
+    ("deployment", "shop/worker-1"),
+    ("deployment", "staging/api"),
+    ("revision", "shop/web-5d9f"),
+    ("service", "shop/web"),
+    ("cronjob", "shop/nightly"),
+    ("node", "node-1"),
+    ("helm_release", "shop/shop/v1"),
+    ("cluster_metadata", "cluster"),
+}
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+
+def test_preview_prints_every_record_once_as_the_outbox_would_hold_it(
+    cluster: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    # A platform and credentials in the environment change nothing: preview never sends.
+    env = preview_env(
+        KUBECONFIG=str(kubeconfig),
+        PROJECT_ID="p-1",
+        CLUSTER_ID="c-1",
+        CLUSTER_TOKEN=TOKEN,
+        API_URL=platform.url,
+        MOONIN_INSECURE_HTTP="true",
+        QUEUE_DIR=str(tmp_path / "queue"),
+    )
+    result = run_preview(cwd=tmp_path / "cwd", env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.splitlines()
+    records = records_of(result.stdout)
+    assert [encode(record) for record in records] == lines  # byte for byte, one per line
+    assert slots(records) == EVERYTHING  # kube-system is ignored by default
+    assert len(records) == len(EVERYTHING)
+
+    by_slot = {(r.kind, r.key): r for r in records}
+    web = by_slot[("deployment", "shop/web")]
+    assert web.op == "upsert" and web.namespace == "shop" and web.uid
+    # Relations are resolved as `run` resolves them: the ReplicaSet and Service came later.
+    assert web.data["current_replicaset"] == "web-5d9f"
+    assert web.data["services"] == ["web"]
+    assert by_slot[("helm_release", "shop/shop/v1")].data["chart_version"] == "2.1.0"
+    metadata = by_slot[("cluster_metadata", "cluster")].data
+    assert metadata["kubernetes_version"] == "v1.30.2"
+    assert metadata["node_count"] == 1 and metadata["leader"] is None
+
+    assert not any(request.watch for request in cluster.requests)  # listed once, never watched
+    assert platform.requests == []
+    assert not (tmp_path / "queue").exists()
+    assert list((tmp_path / "cwd").iterdir()) == []
+    assert list(tmp_path.rglob("*.db")) == []
+    assert any(event["event"] == "preview_done" for event in log_events(result.stderr))
+
+
+def test_filters_and_switches_from_config_and_environment_are_honoured(
+    cluster: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "ignore_namespaces: [staging]\n"  # replaces the default: kube-system is watched now
+        "collect_helm_releases: false\n"
+        "queue_dir: /nonexistent/queue\n"  # run's settings are accepted and not used
+    )
+    env = preview_env(KUBECONFIG=str(kubeconfig), IGNORE_RESOURCES="deployment/shop/worker-*")
+    result = run_preview("--config", str(config), cwd=tmp_path / "cwd", env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    found = slots(records_of(result.stdout))
+    assert found == (
+        EVERYTHING
+        - {
+            ("namespace", "staging"),
+            ("deployment", "staging/api"),
+            ("deployment", "shop/worker-1"),
+            ("helm_release", "shop/shop/v1"),
+        }
+    ) | {("namespace", "kube-system"), ("deployment", "kube-system/coredns")}
+    assert not any(request.resource == "secrets" for request in cluster.requests)
+
+
+def test_a_forbidden_resource_is_a_warning_and_the_rest_is_printed(
+    cluster: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> None:
+    cluster.forbid("services")
+    result = run_preview(cwd=tmp_path, env=preview_env(KUBECONFIG=str(kubeconfig)))
+    assert result.returncode == 0, result.stderr.decode()
+    assert slots(records_of(result.stdout)) == EVERYTHING - {("service", "shop/web")}
+    warnings = [e for e in log_events(result.stderr) if e["level"] == "warning"]
+    assert [(e["event"], e["resource"]) for e in warnings] == [("resource_forbidden", "services")]
+
+
+def test_a_cluster_that_fails_otherwise_prints_nothing_and_exits_1(
+    cluster: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> None:
+    cluster.fail_next(500, resource="cronjobs")
+    result = run_preview(cwd=tmp_path, env=preview_env(KUBECONFIG=str(kubeconfig)))
+    assert result.returncode == 1
+    assert result.stdout == b""
+    errors = [line for line in result.stderr.splitlines() if not line.startswith(b"{")]
+    assert len(errors) == 1 and b"cronjobs" in errors[0]
+
+
+def test_without_a_cluster_it_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    result = run_preview(cwd=tmp_path / "cwd", env=preview_env(HOME=str(tmp_path)))
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert b"no cluster to talk to" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("config_text", "named"),
+    [
+        ("collect_job_logs: maybe\n", b"collect_job_logs"),
+        ("ignore_resources: [widget/*]\n", b"widget"),
+        ("cluster_token: abc\n", b"CLUSTER_TOKEN"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_code_2(
+    config_text: str, named: bytes, kubeconfig: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    env = preview_env(KUBECONFIG=str(kubeconfig))
+    result = run_preview("--config", str(config), cwd=tmp_path / "cwd", env=env)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert named in result.stderr

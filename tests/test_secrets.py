@@ -1,0 +1,595 @@
+"""The secrets proof: nothing secret leaves the cluster, whatever path it could take.
+
+A cluster is filled with distinctive strings, one per place a secret lives (env values of
+containers and init containers, args, commands, probe and hook handlers, Secret data, Helm
+release values, notes, templates and manifests, last-applied manifests, annotations named
+like secrets, change causes, managedFields, a terminated container's message). The real
+agent runs against it and ships to the fake platform; then every byte that reached the
+platform, every line the agent logged at debug level and every byte of its queue files is
+searched for each string, and for its base64 form. `preview` is searched the same way.
+
+A positive control makes sure the search looks at real records: env var names, images,
+the Helm release and chart version, the failed Job's log lines (shipped on purpose, so no
+secret is planted there) and the redaction markers must all be there.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform, Status
+from tests.test_helm_release import api_encoded, helm_encoded
+from tests.test_preview import preview_env
+from tests.test_run import agent_env, start_agent
+from tests.test_shipper import wait_until
+
+NS = "vault"
+JOB_LOG_LINE = "ERROR: upload failed: connection reset by peer"
+JOB_LOG = f"backup: uploading archive\n{JOB_LOG_LINE}\n"
+
+
+class Planted:
+    """Hands out one distinctive secret per place and remembers where each went."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def __call__(self, place: str) -> str:
+        assert place not in self.values, f"{place} planted twice"
+        self.values[place] = f"SECRET-{place}-c0ffee"
+        return self.values[place]
+
+    def needles(self) -> dict[str, bytes]:
+        """Each secret as text and as base64 (how Secret data and Helm's []byte carry it)."""
+        found = {}
+        for place, value in self.values.items():
+            found[place] = value.encode()
+            found[f"{place} (base64)"] = base64.b64encode(value.encode())
+        return found
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def last_applied(secret: str) -> str:
+    return json.dumps({"spec": {"containers": [{"env": [{"name": "K", "value": secret}]}]}})
+
+
+def managed_fields(secret: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "manager": "kubectl-client-side-apply",
+            "operation": "Update",
+            "apiVersion": "apps/v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{secret}": {}}}},
+        }
+    ]
+
+
+def pod_spec(plant: Planted, owner: str) -> dict[str, Any]:
+    """A pod spec with a secret in every place a container can carry one."""
+    return {
+        "initContainers": [
+            {
+                "name": "migrate",
+                "image": "registry.example/shop/migrate:3.1",
+                "command": ["/migrate", plant(f"{owner}-init-command")],
+                "args": [f"--dsn={plant(f'{owner}-init-args')}"],
+                "env": [{"name": "MIGRATE_DSN", "value": plant(f"{owner}-init-env")}],
+            }
+        ],
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.example/shop/web:1.4.2",
+                "command": ["/bin/web", f"--token={plant(f'{owner}-command')}"],
+                "args": [f"--password={plant(f'{owner}-args')}"],
+                "env": [
+                    {"name": "DB_PASSWORD", "value": plant(f"{owner}-env")},
+                    {"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "k"}}},
+                ],
+                "livenessProbe": {
+                    "httpGet": {
+                        "path": "/healthz",
+                        "port": 8080,
+                        "httpHeaders": [
+                            {"name": "Authorization", "value": plant(f"{owner}-probe-header")}
+                        ],
+                    }
+                },
+                "readinessProbe": {"exec": {"command": ["check", plant(f"{owner}-probe-exec")]}},
+                "lifecycle": {
+                    "postStart": {"exec": {"command": ["hook", plant(f"{owner}-lifecycle")]}}
+                },
+            }
+        ],
+    }
+
+
+def owner_ref(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    api_version = "apps/v1" if kind in ("Deployment", "ReplicaSet") else "batch/v1"
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def terminated(message: str, *, exit_code: int = 1, container_id: str) -> dict[str, Any]:
+    return {
+        "exitCode": exit_code,
+        "reason": "Error" if exit_code else "Completed",
+        "message": message,
+        "startedAt": "2026-12-02T03:00:01Z",
+        "finishedAt": "2026-12-02T03:00:09Z",
+        "containerID": f"containerd://{container_id}",
+    }
+
+
+# -- the cluster ------------------------------------------------------------------------------
+
+
+def plant_workloads(kube: FakeKube, plant: Planted) -> None:
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": NS,
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": last_applied(
+                        plant("namespace-last-applied")
+                    )
+                },
+            },
+        }
+    )
+    template_labels = {"app": "web"}
+    web = kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "web",
+                "namespace": NS,
+                "labels": {"app": "web", "app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {
+                    "deployment.kubernetes.io/revision": "2",
+                    "meta.helm.sh/release-name": "shop",
+                    "kubectl.kubernetes.io/last-applied-configuration": last_applied(
+                        plant("deployment-last-applied")
+                    ),
+                    "db-password": plant("deployment-db-password-annotation"),
+                    "kubernetes.io/change-cause": (
+                        f"deploy.sh --token={plant('deployment-change-cause-flag')}"
+                    ),
+                },
+                "managedFields": managed_fields(plant("deployment-managed-fields")),
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": template_labels},
+                "template": {
+                    "metadata": {
+                        "labels": template_labels,
+                        "annotations": {"api-token": plant("template-token-annotation")},
+                    },
+                    "spec": pod_spec(plant, "deployment"),
+                },
+            },
+        }
+    )
+    replicaset = kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": "web-7c9d",
+                "namespace": NS,
+                "labels": template_labels,
+                "annotations": {
+                    "deployment.kubernetes.io/revision": "2",
+                    "kubernetes.io/change-cause": (
+                        "kubectl set env deployment/web "
+                        f"--env=API_KEY={plant('replicaset-change-cause-env-flag')} "
+                        f"GREETING=hello {plant('replicaset-change-cause-spaced-value')} "
+                        "--record=true"
+                    ),
+                },
+                "ownerReferences": [owner_ref("Deployment", web)],
+                "managedFields": managed_fields(plant("replicaset-managed-fields")),
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": template_labels},
+                "template": {
+                    "metadata": {"labels": template_labels},
+                    "spec": pod_spec(plant, "replicaset"),
+                },
+            },
+        }
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "web-7c9d-x2x4q",
+                "namespace": NS,
+                "labels": template_labels,
+                "ownerReferences": [owner_ref("ReplicaSet", replicaset)],
+            },
+            "spec": {"nodeName": "node-1", **pod_spec(plant, "pod")},
+            "status": {
+                "phase": "Running",
+                "initContainerStatuses": [
+                    {
+                        "name": "migrate",
+                        "image": "registry.example/shop/migrate:3.1",
+                        "ready": True,
+                        "state": {
+                            "terminated": terminated(
+                                plant("pod-init-terminated-message"),
+                                exit_code=0,
+                                container_id="init-1",
+                            )
+                        },
+                    }
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "app",
+                        "image": "registry.example/shop/web:1.4.2",
+                        "ready": False,
+                        "restartCount": 3,
+                        "state": {
+                            "waiting": {
+                                "reason": "CrashLoopBackOff",
+                                "message": "back-off 40s restarting failed container=app",
+                            }
+                        },
+                        "lastState": {
+                            "terminated": terminated(
+                                plant("pod-terminated-message"), container_id="app-3"
+                            )
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "web",
+                "namespace": NS,
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": last_applied(
+                        plant("service-last-applied")
+                    ),
+                    "external-dns.example/credentials": plant("service-credentials-annotation"),
+                },
+            },
+            "spec": {"selector": template_labels, "ports": [{"port": 80}]},
+        }
+    )
+
+
+def plant_cronjob(kube: FakeKube, plant: Planted) -> None:
+    cron = kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {
+                "name": "backup",
+                "namespace": NS,
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": last_applied(
+                        plant("cronjob-last-applied")
+                    )
+                },
+            },
+            "spec": {
+                "schedule": "0 3 * * *",
+                "jobTemplate": {"spec": {"template": {"spec": pod_spec(plant, "cronjob")}}},
+            },
+        }
+    )
+    job = kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "backup-29001",
+                "namespace": NS,
+                "ownerReferences": [owner_ref("CronJob", cron)],
+            },
+            "spec": {"template": {"spec": pod_spec(plant, "job")}},
+            "status": {
+                "startTime": "2026-12-02T03:00:00Z",
+                "failed": 1,
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "BackoffLimitExceeded",
+                        "message": "Job has reached the specified backoff limit",
+                        "lastTransitionTime": "2026-12-02T03:00:10Z",
+                    }
+                ],
+            },
+        }
+    )
+    pod = "backup-29001-k8s7p"
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod,
+                "namespace": NS,
+                "ownerReferences": [owner_ref("Job", job)],
+            },
+            "spec": {"nodeName": "node-1", **pod_spec(plant, "job-pod")},
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "app",
+                        "image": "registry.example/shop/web:1.4.2",
+                        "state": {
+                            "terminated": terminated(
+                                plant("job-pod-terminated-message"), container_id="job-1"
+                            )
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    kube.set_pod_log(NS, pod, "app", JOB_LOG)  # shipped on purpose: the positive control
+
+
+def plant_secrets(kube: FakeKube, plant: Planted) -> None:
+    for name, labels in (("db-credentials", {}), ("looks-like-helm", {"owner": "helm"})):
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "type": "Opaque",
+                "data": {"password": b64(plant(f"{name}-data"))},
+                "stringData": {"token": plant(f"{name}-string-data")},
+            }
+        )
+    manifest = f"""---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: shop-db
+  namespace: {NS}
+stringData:
+  password: {plant("helm-manifest-secret")}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: {NS}
+spec:
+  template:
+    spec:
+      containers:
+        - name: app
+          env:
+            - name: DB_PASSWORD
+              value: {plant("helm-manifest-env")}
+"""
+    release = {
+        "name": "shop",
+        "namespace": NS,
+        "version": 2,
+        "info": {
+            "first_deployed": "2026-11-30T10:00:00.123456789+01:00",
+            "last_deployed": "2026-12-02T11:00:00.987654321+01:00",
+            "status": "deployed",
+            "description": "Upgrade complete",
+            "notes": f"Log in with admin / {plant('helm-notes')}",
+        },
+        "chart": {
+            "metadata": {"name": "shop", "version": "1.4.2", "appVersion": "2.7.0"},
+            "templates": [{"name": "templates/secret.yaml", "data": b64(plant("helm-template"))}],
+            "values": {"db": {"password": plant("helm-chart-values")}},
+            "files": [{"name": "files/creds.txt", "data": b64(plant("helm-chart-file"))}],
+        },
+        "config": {"db": {"password": plant("helm-values")}},
+        "manifest": manifest,
+        "hooks": [{"name": "migrate", "manifest": f"# {plant('helm-hook')}\n"}],
+    }
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": "sh.helm.release.v1.shop.v2",
+                "namespace": NS,
+                "labels": {"owner": "helm", "name": "shop", "status": "deployed", "version": "2"},
+            },
+            "type": "helm.sh/release.v1",
+            "data": {"release": api_encoded(helm_encoded(release))},
+        }
+    )
+
+
+@pytest.fixture
+def planted(kube: FakeKube) -> Planted:
+    plant = Planted()
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+    plant_workloads(kube, plant)
+    plant_cronjob(kube, plant)
+    plant_secrets(kube, plant)
+    return plant
+
+
+# -- what to look for -------------------------------------------------------------------------
+
+
+def leaks(planted: Planted, where: str, haystacks: Iterable[bytes]) -> list[str]:
+    found = []
+    for haystack in haystacks:
+        found += [
+            f"{place} in {where}"
+            for place, needle in planted.needles().items()
+            if needle in haystack
+        ]
+    return sorted(set(found))
+
+
+def platform_bytes(platform: FakePlatform) -> Iterator[bytes]:
+    for request in platform.requests:
+        yield request.path.encode()
+        yield request.body  # decompressed
+        yield from (f"{name}: {value}".encode() for name, value in request.headers.items())
+
+
+def queue_bytes(queue: Path) -> Iterator[bytes]:
+    for path in queue.rglob("*"):
+        if not path.is_file():
+            continue
+        with contextlib.suppress(FileNotFoundError):  # -wal and -shm come and go
+            yield path.read_bytes()
+
+
+def by_kind(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        kinds.setdefault(record["kind"], []).append(record)
+    return kinds
+
+
+SHIPPED_KINDS = {
+    "namespace",
+    "node",
+    "deployment",
+    "revision",
+    "service",
+    "cronjob",
+    "job_execution",
+    "pod_error",
+    "helm_release",
+    "cluster_metadata",
+}
+
+
+def complete(records: list[dict[str, Any]]) -> bool:
+    """Every planted kind arrived, the Job with its log and both pods with their errors."""
+    kinds = by_kind(records)
+    jobs = kinds.get("job_execution", [])
+    pods = {record["data"]["pod"] for record in kinds.get("pod_error", [])}
+    return (
+        set(kinds) >= SHIPPED_KINDS
+        and any(job["data"]["logs"] for job in jobs)
+        and {"web-7c9d-x2x4q", "backup-29001-k8s7p"} <= pods
+    )
+
+
+def assert_the_expected_is_there(records: list[dict[str, Any]]) -> None:
+    """The positive control: the search above looked at real, complete records."""
+    kinds = by_kind(records)
+    text = json.dumps(records)
+    for expected in ("DB_PASSWORD", "MIGRATE_DSN", "registry.example/shop/web:1.4.2"):
+        assert expected in text
+    deployment = kinds["deployment"][-1]["data"]
+    assert [env["name"] for env in deployment["containers"][0]["env"]] == ["DB_PASSWORD", "API_KEY"]
+    assert deployment["annotations"]["db-password"] == "[REDACTED]"
+    revision = kinds["revision"][-1]["data"]
+    assert "API_KEY=[REDACTED]" in revision["change_cause"]
+    release = kinds["helm_release"][-1]["data"]
+    assert (release["name"], release["revision"], release["chart_version"]) == ("shop", 2, "1.4.2")
+    assert [(r["kind"], r["name"]) for r in release["resources"]] == [
+        ("Secret", "shop-db"),
+        ("Deployment", "web"),
+    ]
+    logs = [line for job in kinds["job_execution"] for line in job["data"]["logs"] or []]
+    assert JOB_LOG_LINE in logs
+
+
+def assert_no_secret_was_read(kube: FakeKube) -> None:
+    """Only Helm release Secrets are ever asked for, and only the failed Job's pod log."""
+    secrets = [request for request in kube.requests if request.resource == "secrets"]
+    assert secrets
+    for request in secrets:
+        assert request.path == "/api/v1/secrets"
+        assert request.query.get("labelSelector") == "owner=helm"
+        assert request.query.get("fieldSelector") == "type=helm.sh/release.v1"
+    logs = {request.path for request in kube.requests if request.path.endswith("/log")}
+    assert logs == {f"/api/v1/namespaces/{NS}/pods/backup-29001-k8s7p/log"}
+
+
+# -- the proof --------------------------------------------------------------------------------
+
+
+def test_no_planted_secret_leaves_the_cluster(
+    planted: Planted, kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    queue = tmp_path / "queue"
+    env = agent_env(
+        platform,
+        queue,
+        KUBECONFIG=str(kubeconfig),
+        LOG_LEVEL="debug",
+        HEARTBEAT_SECONDS="1",
+    )
+    # The platform refuses at first, so the records sit in the queue files for a while.
+    platform.fail_all("records", Status(503))
+    agent = start_agent(env)
+    try:
+        wait_until(lambda: JOB_LOG_LINE.encode() in b"".join(queue_bytes(queue)))
+        held = list(queue_bytes(queue))
+        platform.fail_all("records", None)
+        wait_until(lambda: complete(platform.received_records()))
+        wait_until(lambda: platform.last_heartbeat is not None)
+        agent.send_signal(signal.SIGTERM)
+        stdout, stderr = agent.communicate(timeout=30)
+    finally:
+        agent.kill()
+    assert agent.returncode == 0, stderr[-3000:]
+
+    preview = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "preview"],
+        env=preview_env(KUBECONFIG=str(kubeconfig), LOG_LEVEL="debug"),
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=30,
+    )
+    assert preview.returncode == 0, preview.stderr.decode()
+
+    found = [
+        *leaks(planted, "the platform's requests", platform_bytes(platform)),
+        *leaks(planted, "the agent's output", [stdout.encode(), stderr.encode()]),
+        *leaks(planted, "the queue files while they held records", held),
+        *leaks(planted, "the queue files left behind", queue_bytes(queue)),
+        *leaks(planted, "preview", [preview.stdout, preview.stderr]),
+    ]
+    assert not found, "leaked: " + ", ".join(found)
+
+    assert_the_expected_is_there(platform.received_records())
+    assert_the_expected_is_there([json.loads(line) for line in preview.stdout.splitlines()])
+    assert_no_secret_was_read(kube)
