@@ -199,7 +199,6 @@ EXPECTED = {
     "first_deployed": "2026-11-30T09:00:00.123Z",
     "last_deployed": "2026-12-02T10:00:00.987Z",
     "deleted": None,
-    "description": "Upgrade complete",
     "chart": "shop",
     "chart_version": "1.4.2",
     "app_version": "2.7.0",

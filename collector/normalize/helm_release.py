@@ -34,7 +34,6 @@ import yaml
 
 from collector.model import ObjectMeta, delete, upsert
 from collector.normalize.base import Context
-from collector.sanitize import truncate
 from shipper.records import Record, utc_timestamp
 
 log = structlog.get_logger("collector.helm_release")
@@ -73,7 +72,6 @@ class _Info(msgspec.Struct, frozen=True):
     first_deployed: str | None = None
     last_deployed: str | None = None
     deleted: str | None = None
-    description: str | None = None
 
 
 class _Release(msgspec.Struct, frozen=True):
@@ -131,7 +129,6 @@ def decode_release(encoded: str) -> dict[str, Any]:
         "first_deployed": _timestamp(info.first_deployed),
         "last_deployed": _timestamp(info.last_deployed),
         "deleted": _timestamp(info.deleted),
-        "description": truncate(info.description) if info.description else None,
         "chart": chart.name,
         "chart_version": chart.version,
         "app_version": chart.app_version,
