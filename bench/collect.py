@@ -5,34 +5,36 @@ API serving a synthetic cluster (`python -m sandbox.kube --synthetic`; by defaul
 namespaces, 10,000 Deployments with their ReplicaSets, 50,000 Pods, 500 Nodes, 1,000
 CronJobs, 2,000 Services, plus the HPAs, Jobs, Ingresses, RBAC objects and Helm release
 Secrets the generator derives from them), the fake Moonin platform, and the agent itself,
-started as `moonin-agent run --role discovery` with leader election off. Everything listens
-on and talks to 127.0.0.1 only.
+started as `moonin-agent run --role discovery` (through `python -m agent.cli`, the same entry
+point) with leader election off. Everything listens on and talks to 127.0.0.1 only.
 
 Warm-up is the time from starting the agent process (imports included) until every record
 its first full list produces is in the outbox. The shipper delivers while the collector
 works, so "in the outbox" is counted as records still queued (read from the queue file
 read-only, as `moonin-agent queue stats` does) plus records the platform received (unique
-record ids, so retries are not counted twice). The platform is read before the queue: a
-batch is then counted twice only during the ~millisecond between its POST being answered
-and its ack. Warm-up is over when
+record ids, so retries are not counted twice). The platform is read first, then the queue,
+so a record is missed only if it was both posted and acked between the two reads
+(milliseconds apart), and counted twice while its batch is answered but not yet acked (the
+ack can wait a moment for the outbox's lock). Warm-up is over when
 
 - every informer has listed: the fake holds one open watch per informer, and an informer
   opens its watch only after its whole list went through the collector;
 - the count reached the expected minimum: one record per object of every kind that always
   yields one (namespaces, Deployments, ReplicaSets, CronJobs, Jobs, Services, HPAs, Nodes,
   Ingresses, NetworkPolicies, RBAC objects, Helm releases); pods add `pod_error` events for
-  the few in trouble, and Deployments are re-sent when their relations (current ReplicaSet,
-  Services, HPA) arrive later, so the real count is higher and varies a little from run to
-  run;
+  the few in trouble, and Deployments and their revisions are sent again when their
+  relations (current ReplicaSet, Services, HPA) arrive in a later flush window, so the real
+  count is higher and varies a little from run to run;
 - and the count has not changed for `--quiet-seconds` (longer than the collector's 1 s flush
-  window plus the shipper's linger).
+  window plus the shipper's linger); the bench also waits for the queue to drain, for
+  `delivered_seconds` below.
 
-`warmup_seconds` is measured to the last poll at which the count changed, i.e. when it
-settled on its final value (the quiet period is not included; the resolution is the poll
-interval, 0.25 s). `records` is that final count and `records_per_s` their ratio. A batch
-counted twice for a moment (answered but not acked yet) also counts as a change when it
-goes, so `warmup_seconds` errs on the long side; `warmup_first_seen_seconds`, the first poll
-at which the count reached its final value, errs on the short side by at most one batch.
+`warmup_seconds` runs to the last poll at which the count changed (polls are 0.25 s apart;
+the quiet period is not included). A double-counted batch changes the count again when its
+ack lands, so the figure lies between the moment the last record was committed and the
+moment the last batch was delivered and acked: it errs on the long side, never the short
+one. `delivered_seconds` is the first poll at which the platform had every record.
+`records` is the final count and `records_per_s` is `records / warmup_seconds`.
 `peak_rss_mib` is the agent process's VmHWM, read from /proc just before it is stopped.
 
 Decoding, in this process once the agent has stopped: the same list pages the informers
@@ -46,7 +48,7 @@ objects missing fields they declare required) are counted and left out of both t
 
 The last line printed is one JSON object with the figures and the sizes used.
 
-    python bench/collect.py [--small] [--decode-pages 4] [--rounds 3]
+    python bench/collect.py [--small] [--decode-pages 4] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -118,9 +120,17 @@ DECODED = (
     ("pods", "/api/v1/pods", Pod, "V1PodList"),
 )
 
-# Children get a clean environment: no proxy, no in-cluster detection, no stray kubeconfig.
+# Children get a clean environment: no proxy, no in-cluster detection, no stray kubeconfig,
+# no agent settings from the caller's shell beyond the ones set here.
 _DROPPED_ENV = (
     "KUBECONFIG",
+    "CONFIG_FILE",
+    "CLUSTER_TOKEN_FILE",
+    "DISCOVERY_API_URL",
+    "SCALING_API_URL",
+    "MOONIN_CA_BUNDLE",
+    "POD_NAME",
+    "POD_NAMESPACE",
     "KUBERNETES_SERVICE_HOST",
     "KUBERNETES_SERVICE_PORT",
     "HTTP_PROXY",
@@ -212,7 +222,7 @@ def informer_count() -> int:
 @dataclass
 class WarmUp:
     seconds: float
-    first_seen_seconds: float
+    delivered_seconds: float
     records: int
     received: int
     queued: int
@@ -265,7 +275,7 @@ def run_agent(
         total = received = queued = dropped = watches = -1
         changed_at = started
         reported = started
-        history: list[tuple[float, int]] = []
+        delivered: list[tuple[float, int]] = []  # (poll time, records received)
         while True:
             time.sleep(poll)
             now = time.monotonic()
@@ -276,7 +286,7 @@ def run_agent(
             stream = inspect.stats(queue_dir, DISCOVERY)[DISCOVERY]
             watches = kube.stats()["watches"]
             queued, dropped = stream.records, stream.dropped
-            history.append((now, received + queued))
+            delivered.append((now, received))
             if received + queued != total:
                 total = received + queued
                 changed_at = now
@@ -289,12 +299,14 @@ def run_agent(
                     f"agent RSS {rss['VmRSS']:.0f} MiB (peak {rss['VmHWM']:.0f})",
                     flush=True,
                 )
-            if watches >= informers and total >= expected and now - changed_at >= quiet:
-                break
+            settled = now - changed_at >= quiet
+            if watches >= informers and total >= expected and settled and not queued:
+                break  # (an empty queue: everything was delivered, so delivered_seconds exists)
             if now - started > timeout:
                 raise RuntimeError(
                     f"no warm-up within {timeout:.0f} s: {total} of at least {expected} "
-                    f"records, watches {watches}/{informers}; agent log:\n{tail(log)}"
+                    f"records ({queued} still queued), watches {watches}/{informers}; "
+                    f"agent log:\n{tail(log)}"
                 )
         memory = memory_mib(agent.pid)
     finally:
@@ -303,7 +315,7 @@ def run_agent(
         raise RuntimeError(f"the outbox dropped {dropped} records: raise its bounds")
     return WarmUp(
         seconds=changed_at - started,
-        first_seen_seconds=next(t for t, n in history if n >= total) - started,
+        delivered_seconds=next(t for t, n in delivered if n >= total) - started,
         records=total,
         received=received,
         queued=queued,
@@ -397,7 +409,7 @@ def main() -> None:
     parser.add_argument(
         "--decode-pages", type=int, default=4, help="list pages per kind for the decode timing"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="decode rounds; the median counts")
+    parser.add_argument("--rounds", type=int, default=5, help="decode rounds; the median counts")
     parser.add_argument(
         "--quiet-seconds",
         type=float,
@@ -463,7 +475,8 @@ def main() -> None:
             )
             print(
                 f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
-                f"({warm.records / warm.seconds:.0f}/s), agent peak RSS "
+                f"({warm.records / warm.seconds:.0f}/s; all delivered at "
+                f"{warm.delivered_seconds:.1f} s), agent peak RSS "
                 f"{warm.peak_rss_mib:.0f} MiB, exit status {warm.exit_code}",
                 flush=True,
             )
@@ -492,7 +505,7 @@ def main() -> None:
         "records": warm.records,
         "records_expected_min": expected,
         "warmup_seconds": round(warm.seconds, 2),
-        "warmup_first_seen_seconds": round(warm.first_seen_seconds, 2),
+        "delivered_seconds": round(warm.delivered_seconds, 2),
         "records_per_s": round(warm.records / warm.seconds),
         "peak_rss_mib": warm.peak_rss_mib,
         "rss_after_warmup_mib": warm.rss_mib,
