@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from collector import resources
+from collector import resources, sanitize
 from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
@@ -70,6 +70,8 @@ class CollectorSettings:
     collect_job_logs: bool = True
     flush_seconds: float = 1.0
     warm_up_timeout_seconds: float = 120.0
+    pages_in_memory: int = 2
+    """List pages (up to a few MB each) held at once across all informers."""
     informer: InformerSettings = field(default_factory=InformerSettings)
 
 
@@ -98,7 +100,10 @@ class SourceSink:
                 return
             affected = self._collector.relations.observe(self._source_kind, obj)
             if self.source.keep_objects:
-                self.objects[meta.key] = obj
+                slim = sanitize.without_dropped_annotations(meta)
+                self.objects[meta.key] = (
+                    obj if slim is meta else msgspec.structs.replace(obj, metadata=slim)
+                )
             self.emit(obj)
             self._collector.after_apply(self, obj, affected)
 
@@ -176,11 +181,17 @@ class Collector:
         self.sinks: dict[str, SourceSink] = {}
         self.informers: list[Informer[Any]] = []
         self._warm_up: list[Informer[Any]] = []
+        pages = threading.BoundedSemaphore(settings.pages_in_memory)
         for source, warm in self._sources():
             sink = SourceSink(source, self)
             self.sinks[source.resource.plural] = sink
             informer = Informer(
-                api, source.resource, source.normalizer.struct, sink, settings=settings.informer
+                api,
+                source.resource,
+                source.normalizer.struct,
+                sink,
+                settings=settings.informer,
+                page_gate=pages,
             )
             self.informers.append(informer)
             if warm:

@@ -18,8 +18,10 @@ business; the informer only tells it what exists, what changed and what is gone.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -100,12 +102,14 @@ class Informer(Generic[T]):
         sink: Sink[T],
         *,
         settings: InformerSettings | None = None,
+        page_gate: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
         self.struct = struct
         self.sink = sink
         self.settings = settings or InformerSettings()
+        self._page_gate = page_gate or contextlib.nullcontext()
         self.resource_version = ""
         self.reporter = HealthReporter(f"informer.{resource.plural}")
         self._page_type: Any = msgspec.defstruct(
@@ -190,6 +194,8 @@ class Informer(Generic[T]):
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))
             except Exception:
+                if self._stopped.is_set():
+                    return
                 log.exception("informer_crashed", resource=self.resource.plural)
                 self.reporter.set(Health.degraded(f"informer {self.resource.plural} crashed"))
                 return
@@ -202,29 +208,34 @@ class Informer(Generic[T]):
         while True:
             if token:
                 params["continue"] = token
-            try:
-                raw = self.api.get(self.resource.path, params)
-            except Gone:
-                if token is None:
-                    raise
-                # The continue token expired mid-list: start the list over.
-                params.pop("continue", None)
-                token, seen, listed_at = None, set(), utc_timestamp()
-                self.reporter.count("list_restarts")
-                continue
-            page = msgspec.json.decode(raw, type=self._page_type)
-            for item in page.items:
-                self._check_stop()
-                seen.add(item.metadata.key)
-                self.sink.apply(item)
+            # Pages are the agent's largest allocations; the gate bounds how many informers
+            # hold one at a time (their work is CPU-bound anyway, so little is lost).
+            with self._page_gate:
+                try:
+                    raw = self.api.get(self.resource.path, params)
+                except Gone:
+                    if token is None:
+                        raise
+                    # The continue token expired mid-list: start the list over.
+                    params.pop("continue", None)
+                    token, seen, listed_at = None, set(), utc_timestamp()
+                    self.reporter.count("list_restarts")
+                    continue
+                page = msgspec.json.decode(raw, type=self._page_type)
+                del raw
+                for item in page.items:
+                    self._check_stop()
+                    seen.add(item.metadata.key)
+                    self.sink.apply(item)
+                token, resource_version = page.metadata.continue_, page.metadata.resource_version
+                del page
             self.reporter.count("list_pages")
-            token = page.metadata.continue_
             if not token:
                 break
         for key in self._known - seen:
             self.sink.vanished(key)
         self._known = seen
-        self.resource_version = page.metadata.resource_version
+        self.resource_version = resource_version
         self.sink.listed(
             resource_version=self.resource_version, listed_at=listed_at, keys=frozenset(seen)
         )

@@ -204,6 +204,12 @@ def _lines(response: httpx.Response, path: str) -> Iterator[bytes]:
                 yield line.encode()
     except (httpx.HTTPError, httpx.StreamError) as exc:
         raise _translate(exc, "GET", path) from exc
+    except Exception as exc:
+        if not response.is_closed:
+            raise
+        # Closed under the reader by abort_streams(): whatever the transport raised then,
+        # it only means "this watch is over".
+        raise KubeError(f"GET {path}: aborted") from exc
 
 
 def _translate(exc: Exception, method: str, path: str) -> KubeError:

@@ -31,6 +31,8 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 
 # Whole manifests, env values included; there is nothing safe to keep from them.
 _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+
 _SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 # `kubectl ... --record` stores the whole command line, `kubectl set env A=B` included.
 _SET_ENV = re.compile(r"\bset\s+env\b")
@@ -173,6 +175,15 @@ def annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
         for key in sorted(source)
         if key not in _DROPPED_ANNOTATIONS
     }
+
+
+def without_dropped_annotations(meta: ObjectMeta) -> ObjectMeta:
+    """The metadata minus annotations no record ever carries (for objects kept in memory:
+    a last-applied-configuration is often the largest part of a Deployment)."""
+    if _DROPPED_ANNOTATIONS.isdisjoint(meta.annotations):
+        return meta
+    kept = {k: v for k, v in meta.annotations.items() if k not in _DROPPED_ANNOTATIONS}
+    return msgspec.structs.replace(meta, annotations=kept)
 
 
 def annotation_value(key: str, value: str) -> str:

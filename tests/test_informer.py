@@ -102,8 +102,9 @@ def running() -> Iterator[Callable[..., tuple[Informer[Thing], RecordingSink]]]:
         return informer, sink
 
     yield start
-    for informer, api in started:
+    for informer, _ in started:
         informer.stop()
+    for informer, api in started:
         api.abort_streams()
         assert informer.join(5)
 

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from collector import sanitize
+from collector.model import ObjectMeta
 from collector.sanitize import Condition, Container, LabelSelector, PodSpec
 
 SECRET = "s3cr3t-hunter2"
@@ -322,3 +323,18 @@ def test_conditions_are_sorted_without_heartbeat_times() -> None:
         "reason": "KubeletReady",
         "last_transition_time": "2026-12-01T08:00:00Z",
     }
+
+
+def test_kept_metadata_loses_only_the_annotations_no_record_carries() -> None:
+    meta = ObjectMeta(
+        name="web",
+        annotations={
+            "kubectl.kubernetes.io/last-applied-configuration": '{"big": "manifest"}',
+            "team": "shop",
+        },
+    )
+    slim = sanitize.without_dropped_annotations(meta)
+    assert slim.annotations == {"team": "shop"}
+    assert sanitize.annotations(slim.annotations) == sanitize.annotations(meta.annotations)
+    untouched = ObjectMeta(name="api", annotations={"team": "shop"})
+    assert sanitize.without_dropped_annotations(untouched) is untouched
