@@ -124,7 +124,7 @@ def test_an_outage_of_every_kind_loses_nothing_and_keeps_enqueue_order(
     # The scaling stream is not held back by the discovery outage.
     wait_until(lambda: len(platform.events()) == 10)
     assert platform.received_records() == []
-    assert not pipeline.shippers[DISCOVERY].reporter.health.ok
+    wait_until(lambda: not pipeline.shippers[DISCOVERY].reporter.health.ok)
 
     platform.script(
         "records", Status(429, retry_after="1"), Drop(), Drop(apply=True), Delay(0.2), Status(500)
@@ -134,8 +134,9 @@ def test_an_outage_of_every_kind_loses_nothing_and_keeps_enqueue_order(
     wait_until(lambda: len(delivered_ids(platform)) == 300)
 
     assert delivered_ids(platform) == produced
+    # Delivered first, acked a moment later: the shipper's view catches up.
+    wait_until(lambda: pipeline.outbox[DISCOVERY].stats().records == 0)
     assert pipeline.shippers[DISCOVERY].reporter.health.ok
-    assert pipeline.outbox[DISCOVERY].stats().records == 0
     # Retry-After was honoured: nothing came back before it ran out.
     records_requests = [r for r in platform.requests if r.route == "records"]
     after_429 = next(i for i, r in enumerate(records_requests) if r.status == 429)
@@ -160,7 +161,7 @@ def test_a_wrong_url_pauses_the_stream_and_keeps_everything_queued(
 
     platform.fail_all("records", None)
     wait_until(lambda: len(delivered_ids(platform)) == 5)
-    assert pipeline.shippers[DISCOVERY].reporter.health.ok
+    wait_until(lambda: pipeline.shippers[DISCOVERY].reporter.health.ok)
 
 
 def test_a_rejected_body_is_split_until_only_the_bad_records_are_dead_lettered(
@@ -189,12 +190,12 @@ def test_rejected_credentials_pause_until_the_rotated_token_file_is_read(
     try:
         built.outbox[SCALING].put([scaling_event(1)])
         wait_until(lambda: any(r.status == 401 for r in platform.requests))
-        assert not built.shippers[SCALING].reporter.health.ok
+        wait_until(lambda: not built.shippers[SCALING].reporter.health.ok)
         assert built.outbox[SCALING].stats().records == 1
 
         token_file.write_text(TOKEN + "\n")  # the Secret was rotated
         wait_until(lambda: "ev-00001" in platform.events())
-        assert built.shippers[SCALING].reporter.health.ok
+        wait_until(lambda: built.shippers[SCALING].reporter.health.ok)
     finally:
         built.close()
 
@@ -227,6 +228,7 @@ def test_a_long_outage_is_logged_once_per_state_change(
     with structlog.testing.capture_logs() as logs:
         pipeline.outbox[DISCOVERY].put([record(1)])
         wait_until(lambda: len(delivered_ids(platform)) == 1)
+        wait_until(lambda: pipeline.shippers[DISCOVERY].reporter.health.ok)  # it has noticed
     transitions = [
         e["event"] for e in logs if e.get("stream") == DISCOVERY and e["log_level"] != "debug"
     ]
