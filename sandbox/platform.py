@@ -26,7 +26,6 @@ import contextlib
 import gzip
 import signal
 import socket
-import socketserver
 import ssl
 import sys
 import threading
@@ -37,20 +36,19 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import msgspec
 
-from sandbox.httpbody import InvalidLength, read_request_body
+from sandbox.serving import HOST, InvalidLength, LoopbackServer, read_request_body
 
 if TYPE_CHECKING:
     from sandbox.tls import TLSAuthority
 
 ROUTES = ("records", "events", "heartbeat", "templates", "actions")
-_HOST = "127.0.0.1"
 _OPS = frozenset({"upsert", "delete", "event"})
 _EVENT_TYPES = frozenset({"apply", "revert", "error"})
 # "absent values are null, never an empty string"
@@ -416,7 +414,7 @@ class FakePlatform:
     def url(self) -> str:
         if self._ssl_context is not None:
             return f"https://localhost:{self.port}"
-        return f"http://{_HOST}:{self.port}"
+        return f"http://{HOST}:{self.port}"
 
     # configuration ---------------------------------------------------------------------
 
@@ -822,25 +820,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # benchmarks push 10^5 requests; a line each would be the bottleneck
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True  # up() rebinds the same port while old sockets are in TIME_WAIT
-    block_on_close = False
-    request_queue_size = 128
-
+class _Server(LoopbackServer):
     def __init__(
         self, port: int, platform: FakePlatform, ssl_context: ssl.SSLContext | None
     ) -> None:
         self.platform = platform
         self.ssl_context = ssl_context
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__((_HOST, port), _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind resolves the host name, which can stall on a bad resolver.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = _HOST, self.server_address[1]
+        super().__init__(port, _Handler)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         connection, address = self.socket.accept()
@@ -849,30 +835,6 @@ class _Server(ThreadingHTTPServer):
                 connection, server_side=True, do_handshake_on_connect=False
             )
         return connection, address
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def cut_connections(self) -> None:
-        """Shut down every open keep-alive connection (an outage is not only the listener)."""
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that vanish (killed mid-request, TLS refused, reset) are routine here.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
 
 
 # --- subprocess mode --------------------------------------------------------------------

@@ -31,7 +31,6 @@ from sandbox.kube.podlogs import PodLogs
 from sandbox.kube.resources import Resource
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.server import (
-    HOST,
     WATCH_EXPIRED_MODES,
     Backend,
     KubeServer,
@@ -41,6 +40,7 @@ from sandbox.kube.server import (
 from sandbox.kube.status import ApiError, unprocessable
 from sandbox.kube.store import Bookmark, Store
 from sandbox.kube.watch import DROP, STOP, Stall
+from sandbox.serving import HOST
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration

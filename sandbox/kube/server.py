@@ -22,20 +22,16 @@ import contextlib
 import copy
 import select
 import socket
-import socketserver
-import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.httpbody import InvalidLength, read_request_body
 from sandbox.kube import resources, status
 from sandbox.kube.faults import Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
@@ -46,8 +42,8 @@ from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import ApiError
 from sandbox.kube.store import Store
 from sandbox.kube.watch import WatchSpec, WatchStream, event_line
+from sandbox.serving import HOST, InvalidLength, LoopbackServer, read_request_body
 
-HOST = "127.0.0.1"
 WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
@@ -598,43 +594,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # benchmarks page through 10^5 objects; a line per request would be noise
 
 
-class KubeServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    block_on_close = False
-    request_queue_size = 128
-
+class KubeServer(LoopbackServer):
     def __init__(self, port: int, router: Router) -> None:
         self.router = router
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__((HOST, port), _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind resolves the host name, which can stall on a bad resolver.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = HOST, self.server_address[1]
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def cut_connections(self) -> None:
-        """Shut down every open connection (keep-alive and watch streams alike)."""
-        with self._connections_lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients that vanish (closed watches, killed processes, resets) are routine here.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
+        super().__init__(port, _Handler)
