@@ -12,8 +12,9 @@ import msgspec
 import pytest
 import structlog.testing
 
-from collector.normalize.base import Context, HpaRef, RevisionRef
+from collector.normalize.base import Context
 from collector.normalize.helm_release import HelmReleaseNormalizer, Secret, release_key
+from collector.relations import Relations
 
 PLANTED = {
     "values": "values-pw-0a1b2c",
@@ -172,24 +173,7 @@ def api_encoded(helm: bytes) -> str:
     return base64.b64encode(helm).decode()
 
 
-class NoLookups:
-    def deployment_of_replicaset(self, namespace: str, replicaset: str) -> str | None:
-        return None
-
-    def current_revision(self, namespace: str, deployment: str) -> RevisionRef | None:
-        return None
-
-    def cronjob_of_job(self, namespace: str, job: str) -> str | None:
-        return None
-
-    def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
-        return []
-
-    def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None:
-        return None
-
-
-CTX = Context(lookups=NoLookups(), fetch_logs=lambda *args: None)
+CTX = Context(lookups=Relations(), fetch_logs=lambda *args: None)
 
 EXPECTED = {
     "name": "shop",
@@ -286,6 +270,6 @@ def test_other_secrets_and_a_disabled_switch_give_nothing() -> None:
     opaque = secret(encoded, name="db-credentials", kind="Opaque")
     assert normalizer.upserts(opaque, CTX) == []
     assert normalizer.deletes(opaque, CTX) == []
-    off = Context(lookups=NoLookups(), fetch_logs=lambda *args: None, collect_helm_releases=False)
+    off = Context(lookups=Relations(), fetch_logs=lambda *args: None, collect_helm_releases=False)
     assert normalizer.upserts(secret(encoded), off) == []
     assert normalizer.deletes(secret(encoded), off) == []

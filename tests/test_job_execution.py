@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 import pytest
 
-from collector.normalize.base import Context, HpaRef, RevisionRef
+from collector.normalize.base import Context
 from collector.normalize.job_execution import Job, JobExecutionNormalizer, JobPods
 from collector.normalize.pod_error import Pod
+from collector.relations import Relations
 
 JOB_UID = "3d0f5a8e-2b7c-4f4e-8a51-6e0b9c1d2f30"
 SECRET_ENV = "s3-secret-key-77aa01"
-
-
-class NoLookups:
-    def deployment_of_replicaset(self, namespace: str, replicaset: str) -> str | None:
-        return None
-
-    def current_revision(self, namespace: str, deployment: str) -> RevisionRef | None:
-        return None
-
-    def cronjob_of_job(self, namespace: str, job: str) -> str | None:
-        return None
-
-    def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
-        return []
-
-    def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None:
-        return None
 
 
 class FetchLogs:
@@ -52,7 +35,7 @@ LOG_LINES = [
 
 
 def context(logs: FetchLogs, *, collect: bool = True) -> Context:
-    return Context(lookups=NoLookups(), fetch_logs=logs, collect_job_logs=collect)
+    return Context(lookups=Relations(), fetch_logs=logs, collect_job_logs=collect)
 
 
 def cond(kind: str, reason: str | None = None, message: str | None = None, at: str = "") -> dict:
