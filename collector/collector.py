@@ -24,6 +24,7 @@ informer has listed again.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,11 +76,31 @@ class CollectorSettings:
     informer: InformerSettings = field(default_factory=InformerSettings)
 
 
+class Keep(enum.Enum):
+    """What a sink remembers of its objects so their records can be rebuilt later."""
+
+    NOTHING = "nothing"
+    OBJECTS = "objects"  # the decoded object (few of them: Jobs, Nodes)
+    RECORDS = "records"  # the last record's data, encoded; its normalizer can `relink` it
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     resource: Resource
     normalizer: Any
-    keep_objects: bool = False  # records of other kinds are rebuilt from these objects
+    keep: Keep = Keep.NOTHING
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptRecord:
+    meta: ObjectMeta  # identity only: what the record envelope needs
+    kind: str
+    key: str
+    data: bytes  # msgpack: a decoded data dict would cost several times as much memory
+
+
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder(dict[str, Any]).decode
 
 
 class SourceSink:
@@ -90,6 +111,7 @@ class SourceSink:
         self.normalizer = source.normalizer
         self._collector = collector
         self.objects: dict[str, Any] = {}
+        self.kept: dict[str, _KeptRecord] = {}
         # Source key -> the (kind, key) of records it produced, for deletes found by a relist.
         self._emitted: dict[str, set[tuple[str, str]]] = {}
 
@@ -99,7 +121,7 @@ class SourceSink:
             if self._collector.ignored(self.normalizer.kind, meta):
                 return
             affected = self._collector.relations.observe(self._source_kind, obj)
-            if self.source.keep_objects:
+            if self.source.keep is Keep.OBJECTS:
                 slim = sanitize.without_dropped_annotations(meta)
                 self.objects[meta.key] = (
                     obj if slim is meta else msgspec.structs.replace(obj, metadata=slim)
@@ -113,13 +135,40 @@ class SourceSink:
         for record in records:
             if record.op == "upsert":
                 self._emitted.setdefault(key, set()).add((record.kind, record.key))
+        if self.source.keep is Keep.RECORDS:
+            self._keep(key, obj.metadata, records)
         self._collector.offer(records)
+
+    def rebuild(self, key: str) -> None:
+        """Send the object's record again, its relation fields decided anew."""
+        if self.source.keep is Keep.OBJECTS:
+            obj = self.objects.get(key)
+            if obj is not None:
+                self.emit(obj)
+            return
+        kept = self.kept.get(key)
+        if kept is None:
+            return
+        data = self.normalizer.relink(_unpack(kept.data), kept.meta, self._collector.relations)
+        record = upsert(kept.kind, kept.meta, data, key=kept.key)
+        self._keep(key, kept.meta, [record])
+        self._collector.offer([record])
+
+    def _keep(self, key: str, meta: ObjectMeta, records: list[Record]) -> None:
+        upserts = [record for record in records if record.op == "upsert"]
+        if not upserts:
+            self.kept.pop(key, None)
+            return
+        (record,) = upserts  # kinds kept this way produce one record per object
+        identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
+        self.kept[key] = _KeptRecord(identity, record.kind, record.key, _pack(record.data))
 
     def remove(self, obj: Any) -> None:
         with self._collector.lock:
             meta: ObjectMeta = obj.metadata
             affected = self._collector.relations.forget(self._source_kind, obj)
             self.objects.pop(meta.key, None)
+            self.kept.pop(meta.key, None)
             self._emitted.pop(meta.key, None)
             self._collector.offer(self.normalizer.deletes(obj, self._collector.context))
             self._collector.after_remove(self, meta.key, affected)
@@ -128,6 +177,7 @@ class SourceSink:
         with self._collector.lock:
             namespace, _, name = key.rpartition("/")
             meta = ObjectMeta(name=name, namespace=namespace or None)
+            self.kept.pop(key, None)
             gone = self.objects.pop(key, None) or _MetadataOnly(meta)
             affected = self._collector.relations.forget(self._source_kind, gone)
             self._collector.offer(
@@ -207,18 +257,18 @@ class Collector:
         warm = {resources.NAMESPACES, resources.DEPLOYMENTS, resources.CRONJOBS}
         table = [
             Source(resources.NAMESPACES, namespace.NORMALIZER),
-            Source(resources.DEPLOYMENTS, deployment.NORMALIZER, keep_objects=True),
+            Source(resources.DEPLOYMENTS, deployment.NORMALIZER, keep=Keep.RECORDS),
             Source(resources.CRONJOBS, cronjob.NORMALIZER),
-            Source(resources.REPLICASETS, revision.NORMALIZER, keep_objects=True),
+            Source(resources.REPLICASETS, revision.NORMALIZER, keep=Keep.RECORDS),
             Source(resources.SERVICES, service.NORMALIZER),
             Source(resources.HPAS, hpa.NORMALIZER),
             Source(
                 resources.JOBS,
                 job_execution.JobExecutionNormalizer(self.job_pods),
-                keep_objects=True,
+                keep=Keep.OBJECTS,
             ),
             Source(resources.PODS, pod_error.PodErrorNormalizer()),
-            Source(resources.NODES, node.NORMALIZER, keep_objects=True),  # metadata hints
+            Source(resources.NODES, node.NORMALIZER, keep=Keep.OBJECTS),  # metadata hints
             Source(resources.INGRESSES, ingress.NORMALIZER),
             Source(resources.NETWORK_POLICIES, network_policy.NORMALIZER),
             Source(resources.ROLES, rbac.ROLE),
@@ -342,20 +392,13 @@ class Collector:
         deployments = self.sinks[resources.DEPLOYMENTS.plural]
         replicasets = self.sinks[resources.REPLICASETS.plural]
         for key in sorted(keys):
-            obj = deployments.objects.get(key)
-            if obj is not None:
-                deployments.emit(obj)
+            deployments.rebuild(key)
             ns, _, name = key.partition("/")
             for rs in self.relations.replicasets_of(ns, name):
-                rs_obj = replicasets.objects.get(f"{ns}/{rs}")
-                if rs_obj is not None:
-                    replicasets.emit(rs_obj)
+                replicasets.rebuild(f"{ns}/{rs}")
 
     def _rebuild_job(self, job_key: str) -> None:
-        jobs = self.sinks[resources.JOBS.plural]
-        obj = jobs.objects.get(job_key)
-        if obj is not None:
-            jobs.emit(obj)
+        self.sinks[resources.JOBS.plural].rebuild(job_key)
 
     # -- cluster metadata ----------------------------------------------------------------
 

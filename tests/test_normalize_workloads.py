@@ -1323,3 +1323,21 @@ def test_ingress_class_falls_back_to_the_annotation() -> None:
     data = only(run(ingress.NORMALIZER, raw)).data
     assert data["class"] == "legacy"
     assert data["default_backend"] == {"service": "fallback", "port": 8080, "resource": None}
+
+
+@pytest.mark.parametrize(
+    ("normalizer", "raw"),
+    [(deployment.NORMALIZER, DEPLOYMENT), (revision.NORMALIZER, REPLICASET)],
+    ids=["deployment", "revision"],
+)
+def test_relinking_a_kept_record_equals_normalizing_the_object_again(
+    normalizer: Any, raw: dict[str, Any]
+) -> None:
+    # The collector keeps only a record's data; when Services, HPAs or the current revision
+    # change it relinks that data instead of normalizing an object it no longer holds.
+    alone = Context(lookups=StubLookups(), fetch_logs=lambda *args: None)
+    before = only(run(normalizer, raw, alone))
+    obj = msgspec.json.decode(msgspec.json.encode(raw), type=normalizer.struct)
+    relinked = normalizer.relink(dict(before.data), obj.metadata, LOOKUPS)
+    assert relinked == only(run(normalizer, raw)).data
+    assert relinked != before.data  # the relations did change something

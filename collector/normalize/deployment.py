@@ -97,10 +97,8 @@ def hpa_link(ref: HpaRef | None) -> dict[str, Any] | None:
     return {"name": ref.name, "min_replicas": ref.min_replicas, "max_replicas": ref.max_replicas}
 
 
-def pod_template_data(
-    template: sanitize.PodTemplate, namespace: str, lookups: Lookups
-) -> dict[str, Any]:
-    """What Deployment and revision records say of a pod template, and the Services it feeds."""
+def pod_template_data(template: sanitize.PodTemplate) -> dict[str, Any]:
+    """What Deployment and revision records say of a pod template."""
     return {
         "template": {
             "labels": sanitize.labels(template.metadata.labels),
@@ -109,7 +107,27 @@ def pod_template_data(
         "containers": sanitize.containers(template.spec.containers),
         "init_containers": sanitize.containers(template.spec.init_containers),
         "images": sanitize.images(template.spec),
-        "services": sorted(lookups.services_selecting(namespace, template.metadata.labels)),
+    }
+
+
+def deployment_relations(
+    namespace: str,
+    name: str,
+    template_labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    lookups: Lookups,
+) -> dict[str, Any]:
+    """The fields of a Deployment record that other kinds decide (rebuilt when they change)."""
+    current = lookups.current_revision(namespace, name)
+    hpa = lookups.hpa_for(namespace, name)
+    number = revision_number(annotations)
+    return {
+        "services": sorted(lookups.services_selecting(namespace, template_labels)),
+        "hpa": hpa_link(hpa),
+        "has_hpa": hpa is not None,
+        "revision": number if number is not None else (current.number if current else None),
+        "current_replicaset": current.replicaset if current else None,
+        "last_deployed_at": current.created_at if current else None,
     }
 
 
@@ -119,9 +137,6 @@ def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
     template = spec.template
     strategy = spec.strategy or Strategy()
     rolling = strategy.rolling_update
-    current = lookups.current_revision(namespace, meta.name)
-    hpa = lookups.hpa_for(namespace, meta.name)
-    number = revision_number(meta.annotations)
     return {
         "desired_replicas": 1 if spec.replicas is None else spec.replicas,
         "current_replicas": status.replicas or 0,
@@ -138,12 +153,10 @@ def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
         "labels": sanitize.labels(meta.labels),
         "annotations": sanitize.annotations(meta.annotations),
         "selector": sanitize.selector(spec.selector),
-        **pod_template_data(template, namespace, lookups),
-        "hpa": hpa_link(hpa),
-        "has_hpa": hpa is not None,
-        "revision": number if number is not None else (current.number if current else None),
-        "current_replicaset": current.replicaset if current else None,
-        "last_deployed_at": current.created_at if current else None,
+        **pod_template_data(template),
+        **deployment_relations(
+            namespace, meta.name, template.metadata.labels, meta.annotations, lookups
+        ),
         "conditions": sanitize.conditions(status.conditions),
         "helm": helm_context(meta.labels, meta.annotations),
         "created_at": meta.creation_timestamp,
@@ -160,6 +173,19 @@ class DeploymentNormalizer:
 
     def deletes(self, obj: Deployment, ctx: Context) -> list[Record]:
         return [delete(self.kind, obj.metadata)]
+
+    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Lookups) -> dict[str, Any]:
+        """A record's data with the relation fields decided again (no object needed)."""
+        return {
+            **data,
+            **deployment_relations(
+                meta.namespace or "",
+                meta.name,
+                data["template"]["labels"],
+                data["annotations"],
+                lookups,
+            ),
+        }
 
 
 NORMALIZER = DeploymentNormalizer()

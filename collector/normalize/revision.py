@@ -77,17 +77,11 @@ def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[st
     meta, spec, status = obj.metadata, obj.spec, obj.status
     namespace = meta.namespace or ""
     template = spec.template
-    current = lookups.current_revision(namespace, deployment)
-    if current is None:
-        state = "unknown"
-    else:
-        state = "current" if current.replicaset == meta.name else "old"
     return {
         "deployment": deployment,
         "number": revision_number(meta.annotations),
         "type": rollout_type(meta.labels, meta.annotations),
         "created_at": meta.creation_timestamp,
-        "status": state,
         "desired_replicas": 1 if spec.replicas is None else spec.replicas,
         "current_replicas": status.replicas or 0,
         "ready_replicas": status.ready_replicas or 0,
@@ -96,9 +90,29 @@ def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[st
         "actor": _annotation(meta.annotations, ACTOR_ANNOTATION),
         "notes": _annotation(meta.annotations, NOTES_ANNOTATION),
         "annotations": sanitize.annotations(meta.annotations),
-        **pod_template_data(template, namespace, lookups),
-        "hpa": hpa_link(lookups.hpa_for(namespace, deployment)),
+        **pod_template_data(template),
+        **revision_relations(namespace, meta.name, deployment, template.metadata.labels, lookups),
         "helm": helm_context(meta.labels, meta.annotations),
+    }
+
+
+def revision_relations(
+    namespace: str,
+    replicaset: str,
+    deployment: str,
+    template_labels: Mapping[str, str],
+    lookups: Lookups,
+) -> dict[str, Any]:
+    """The fields of a revision record that other kinds decide (rebuilt when they change)."""
+    current = lookups.current_revision(namespace, deployment)
+    if current is None:
+        state = "unknown"
+    else:
+        state = "current" if current.replicaset == replicaset else "old"
+    return {
+        "status": state,
+        "services": sorted(lookups.services_selecting(namespace, template_labels)),
+        "hpa": hpa_link(lookups.hpa_for(namespace, deployment)),
     }
 
 
@@ -122,6 +136,19 @@ class RevisionNormalizer:
         if owning_deployment(obj.metadata) is None:
             return []
         return [delete(self.kind, obj.metadata)]
+
+    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Lookups) -> dict[str, Any]:
+        """A record's data with the relation fields decided again (no object needed)."""
+        return {
+            **data,
+            **revision_relations(
+                meta.namespace or "",
+                meta.name,
+                data["deployment"],
+                data["template"]["labels"],
+                lookups,
+            ),
+        }
 
 
 NORMALIZER = RevisionNormalizer()
