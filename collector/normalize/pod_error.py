@@ -202,6 +202,10 @@ class _PodMemo(msgspec.Struct):
     containers: dict[str, _ContainerMemo] = msgspec.field(default_factory=dict)
 
 
+_pack_memo = msgspec.msgpack.Encoder().encode
+_unpack_memo = msgspec.msgpack.Decoder(_PodMemo).decode
+
+
 class _State(msgspec.Struct):
     version: int
     pods: dict[str, _PodMemo]
@@ -233,7 +237,9 @@ class PodErrorNormalizer:
     def __init__(self, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._pods: dict[str, _PodMemo] = {}
+        # Memos are kept encoded: a cluster has tens of thousands of pods, nearly all healthy,
+        # and a msgpack memo is a fraction of the size of the Struct.
+        self._pods: dict[str, bytes] = {}
         # (namespace, replicaset) -> pod keys: the affected/total counts of a revision.
         self._by_replicaset: dict[tuple[str, str], set[str]] = {}
 
@@ -242,7 +248,7 @@ class PodErrorNormalizer:
         key = meta.key
         now = utc_timestamp(self._clock())
         with self._lock:
-            previous = self._pods.get(key)
+            previous = self._memo(key)
             if previous is not None and previous.uid != meta.uid:
                 previous = None  # same name, new pod: nothing carries over
             memo, found = _observe(obj, previous, now)
@@ -270,7 +276,8 @@ class PodErrorNormalizer:
     def export_state(self) -> dict[str, Any]:
         """The remembered signal state as plain JSON-able data."""
         with self._lock:
-            return msgspec.to_builtins(_State(version=STATE_VERSION, pods=self._pods))
+            pods = {key: _unpack_memo(raw) for key, raw in self._pods.items()}
+            return msgspec.to_builtins(_State(version=STATE_VERSION, pods=pods))
 
     def import_state(self, state: Mapping[str, Any]) -> bool:
         """Replace the state with an exported one; False (and nothing changed) if unusable."""
@@ -291,10 +298,15 @@ class PodErrorNormalizer:
 
     # -- internals ----------------------------------------------------------------------
 
+    def _memo(self, key: str) -> _PodMemo | None:
+        raw = self._pods.get(key)
+        return None if raw is None else _unpack_memo(raw)
+
     def _remember(self, key: str, memo: _PodMemo | None) -> None:
         """Set (or with None, drop) a pod's memo, keeping the ReplicaSet index in step."""
         namespace = key.partition("/")[0]
-        old = self._pods.pop(key, None)
+        old_raw = self._pods.pop(key, None)
+        old = None if old_raw is None else _unpack_memo(old_raw)
         if old is not None and old.replicaset is not None:
             slot = (namespace, old.replicaset)
             members = self._by_replicaset.get(slot)
@@ -304,7 +316,7 @@ class PodErrorNormalizer:
                     del self._by_replicaset[slot]
         if memo is None:
             return
-        self._pods[key] = memo
+        self._pods[key] = _pack_memo(memo)
         if memo.replicaset is not None:
             self._by_replicaset.setdefault((namespace, memo.replicaset), set()).add(key)
 
@@ -329,7 +341,7 @@ class PodErrorNormalizer:
                 if current and current.replicaset == owner.name
                 else None,
                 "current_revision": current.number if current else None,
-                "affected_pods": sum(1 for k in members if self._pods[k].failing),
+                "affected_pods": sum(1 for k in members if _unpack_memo(self._pods[k]).failing),
                 "total_pods": len(members),
             }
         if owner.kind == "Job":
