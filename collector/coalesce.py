@@ -90,10 +90,6 @@ class Coalescer:
         with self._lock:
             self._sent.clear()
 
-    def sent(self, kind: str, key: str) -> bool:
-        with self._lock:
-            return (kind, key) in self._sent
-
     # -- the flusher -------------------------------------------------------------------
 
     def start(self) -> None:

@@ -115,9 +115,6 @@ class KubeApi:
     def put(self, path: str, body: Any) -> bytes:
         return self._send("PUT", path, json_body=body).content
 
-    def delete(self, path: str) -> bytes:
-        return self._send("DELETE", path).content
-
     # -- watch streams -----------------------------------------------------------------
 
     @contextmanager

@@ -21,6 +21,7 @@ from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY
 from tests import cluster_objects
 from tests.test_informer import FAST
+from tests.waiting import wait_until
 
 SETTINGS = CollectorSettings(flush_seconds=0.05, informer=FAST, warm_up_timeout_seconds=10)
 
@@ -49,14 +50,6 @@ class Received:
         self.drain()
         with self._lock:
             return [r for r in self.records if r["op"] == "event" and r["kind"] == kind]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 @pytest.fixture

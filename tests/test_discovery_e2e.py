@@ -21,16 +21,9 @@ from sandbox.platform import FakePlatform
 from tests import cluster_objects
 from tests.conftest import TOKEN
 from tests.test_run import stop_within
+from tests.waiting import wait_until
 
 NS = cluster_objects.NS
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from collector.kubeconfig import KubeTarget
 from collector.model import ObjectMeta
 from collector.resources import DEPLOYMENTS, NAMESPACES, Resource
 from sandbox.kube import FakeKube
+from tests.waiting import wait_until
 
 FAST = InformerSettings(
     page_size=10,
@@ -62,14 +63,6 @@ class RecordingSink:
     def seen(self, call: tuple[str, str, Any]) -> bool:
         with self.lock:
             return call in self.calls
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[str, Any]:

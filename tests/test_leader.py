@@ -12,14 +12,7 @@ from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
 from collector.leader import LeaderElector, LeaseSettings
 from sandbox.kube import FakeKube
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+from tests.waiting import wait_until
 
 
 class Replica:

@@ -18,7 +18,7 @@ from sandbox.tls import TLSAuthority
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
 from tests.conftest import TOKEN
-from tests.test_shipper import wait_until
+from tests.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)

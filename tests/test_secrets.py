@@ -32,7 +32,7 @@ from sandbox.platform import FakePlatform, Status
 from tests.test_helm_release import api_encoded, helm_encoded
 from tests.test_preview import preview_env
 from tests.test_run import agent_env, start_agent
-from tests.test_shipper import wait_until
+from tests.waiting import wait_until
 
 NS = "vault"
 JOB_LOG_LINE = "ERROR: upload failed: connection reset by peer"

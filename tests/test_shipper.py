@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timest
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
 from tests.conftest import TOKEN
+from tests.waiting import wait_until
 
 FAST = ShipperSettings(
     batch_max_records=20,
@@ -25,14 +26,6 @@ FAST = ShipperSettings(
     backoff_initial_seconds=0.02,
     backoff_max_seconds=0.1,
 )
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def record(n: int, key: str | None = None) -> Record:

@@ -1,0 +1,15 @@
+"""Waiting for something another thread or process does, with a deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll `condition` until it holds; AssertionError once `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
