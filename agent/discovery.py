@@ -7,8 +7,10 @@ new term starts from a fresh collector. Without election the term starts right a
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
+from pathlib import Path
 
 import structlog
 
@@ -64,7 +66,11 @@ class DiscoveryRole:
         self.outbox = outbox
         self.client = client
         self.identity = settings.pod_name or socket.gethostname()
-        self.collector_settings = collector_settings(settings)
+        # The collector's per-object state sits beside the outbox, on the same volume.
+        self.collector_settings = dataclasses.replace(
+            collector_settings(settings),
+            state_file=Path(settings.queue_dir) / "collector-state.sqlite",
+        )
         # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
         ask_cloud = settings.cloud_metadata
         self.probe = MetadataProbe(enabled=target.in_cluster if ask_cloud is None else ask_cloud)

@@ -8,8 +8,12 @@ changes to one object collapses into its last state. Event records (pod errors, 
 are never coalesced away.
 
 Every window the buffered records are committed to the outbox in one `put`, so a record is
-durable within about a second of being observed. Fingerprints move only after the commit,
-so a failed put is retried with the next window rather than forgotten.
+durable within about a second of being observed; a burst that fills the buffer
+(`max_pending`, e.g. a list page) is committed at once by the thread that offered the last
+record, which bounds the memory the buffer takes. Flushes run one at a time, so the outbox
+always receives a slot's states in order. Fingerprints live in the collector's state store
+(`collector.state`) and move only after the commit, so a failed put is retried with the
+next window rather than forgotten.
 
 The outbox is anything that can `put` records and keeps a `resync_needed` mark (the
 `Destination` protocol): the discovery `StreamOutbox` when running, a printer for
@@ -26,12 +30,11 @@ from typing import Protocol
 import msgspec
 import structlog
 
+from collector.state import Slot, StateStore
 from shipper.health import Health, HealthReporter
 from shipper.records import Record
 
 log = structlog.get_logger("collector.coalesce")
-
-Slot = tuple[str, str]  # (record kind, record key)
 
 
 class Destination(Protocol):
@@ -61,17 +64,21 @@ class Coalescer:
         self,
         outbox: Destination,
         *,
+        state: StateStore | None = None,
         flush_seconds: float = 1.0,
+        max_pending: int = 1000,
         on_resync_needed: Callable[[], None] | None = None,
     ) -> None:
         self.outbox = outbox
         self.flush_seconds = flush_seconds
+        self.max_pending = max_pending
         self.reporter = HealthReporter("collector.coalesce")
         self._on_resync_needed = on_resync_needed
+        self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._pending: dict[Slot | tuple[str, int], Record] = {}
         self._event_seq = 0
-        self._sent: dict[Slot, bytes] = {}
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="coalesce-flush", daemon=True)
 
@@ -84,11 +91,14 @@ class Coalescer:
                 self._pending[("event", self._event_seq)] = record
             else:
                 self._pending[(record.kind, record.key)] = record
+            full = len(self._pending) >= self.max_pending
+        if full:
+            self.flush()
 
     def forget_all(self) -> None:
         """Forget what was sent, so the next state of every object is enqueued (resync)."""
         with self._lock:
-            self._sent.clear()
+            self._state.sent.clear()
 
     # -- the flusher -------------------------------------------------------------------
 
@@ -103,12 +113,17 @@ class Coalescer:
 
     def flush(self) -> int:
         """Commit the buffered records worth sending; returns how many were enqueued."""
+        with self._flushing:
+            return self._flush()
+
+    def _flush(self) -> int:
+        sent = self._state.sent
         with self._lock:
             pending, self._pending = self._pending, {}
             worth: dict[Slot | tuple[str, int], tuple[Record, bytes]] = {}
             for slot, record in pending.items():
                 mark = fingerprint(record)
-                if record.op != "event" and self._sent.get((record.kind, record.key)) == mark:
+                if record.op != "event" and sent.get((record.kind, record.key)) == mark:
                     continue
                 worth[slot] = (record, mark)
         self.reporter.count("records_coalesced", len(pending) - len(worth))
@@ -127,9 +142,10 @@ class Coalescer:
         with self._lock:
             for record, mark in worth.values():
                 if record.op == "upsert":
-                    self._sent[(record.kind, record.key)] = mark
+                    sent.set((record.kind, record.key), mark)
                 elif record.op == "delete":
-                    self._sent.pop((record.kind, record.key), None)
+                    sent.discard((record.kind, record.key))
+            self._state.commit()
         self.reporter.count("records_enqueued", len(worth))
         if self.reporter.set(Health.healthy()):
             log.info("outbox_writable")

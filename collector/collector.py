@@ -6,7 +6,10 @@ coalescer, which commits them to the discovery outbox once per flush window. Rec
 depend on other kinds are rebuilt when those change: a Deployment's and its revisions'
 records when a Service starts selecting it, an HPA targets it or its current ReplicaSet
 changes; a Job execution's record when one of its pods finishes. For that the sinks of
-Deployments, ReplicaSets and Jobs keep their decoded objects (small Structs, not raw JSON).
+Deployments and ReplicaSets keep their last record's data in the state store
+(`collector.state`, SQLite: tens of thousands of objects cost little heap there), and the
+sinks of Jobs and Nodes (few) keep their decoded objects. The store also knows which records
+each object produced, so a relist that no longer finds an object deletes them.
 
 Warm-up lists namespaces, Deployments and CronJobs first, then starts the rest. All sink
 work runs under one lock: informers decode on their own threads, but indexes and
@@ -28,6 +31,7 @@ import enum
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -58,6 +62,7 @@ from collector.normalize import (
 from collector.normalize.base import Context
 from collector.relations import Relations
 from collector.resources import Resource
+from collector.state import StateStore
 from shipper.health import HealthReporter
 from shipper.records import Record
 
@@ -73,6 +78,8 @@ class CollectorSettings:
     warm_up_timeout_seconds: float = 120.0
     pages_in_memory: int = 2
     """List pages (up to a few MB each) held at once across all informers."""
+    state_file: Path | None = None
+    """Where the per-object state lives (`collector.state`); None: in memory."""
     informer: InformerSettings = field(default_factory=InformerSettings)
 
 
@@ -91,16 +98,16 @@ class Source:
     keep: Keep = Keep.NOTHING
 
 
-@dataclass(frozen=True, slots=True)
-class _KeptRecord:
+class _Kept(msgspec.Struct, array_like=True):
+    """A rebuildable record as the state store keeps it (msgpack: a decoded data dict would
+    cost several times the memory)."""
+
     meta: ObjectMeta  # identity only: what the record envelope needs
-    kind: str
-    key: str
-    data: bytes  # msgpack: a decoded data dict would cost several times as much memory
+    data: dict[str, Any]
 
 
 _pack = msgspec.msgpack.Encoder().encode
-_unpack = msgspec.msgpack.Decoder(dict[str, Any]).decode
+_unpack = msgspec.msgpack.Decoder(_Kept).decode
 
 
 class SourceSink:
@@ -110,10 +117,9 @@ class SourceSink:
         self.source = source
         self.normalizer = source.normalizer
         self._collector = collector
+        self._name = source.resource.plural
+        self._produced = collector.state.produced
         self.objects: dict[str, Any] = {}
-        self.kept: dict[str, _KeptRecord] = {}
-        # Source key -> the (kind, key) of records it produced, for deletes found by a relist.
-        self._emitted: dict[str, set[tuple[str, str]]] = {}
 
     def apply(self, obj: Any) -> None:
         with self._collector.lock:
@@ -131,12 +137,13 @@ class SourceSink:
 
     def emit(self, obj: Any) -> None:
         records = self.normalizer.upserts(obj, self._collector.context)
-        key = obj.metadata.key
+        meta: ObjectMeta = obj.metadata
+        identity = None
+        if self.source.keep is Keep.RECORDS:
+            identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
         for record in records:
             if record.op == "upsert":
-                self._emitted.setdefault(key, set()).add((record.kind, record.key))
-        if self.source.keep is Keep.RECORDS:
-            self._keep(key, obj.metadata, records)
+                self._remember(meta.key, record.kind, record.key, identity, record.data)
         self._collector.offer(records)
 
     def rebuild(self, key: str) -> None:
@@ -146,51 +153,50 @@ class SourceSink:
             if obj is not None:
                 self.emit(obj)
             return
-        kept = self.kept.get(key)
-        if kept is None:
-            return
-        data = self.normalizer.relink(_unpack(kept.data), kept.meta, self._collector.relations)
-        record = upsert(kept.kind, kept.meta, data, key=kept.key)
-        self._keep(key, kept.meta, [record])
-        self._collector.offer([record])
+        for kind, record_key, encoded in self._produced.kept(self._name, key):
+            kept = _unpack(encoded)
+            data = self.normalizer.relink(kept.data, kept.meta, self._collector.relations)
+            self._remember(key, kind, record_key, kept.meta, data)
+            self._collector.offer([upsert(kind, kept.meta, data, key=record_key)])
 
-    def _keep(self, key: str, meta: ObjectMeta, records: list[Record]) -> None:
-        upserts = [record for record in records if record.op == "upsert"]
-        if not upserts:
-            self.kept.pop(key, None)
-            return
-        (record,) = upserts  # kinds kept this way produce one record per object
-        identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
-        self.kept[key] = _KeptRecord(identity, record.kind, record.key, _pack(record.data))
+    def _remember(
+        self, key: str, kind: str, record_key: str, identity: ObjectMeta | None, data: Any
+    ) -> None:
+        kept = None if identity is None else _pack(_Kept(identity, data))
+        self._produced.add(self._name, key, (kind, record_key), kept)
 
     def remove(self, obj: Any) -> None:
         with self._collector.lock:
             meta: ObjectMeta = obj.metadata
             affected = self._collector.relations.forget(self._source_kind, obj)
             self.objects.pop(meta.key, None)
-            self.kept.pop(meta.key, None)
-            self._emitted.pop(meta.key, None)
+            self._produced.pop(self._name, meta.key)
             self._collector.offer(self.normalizer.deletes(obj, self._collector.context))
             self._collector.after_remove(self, meta.key, affected)
 
-    def vanished(self, key: str) -> None:
-        with self._collector.lock:
-            namespace, _, name = key.rpartition("/")
-            meta = ObjectMeta(name=name, namespace=namespace or None)
-            self.kept.pop(key, None)
-            gone = self.objects.pop(key, None) or _MetadataOnly(meta)
-            affected = self._collector.relations.forget(self._source_kind, gone)
-            self._collector.offer(
-                [
-                    delete(kind, meta, key=record_key)
-                    for kind, record_key in sorted(self._emitted.pop(key, ()))
-                ]
-            )
-            self._collector.after_remove(self, key, affected)
-
     def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
+        """A full list: whatever is remembered but was not listed was deleted meanwhile."""
         with self._collector.lock:
-            self._collector.listed(self, keys)
+            known = self._produced.source_keys(self._name) | self.objects.keys()
+            known_keys = getattr(self.normalizer, "known_keys", None)
+            if known_keys is not None:
+                known |= known_keys()
+            for key in sorted(known - keys):
+                self._vanished(key)
+            self._collector.listed(self)
+
+    def _vanished(self, key: str) -> None:
+        namespace, _, name = key.rpartition("/")
+        meta = ObjectMeta(name=name, namespace=namespace or None)
+        gone = self.objects.pop(key, None) or _MetadataOnly(meta)
+        affected = self._collector.relations.forget(self._source_kind, gone)
+        self._collector.offer(
+            [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in self._produced.pop(self._name, key)
+            ]
+        )
+        self._collector.after_remove(self, key, affected)
 
     @property
     def _source_kind(self) -> str:
@@ -217,8 +223,12 @@ class Collector:
         self.lock = threading.RLock()
         self.relations = Relations()
         self.reporter = HealthReporter("collector")
+        self.state = StateStore(settings.state_file)
         self.coalescer = Coalescer(
-            outbox, flush_seconds=settings.flush_seconds, on_resync_needed=self.resync
+            outbox,
+            state=self.state,
+            flush_seconds=settings.flush_seconds,
+            on_resync_needed=self.resync,
         )
         self.job_pods = job_execution.JobPods()
         self.context = Context(
@@ -267,7 +277,7 @@ class Collector:
                 job_execution.JobExecutionNormalizer(self.job_pods),
                 keep=Keep.OBJECTS,
             ),
-            Source(resources.PODS, pod_error.PodErrorNormalizer()),
+            Source(resources.PODS, pod_error.PodErrorNormalizer(self.state.pods)),
             Source(resources.NODES, node.NORMALIZER, keep=Keep.OBJECTS),  # metadata hints
             Source(resources.INGRESSES, ingress.NORMALIZER),
             Source(resources.NETWORK_POLICIES, network_policy.NORMALIZER),
@@ -331,6 +341,8 @@ class Collector:
             if informer.alive:
                 informer.join(5)
         self.coalescer.stop()
+        with self.lock:
+            self.state.close()
 
     def reporters(self) -> list[HealthReporter]:
         return [self.reporter, self.coalescer.reporter, *(i.reporter for i in self.informers)]
@@ -355,9 +367,7 @@ class Collector:
         with self.lock:
             return bool(self._resync_pending)
 
-    def listed(self, sink: SourceSink, keys: frozenset[str]) -> None:
-        if sink.source.resource is resources.PODS:
-            sink.normalizer.retain(keys)  # pods gone while unwatched take their state along
+    def listed(self, sink: SourceSink) -> None:
         if not self._resync_pending:
             return
         self._resync_pending.discard(sink.source.resource.plural)

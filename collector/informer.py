@@ -4,8 +4,9 @@ One thread per resource. The list is paginated (`limit`/`continue`; an expired c
 token restarts it); the watch asks for bookmarks and a randomized server timeout, and a
 client read timeout ends a stalled stream. The resourceVersion advances on every event,
 bookmarks included, so a reconnect replays nothing twice. A 410 (an HTTP answer or an ERROR
-event) means the history is gone: the informer lists again and reports every object that
-vanished meanwhile. A 403 disables this resource only, with one log line, and is retried
+event) means the history is gone: the informer lists again and hands the sink the complete
+key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
+no per-object state). A 403 disables this resource only, with one log line, and is retried
 after `forbidden_retry_seconds`; other failures back off with full jitter.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
@@ -50,11 +51,9 @@ class Sink(Protocol[T_contra]):
     def remove(self, obj: T_contra) -> None:
         """The object was deleted (a DELETED event; `obj` is its last state)."""
 
-    def vanished(self, key: str) -> None:
-        """The object was deleted while no watch saw it (found by a relist)."""
-
     def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
-        """A full list completed: `keys` is every object of the resource at that point."""
+        """A full list completed: `keys` is every object of the resource at that point, so
+        whatever the sink remembers beyond them was deleted while no watch saw it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +114,6 @@ class Informer(Generic[T]):
         self._page_type: Any = msgspec.defstruct(
             f"{struct.__name__}Page", [("metadata", _ListMeta), ("items", list[struct])]
         )
-        self._known: set[str] = set()
         self._synced = threading.Event()
         self._stopped = threading.Event()
         self._relist = threading.Event()
@@ -232,9 +230,6 @@ class Informer(Generic[T]):
             self.reporter.count("list_pages")
             if not token:
                 break
-        for key in self._known - seen:
-            self.sink.vanished(key)
-        self._known = seen
         self.resource_version = resource_version
         self.sink.listed(
             resource_version=self.resource_version, listed_at=listed_at, keys=frozenset(seen)
@@ -283,10 +278,8 @@ class Informer(Generic[T]):
         self.resource_version = meta.resource_version
         self.reporter.count("events")
         if event.type == "DELETED":
-            self._known.discard(meta.key)
             self.sink.remove(obj)
         else:
-            self._known.add(meta.key)
             self.sink.apply(obj)
 
     # -- helpers -----------------------------------------------------------------------

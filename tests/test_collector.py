@@ -123,6 +123,28 @@ def test_changes_and_deletes_follow_and_relations_rebuild_dependents(
     assert received.latest()[("namespace", "shop")]["op"] == "delete"
 
 
+def test_a_relist_deletes_every_record_of_objects_that_vanished_unseen(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    kube.wait_for_watches(len(collector.informers))
+    kube.stall_watches()  # no watch hears the deletes below
+    kube.delete("namespaces", None, cluster_objects.NS)  # and everything in it
+    kube.compact()  # the history a watch would resume from is gone: every informer relists
+    kube.release_stalled()
+    namespaced = {slot for slot in expected if slot[1].startswith(f"{cluster_objects.NS}/")}
+    assert len(namespaced) >= 8
+    wait_until(lambda: all(received.latest()[slot]["op"] == "delete" for slot in namespaced))
+    latest = received.latest()
+    assert latest[("namespace", cluster_objects.NS)]["op"] == "delete"
+    assert latest[("node", "node-1")]["op"] == "upsert"  # what still exists stays
+    # The state of the vanished pods went with them.
+    assert collector.state.pods.keys() == set()
+
+
 def test_status_noise_and_resource_version_bumps_produce_nothing(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:

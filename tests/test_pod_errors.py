@@ -6,16 +6,15 @@ normalizer's Struct, the way the informer hands them over.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-import pytest
 
 from collector.normalize.base import Context, HpaRef, RevisionRef
 from collector.normalize.pod_error import Pod, PodErrorNormalizer
+from collector.state import StateStore
 from shipper.records import Record
 
 SECRET_ENV = "pg-pass-1b9e77c0"
@@ -596,14 +595,13 @@ def test_a_pod_without_owner_has_no_workload() -> None:
 # -- persisted state ----------------------------------------------------------------------
 
 
-def test_exported_state_survives_a_restart_without_repeating_events() -> None:
-    before = PodErrorNormalizer()
+def test_state_in_the_store_carries_over_to_a_new_normalizer_without_repeating_events() -> None:
+    store = StateStore()
+    before = PodErrorNormalizer(store.pods)
     assert len(observe(before, crash_looping(restarts=5))) == 1
     assert observe(before, healthy(name="web-7d4b9c6f5-zzzzz", uid="uid-z")) == []
-    stored = msgspec.json.encode(before.export_state())  # as a later milestone persists it
 
-    after = PodErrorNormalizer()
-    assert after.import_state(msgspec.json.decode(stored)) is True
+    after = PodErrorNormalizer(store.pods)  # as a restarted collector reading the same store
     assert observe(after, crash_looping(restarts=5)) == []
     crash = terminated(1, "Error", finished="2026-12-02T12:10:00Z", cid="containerd://r6")
     [record] = observe(after, healthy(restarts=6, last=crash))
@@ -619,28 +617,14 @@ def test_a_new_pod_with_a_known_name_starts_fresh() -> None:
     assert len(observe(normalizer, reborn)) == 1
 
 
-@pytest.mark.parametrize(
-    "state",
-    [
-        {},
-        {"version": 99, "pods": {}},
-        {"version": 1, "pods": {"shop/p": {"containers": {"app": {"restarts": "x"}}}}},
-    ],
-)
-def test_unusable_state_is_ignored(state: dict[str, Any]) -> None:
-    normalizer = PodErrorNormalizer()
-    assert len(observe(normalizer, crash_looping())) == 1
-    kept = copy.deepcopy(normalizer.export_state())
-    assert normalizer.import_state(state) is False
-    assert normalizer.export_state() == kept
-
-
-def test_forget_and_retain_drop_state() -> None:
+def test_forget_drops_a_pods_state_and_its_counts() -> None:
     normalizer = PodErrorNormalizer()
     observe(normalizer, crash_looping())
     observe(normalizer, healthy(name="web-7d4b9c6f5-zzzzz", uid="uid-z"))
-    normalizer.retain({"shop/web-7d4b9c6f5-zzzzz"})
-    assert set(normalizer.export_state()["pods"]) == {"shop/web-7d4b9c6f5-zzzzz"}
+    assert normalizer.known_keys() == {"shop/web-7d4b9c6f5-x2x9k", "shop/web-7d4b9c6f5-zzzzz"}
+    assert normalizer.memos.counts("shop/web-7d4b9c6f5") == (1, 2)
+    normalizer.forget("shop/web-7d4b9c6f5-x2x9k")
+    assert normalizer.known_keys() == {"shop/web-7d4b9c6f5-zzzzz"}
+    assert normalizer.memos.counts("shop/web-7d4b9c6f5") == (0, 1)
     normalizer.forget("shop/web-7d4b9c6f5-zzzzz")
-    assert normalizer.export_state()["pods"] == {}
     assert len(observe(normalizer, crash_looping())) == 1  # first sight again

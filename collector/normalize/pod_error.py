@@ -26,32 +26,30 @@ Signals and how they are de-duplicated:
   nothing: their containers are killed on purpose.
 
 Only container names and images are read from the pod spec side; a terminated container's
-`message` (written by the application) is not even decoded. The per-pod state is plain
-data (`export_state` / `import_state`) so it can be persisted and a restart does not repeat
-events. Nothing here raises on odd statuses: missing fields decode to defaults.
+`message` (written by the application) is not even decoded. The per-pod state lives in the
+collector's state store (`collector.state.PodMemos`), encoded, beside the pod's ReplicaSet
+and whether it is failing, which give a revision's affected/total pod counts. Nothing here
+raises on odd statuses: missing fields decode to defaults.
 """
 
 from __future__ import annotations
 
 import signal as signals
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-import structlog
 
 from collector.model import ObjectMeta, event
 from collector.normalize.base import Context
 from collector.sanitize import Condition, truncate
+from collector.state import PodMemos, StateStore
 from shipper.records import Record, utc_timestamp
 
-log = structlog.get_logger("collector.pod_error")
-
 KIND = "pod_error"
-STATE_VERSION = 1
 
 CRASH_LOOP = "CrashLoopBackOff"
 OOM_KILLED = "OOMKilled"
@@ -179,7 +177,7 @@ def seconds_between(start: str | None, end: str | None) -> float | None:
         return None
 
 
-# -- remembered state (plain data once exported) ----------------------------------------
+# -- remembered state --------------------------------------------------------------------
 
 
 class _ContainerMemo(msgspec.Struct):
@@ -206,11 +204,6 @@ _pack_memo = msgspec.msgpack.Encoder().encode
 _unpack_memo = msgspec.msgpack.Decoder(_PodMemo).decode
 
 
-class _State(msgspec.Struct):
-    version: int
-    pods: dict[str, _PodMemo]
-
-
 @dataclass(slots=True)
 class _Signal:
     reason: str
@@ -234,14 +227,17 @@ class PodErrorNormalizer:
     kind = KIND
     struct = Pod
 
-    def __init__(self, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        memos: PodMemos | None = None,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        # A cluster has tens of thousands of pods, nearly all healthy: their memos live in
+        # the collector's state store, encoded, not on the heap.
+        self.memos = memos if memos is not None else StateStore().pods
         self._clock = clock
         self._lock = threading.Lock()
-        # Memos are kept encoded: a cluster has tens of thousands of pods, nearly all healthy,
-        # and a msgpack memo is a fraction of the size of the Struct.
-        self._pods: dict[str, bytes] = {}
-        # (namespace, replicaset) -> pod keys: the affected/total counts of a revision.
-        self._by_replicaset: dict[tuple[str, str], set[str]] = {}
 
     def upserts(self, obj: Pod, ctx: Context) -> list[Record]:
         meta = obj.metadata
@@ -252,7 +248,8 @@ class PodErrorNormalizer:
             if previous is not None and previous.uid != meta.uid:
                 previous = None  # same name, new pod: nothing carries over
             memo, found = _observe(obj, previous, now)
-            self._remember(key, memo)
+            replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
+            self.memos.set(key, _pack_memo(memo), replicaset=replicaset, failing=memo.failing)
             if meta.deletion_timestamp is not None:
                 return []
             workload = self._workload(obj, ctx) if found else None
@@ -265,60 +262,17 @@ class PodErrorNormalizer:
     def forget(self, key: str) -> None:
         """Drop a pod's state (deleted, or found gone by a relist: `namespace/name`)."""
         with self._lock:
-            self._remember(key, None)
+            self.memos.discard(key)
 
-    def retain(self, keys: Collection[str]) -> None:
-        """Keep state only for these pod keys (after a full list; e.g. after `import_state`)."""
-        with self._lock:
-            for key in [k for k in self._pods if k not in keys]:
-                self._remember(key, None)
-
-    def export_state(self) -> dict[str, Any]:
-        """The remembered signal state as plain JSON-able data."""
-        with self._lock:
-            pods = {key: _unpack_memo(raw) for key, raw in self._pods.items()}
-            return msgspec.to_builtins(_State(version=STATE_VERSION, pods=pods))
-
-    def import_state(self, state: Mapping[str, Any]) -> bool:
-        """Replace the state with an exported one; False (and nothing changed) if unusable."""
-        try:
-            loaded = msgspec.convert(state, _State)
-        except msgspec.ValidationError as e:
-            log.warning("pod_error_state_ignored", error=str(e))
-            return False
-        if loaded.version != STATE_VERSION:
-            log.warning("pod_error_state_ignored", error=f"unknown version {loaded.version}")
-            return False
-        with self._lock:
-            self._pods = {}
-            self._by_replicaset = {}
-            for key, memo in loaded.pods.items():
-                self._remember(key, memo)
-        return True
+    def known_keys(self) -> set[str]:
+        """The pods with state: a relist forgets those it no longer finds."""
+        return self.memos.keys()
 
     # -- internals ----------------------------------------------------------------------
 
     def _memo(self, key: str) -> _PodMemo | None:
-        raw = self._pods.get(key)
+        raw = self.memos.get(key)
         return None if raw is None else _unpack_memo(raw)
-
-    def _remember(self, key: str, memo: _PodMemo | None) -> None:
-        """Set (or with None, drop) a pod's memo, keeping the ReplicaSet index in step."""
-        namespace = key.partition("/")[0]
-        old_raw = self._pods.pop(key, None)
-        old = None if old_raw is None else _unpack_memo(old_raw)
-        if old is not None and old.replicaset is not None:
-            slot = (namespace, old.replicaset)
-            members = self._by_replicaset.get(slot)
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._by_replicaset[slot]
-        if memo is None:
-            return
-        self._pods[key] = _pack_memo(memo)
-        if memo.replicaset is not None:
-            self._by_replicaset.setdefault((namespace, memo.replicaset), set()).add(key)
 
     def _workload(self, pod: Pod, ctx: Context) -> dict[str, Any] | None:
         meta = pod.metadata
@@ -331,7 +285,7 @@ class PodErrorNormalizer:
             if deployment is None:
                 return {"kind": "ReplicaSet", "name": owner.name}
             current = ctx.lookups.current_revision(namespace, deployment)
-            members = self._by_replicaset.get((namespace, owner.name), set())
+            affected, total = self.memos.counts(f"{namespace}/{owner.name}")
             return {
                 "kind": "Deployment",
                 "name": deployment,
@@ -341,8 +295,8 @@ class PodErrorNormalizer:
                 if current and current.replicaset == owner.name
                 else None,
                 "current_revision": current.number if current else None,
-                "affected_pods": sum(1 for k in members if _unpack_memo(self._pods[k]).failing),
-                "total_pods": len(members),
+                "affected_pods": affected,
+                "total_pods": total,
             }
         if owner.kind == "Job":
             cronjob = ctx.lookups.cronjob_of_job(namespace, owner.name)

@@ -1,0 +1,185 @@
+"""The collector's per-object memory, kept in SQLite rather than on the Python heap.
+
+A large cluster has tens of thousands of objects, and the collector must remember a little
+about each: which records an object produced (to delete them when it vanishes), the data of
+records that are rebuilt when a related object changes (Deployments and their revisions),
+the fingerprint of the last record enqueued per (kind, key) (coalescing), and the error
+state of every pod. As Python objects that is hundreds of bytes per object, and the churn of
+decoding list pages between those long-lived objects fragments the heap on top of it. In
+SQLite it is a few dozen bytes per row on disk and a bounded page cache in memory.
+
+One connection, guarded by one lock, serves every thread: sinks write under the collector's
+lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
+the coalescer commits with every flush, so there is no commit per object.
+
+Without a path the store lives in memory (`moonin-agent preview`, tests). With a path it
+starts empty: what was remembered belongs to the term that wrote it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
+
+_SCHEMA = """
+CREATE TABLE produced (
+    source TEXT NOT NULL, source_key TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
+    kept BLOB,
+    PRIMARY KEY (source, source_key, kind, key)
+) WITHOUT ROWID;
+CREATE TABLE sent (
+    kind TEXT NOT NULL, key TEXT NOT NULL, fingerprint BLOB NOT NULL,
+    PRIMARY KEY (kind, key)
+) WITHOUT ROWID;
+CREATE TABLE pods (
+    key TEXT PRIMARY KEY, replicaset TEXT, failing INTEGER NOT NULL, memo BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX pods_by_replicaset ON pods (replicaset) WHERE replicaset IS NOT NULL;
+"""
+
+Slot = tuple[str, str]  # (record kind, record key)
+
+
+class StateStore:
+    def __init__(self, path: Path | None = None) -> None:
+        if path is not None:
+            for stale in (
+                path,
+                path.with_name(path.name + "-wal"),
+                path.with_name(path.name + "-shm"),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+        self.lock = threading.RLock()
+        self._db = sqlite3.connect(
+            ":memory:" if path is None else str(path), check_same_thread=False
+        )
+        self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        if path is not None:
+            # Nothing here must survive a crash (a new term starts empty), so no fsyncs.
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = OFF")
+        self._db.executescript(_SCHEMA)
+        self.produced = ProducedRecords(self)
+        self.sent = SentFingerprints(self)
+        self.pods = PodMemos(self)
+
+    def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
+        with self.lock:
+            return self._db.execute(sql, tuple(parameters))
+
+    def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
+        with self.lock:
+            return self._db.execute(sql, tuple(parameters)).fetchall()
+
+    def commit(self) -> None:
+        with self.lock:
+            self._db.commit()
+
+    def close(self) -> None:
+        with self.lock:
+            self._db.close()
+
+
+class ProducedRecords:
+    """Per source object (`source` = resource plural, `source_key` = namespace/name): the
+    records it produced, and for rebuildable kinds the encoded data of its record."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def add(self, source: str, source_key: str, slot: Slot, kept: bytes | None) -> None:
+        self._store.execute(
+            "INSERT OR REPLACE INTO produced VALUES (?, ?, ?, ?, ?)",
+            (source, source_key, *slot, kept),
+        )
+
+    def kept(self, source: str, source_key: str) -> list[tuple[str, str, bytes]]:
+        """(kind, key, kept data) of the object's rebuildable records."""
+        return self._store.rows(  # type: ignore[return-value]
+            "SELECT kind, key, kept FROM produced"
+            " WHERE source = ? AND source_key = ? AND kept IS NOT NULL",
+            (source, source_key),
+        )
+
+    def pop(self, source: str, source_key: str) -> list[Slot]:
+        """Forget the object; the records it had produced, sorted."""
+        with self._store.lock:
+            slots = self._store.rows(
+                "SELECT kind, key FROM produced WHERE source = ? AND source_key = ?"
+                " ORDER BY kind, key",
+                (source, source_key),
+            )
+            self._store.execute(
+                "DELETE FROM produced WHERE source = ? AND source_key = ?", (source, source_key)
+            )
+        return [(str(kind), str(key)) for kind, key in slots]
+
+    def source_keys(self, source: str) -> set[str]:
+        return {
+            str(key)
+            for (key,) in self._store.rows(
+                "SELECT DISTINCT source_key FROM produced WHERE source = ?", (source,)
+            )
+        }
+
+
+class SentFingerprints:
+    """(kind, key) -> fingerprint of the last record the coalescer enqueued."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def get(self, slot: Slot) -> bytes | None:
+        found = self._store.rows("SELECT fingerprint FROM sent WHERE kind = ? AND key = ?", slot)
+        return found[0][0] if found else None  # type: ignore[return-value]
+
+    def set(self, slot: Slot, fingerprint: bytes) -> None:
+        self._store.execute("INSERT OR REPLACE INTO sent VALUES (?, ?, ?)", (*slot, fingerprint))
+
+    def discard(self, slot: Slot) -> None:
+        self._store.execute("DELETE FROM sent WHERE kind = ? AND key = ?", slot)
+
+    def clear(self) -> None:
+        self._store.execute("DELETE FROM sent")
+
+
+class PodMemos:
+    """Pod key -> its encoded error memo, with the pod's ReplicaSet and whether it fails
+    (so a revision's affected/total pod counts are one indexed query)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def get(self, key: str) -> bytes | None:
+        found = self._store.rows("SELECT memo FROM pods WHERE key = ?", (key,))
+        return found[0][0] if found else None  # type: ignore[return-value]
+
+    def set(self, key: str, memo: bytes, *, replicaset: str | None, failing: bool) -> None:
+        """`replicaset` is `namespace/name` of the owning ReplicaSet, if any."""
+        self._store.execute(
+            "INSERT OR REPLACE INTO pods VALUES (?, ?, ?, ?)", (key, replicaset, failing, memo)
+        )
+
+    def discard(self, key: str) -> None:
+        self._store.execute("DELETE FROM pods WHERE key = ?", (key,))
+
+    def keys(self) -> set[str]:
+        return {str(key) for (key,) in self._store.rows("SELECT key FROM pods")}
+
+    def items(self) -> Iterator[tuple[str, bytes]]:
+        for key, memo in self._store.rows("SELECT key, memo FROM pods ORDER BY key"):
+            yield str(key), memo  # type: ignore[misc]
+
+    def counts(self, replicaset: str) -> tuple[int, int]:
+        """(failing pods, pods) of the ReplicaSet `namespace/name`."""
+        ((failing, total),) = self._store.rows(
+            "SELECT COALESCE(SUM(failing), 0), COUNT(*) FROM pods WHERE replicaset = ?",
+            (replicaset,),
+        )
+        return int(failing), int(total)  # type: ignore[call-overload]
