@@ -58,6 +58,27 @@ def _parser() -> argparse.ArgumentParser:
         view.add_argument("--stream", choices=STREAMS, help="only this stream")
         if name != "stats":
             view.add_argument("--limit", type=_positive_int, default=100, help="at most N lines")
+
+    scaling = commands.add_parser("scaling", help="scheduled scaling")
+    scaling_commands = scaling.add_subparsers(
+        dest="scaling_command", required=True, metavar="ACTION"
+    )
+    evaluate = scaling_commands.add_parser(
+        "evaluate",
+        help="which templates are active at an instant, and why (one JSON array; "
+        "nothing is changed or sent)",
+    )
+    evaluate.add_argument(
+        "--templates",
+        required=True,
+        metavar="FILE",
+        help='a {"templates": [...]} document as the scaling API returns it ("-": stdin)',
+    )
+    evaluate.add_argument(
+        "--at",
+        metavar="ISO8601",
+        help="the instant, with a UTC offset, e.g. 2026-12-02T08:00:00Z (default: now)",
+    )
     return parser
 
 
@@ -87,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _queue(args)
     if args.command == "preview":
         return _preview(args)
+    if args.command == "scaling":
+        return _scaling(args)
     return _run(args)
 
 
@@ -113,6 +136,21 @@ def _preview(args: argparse.Namespace) -> int:
     except config.ConfigError as exc:
         return _fail(str(exc))
     return preview.preview(settings, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _scaling(args: argparse.Namespace) -> int:
+    from scheduler import evaluate
+
+    try:
+        now = evaluate.parse_at(args.at)
+        payload = evaluate.read_payload(args.templates)
+        verdicts = evaluate.evaluate_payload(payload, now, source=args.templates)
+    except evaluate.EvaluateError as exc:
+        return _fail(str(exc))
+    out = sys.stdout.buffer
+    out.write(evaluate.render(verdicts))
+    out.flush()
+    return 0
 
 
 def _queue(args: argparse.Namespace) -> int:

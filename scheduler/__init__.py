@@ -1,1 +1,2 @@
-"""scheduler package (filled by later work)."""
+"""Scaling rules: which templates are active now (`window`, `cron`, `templates`), and the
+`scaling evaluate` command (`evaluate`)."""
