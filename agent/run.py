@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agent import allocator
 from agent.config import ConfigError, Settings, api_url_for
 from agent.discovery import DiscoveryRole
 from agent.logs import configure_logging
@@ -170,8 +171,10 @@ class HealthWatch:
 
 
 def run(settings: Settings, *, kubeconfig: str | None = None, context: str | None = None) -> int:
+    tuned = allocator.tune()  # before any thread allocates: see agent/allocator.py
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
+    log.debug("allocator_tuned", settings=tuned)
     target = None
     if DISCOVERY in settings.streams:
         try:

@@ -10,10 +10,11 @@ are never coalesced away.
 Every window the buffered records are committed to the outbox in one `put`, so a record is
 durable within about a second of being observed; a burst that fills the buffer
 (`max_pending`, e.g. a list page) is committed at once by the thread that offered the last
-record, which bounds the memory the buffer takes. Flushes run one at a time, so the outbox
-always receives a slot's states in order. Fingerprints live in the collector's state store
-(`collector.state`) and move only after the commit, so a failed put is retried with the
-next window rather than forgotten.
+record, which bounds the memory the buffer takes. `before_flush` lets the producer add
+what it batches itself (the collector's rebuilt Deployment records) just before. Flushes
+run one at a time, so the outbox always receives a slot's states in order. Fingerprints
+live in the collector's state store (`collector.state`) and move only after the commit, so
+a failed put is retried with the next window rather than forgotten.
 
 The outbox is anything that can `put` records and keeps a `resync_needed` mark (the
 `Destination` protocol): the discovery `StreamOutbox` when running, a printer for
@@ -67,12 +68,14 @@ class Coalescer:
         state: StateStore | None = None,
         flush_seconds: float = 1.0,
         max_pending: int = 1000,
+        before_flush: Callable[[], None] | None = None,
         on_resync_needed: Callable[[], None] | None = None,
     ) -> None:
         self.outbox = outbox
         self.flush_seconds = flush_seconds
         self.max_pending = max_pending
         self.reporter = HealthReporter("collector.coalesce")
+        self._before_flush = before_flush
         self._on_resync_needed = on_resync_needed
         self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()
@@ -113,6 +116,8 @@ class Coalescer:
 
     def flush(self) -> int:
         """Commit the buffered records worth sending; returns how many were enqueued."""
+        if self._before_flush is not None:
+            self._before_flush()  # outside `_flushing`: it may offer, and so flush, itself
         with self._flushing:
             return self._flush()
 

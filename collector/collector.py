@@ -5,10 +5,11 @@ A sink keeps the relation indexes current, filters, normalizes and offers the re
 coalescer, which commits them to the discovery outbox once per flush window. Records that
 depend on other kinds are rebuilt when those change: a Deployment's and its revisions'
 records when a Service starts selecting it, an HPA targets it or its current ReplicaSet
-changes; a Job execution's record when one of its pods finishes. For that the sinks of
-Deployments and ReplicaSets keep their last record's data in the state store
-(`collector.state`, SQLite: tens of thousands of objects cost little heap there), and the
-sinks of Jobs and Nodes (few) keep their decoded objects. The store also knows which records
+changes (once per flush window, and during warm-up only after ReplicaSets, Services and
+HPAs have all been listed); a Job execution's record when one of its pods finishes. For
+that the sinks of Deployments and ReplicaSets keep their last record's data in the state
+store (`collector.state`, SQLite: tens of thousands of objects cost little heap there), and
+the sinks of Jobs and Nodes (few) keep their decoded objects. The store also knows which records
 each object produced, so a relist that no longer finds an object deletes them.
 
 Warm-up lists namespaces, Deployments and CronJobs first, then starts the rest. All sink
@@ -30,6 +31,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,7 @@ class CollectorSettings:
     collect_job_logs: bool = True
     flush_seconds: float = 1.0
     warm_up_timeout_seconds: float = 120.0
-    pages_in_memory: int = 2
+    pages_in_memory: int = 1
     """List pages (up to a few MB each) held at once across all informers."""
     state_file: Path | None = None
     """Where the per-object state lives (`collector.state`); None: in memory."""
@@ -174,14 +176,15 @@ class SourceSink:
             self._collector.offer(self.normalizer.deletes(obj, self._collector.context))
             self._collector.after_remove(self, meta.key, affected)
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
+    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
         """A full list: whatever is remembered but was not listed was deleted meanwhile."""
         with self._collector.lock:
-            known = self._produced.source_keys(self._name) | self.objects.keys()
-            known_keys = getattr(self.normalizer, "known_keys", None)
-            if known_keys is not None:
-                known |= known_keys()
-            for key in sorted(known - keys):
+            gone = self._produced.missing(self._name, keys)
+            gone.update(key for key in self.objects if key not in keys)
+            missing = getattr(self.normalizer, "missing", None)  # state of its own (pods)
+            if missing is not None:
+                gone.update(missing(keys))
+            for key in sorted(gone):
                 self._vanished(key)
             self._collector.listed(self)
 
@@ -228,6 +231,7 @@ class Collector:
             outbox,
             state=self.state,
             flush_seconds=settings.flush_seconds,
+            before_flush=self._rebuild_stale_deployments,
             on_resync_needed=self.resync,
         )
         self.job_pods = job_execution.JobPods()
@@ -256,6 +260,10 @@ class Collector:
             self.informers.append(informer)
             if warm:
                 self._warm_up.append(informer)
+        relation_sources = {resources.REPLICASETS, resources.SERVICES, resources.HPAS}
+        self._relation_informers = [i for i in self.informers if i.resource in relation_sources]
+        self._relations_listed = False
+        self._stale_deployments: set[str] = set()  # namespace/name
         self._resync_pending: set[str] = set()
         self._version: str | None = None
         self._stopped = threading.Event()
@@ -390,13 +398,31 @@ class Collector:
             owner = obj.metadata.controller()
             if owner is not None and owner.kind == "Job":
                 self._rebuild_job(f"{obj.metadata.namespace}/{owner.name}")
-        self._rebuild_deployments(affected)
+        self._stale_deployments.update(affected)
 
     def after_remove(self, sink: SourceSink, key: str, affected: set[str]) -> None:
         if sink.source.resource is resources.PODS:
             sink.normalizer.forget(key)
             self.job_pods.forget(key)
-        self._rebuild_deployments(affected)
+        self._stale_deployments.update(affected)
+
+    def _rebuild_stale_deployments(self) -> None:
+        """Rebuild the records of Deployments whose relations changed, once per flush.
+
+        Until ReplicaSets, Services and HPAs have each been listed once (or failed to be),
+        rebuilding is held back: during warm-up each of them changes most Deployments, and
+        one rebuild with all of them known replaces three or four re-sends."""
+        with self.lock:
+            if not self._stale_deployments:
+                return
+            if not self._relations_listed and not all(
+                informer.wait_synced(0) or not informer.reporter.snapshot().health.ok
+                for informer in self._relation_informers
+            ):
+                return
+            self._relations_listed = True
+            stale, self._stale_deployments = self._stale_deployments, set()
+            self._rebuild_deployments(stale)
 
     def _rebuild_deployments(self, keys: set[str]) -> None:
         deployments = self.sinks[resources.DEPLOYMENTS.plural]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -51,7 +52,7 @@ class Sink(Protocol[T_contra]):
     def remove(self, obj: T_contra) -> None:
         """The object was deleted (a DELETED event; `obj` is its last state)."""
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
+    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
         """A full list completed: `keys` is every object of the resource at that point, so
         whatever the sink remembers beyond them was deleted while no watch saw it."""
 
@@ -231,9 +232,7 @@ class Informer(Generic[T]):
             if not token:
                 break
         self.resource_version = resource_version
-        self.sink.listed(
-            resource_version=self.resource_version, listed_at=listed_at, keys=frozenset(seen)
-        )
+        self.sink.listed(resource_version=self.resource_version, listed_at=listed_at, keys=seen)
         self.reporter.count("lists")
         self._healthy()
 

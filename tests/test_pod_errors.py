@@ -621,10 +621,10 @@ def test_forget_drops_a_pods_state_and_its_counts() -> None:
     normalizer = PodErrorNormalizer()
     observe(normalizer, crash_looping())
     observe(normalizer, healthy(name="web-7d4b9c6f5-zzzzz", uid="uid-z"))
-    assert normalizer.known_keys() == {"shop/web-7d4b9c6f5-x2x9k", "shop/web-7d4b9c6f5-zzzzz"}
+    assert normalizer.memos.keys() == {"shop/web-7d4b9c6f5-x2x9k", "shop/web-7d4b9c6f5-zzzzz"}
     assert normalizer.memos.counts("shop/web-7d4b9c6f5") == (1, 2)
     normalizer.forget("shop/web-7d4b9c6f5-x2x9k")
-    assert normalizer.known_keys() == {"shop/web-7d4b9c6f5-zzzzz"}
+    assert normalizer.memos.keys() == {"shop/web-7d4b9c6f5-zzzzz"}
     assert normalizer.memos.counts("shop/web-7d4b9c6f5") == (0, 1)
     normalizer.forget("shop/web-7d4b9c6f5-zzzzz")
     assert len(observe(normalizer, crash_looping())) == 1  # first sight again

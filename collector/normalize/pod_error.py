@@ -37,6 +37,7 @@ from __future__ import annotations
 import signal as signals
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -264,9 +265,9 @@ class PodErrorNormalizer:
         with self._lock:
             self.memos.discard(key)
 
-    def known_keys(self) -> set[str]:
-        """The pods with state: a relist forgets those it no longer finds."""
-        return self.memos.keys()
+    def missing(self, present: AbstractSet[str]) -> set[str]:
+        """Pods with state that are not in `present` (a relist forgets those)."""
+        return self.memos.missing(present)
 
     # -- internals ----------------------------------------------------------------------
 
