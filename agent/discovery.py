@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import threading
+import time
 from pathlib import Path
 
 import structlog
@@ -27,6 +28,9 @@ from shipper.health import HealthReporter
 from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("agent.discovery")
+
+# Losing the Lease stops the collector at once; this long without it means it did not.
+LOST_LEASE_GRACE_SECONDS = 10.0
 
 
 def collector_settings(settings: Settings | CollectionSettings) -> CollectorSettings:
@@ -75,6 +79,7 @@ class DiscoveryRole:
         ask_cloud = settings.cloud_metadata
         self.probe = MetadataProbe(enabled=target.in_cluster if ask_cloud is None else ask_cloud)
         self._term_lock = threading.Lock()
+        self._unled_since: float | None = None
         self.collector: Collector | None = None
         self.heartbeat: Heartbeat | None = None
         elect = settings.leader_election
@@ -104,6 +109,23 @@ class DiscoveryRole:
             self.elector.stop()
         self._stop_term()
         self.api.close()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica collects now (always, without leader election)."""
+        return self.elector is None or self.elector.is_leader
+
+    def problems(self) -> list[str]:
+        """Beyond component health, what liveness fails on: collecting without the Lease."""
+        with self._term_lock:
+            collecting = self.collector is not None
+        if collecting and not self.leading:
+            since = self._unled_since = self._unled_since or time.monotonic()
+            if time.monotonic() - since > LOST_LEASE_GRACE_SECONDS:
+                return ["discovery: still collecting after losing the Lease"]
+        else:
+            self._unled_since = None
+        return []
 
     def reporters(self) -> list[HealthReporter]:
         found: list[HealthReporter] = []

@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 import structlog
 
 from agent import allocator
-from agent.config import ConfigError, Settings, api_url_for
+from agent.config import ConfigError, Settings, api_url_for, split_host_port
 from agent.discovery import DiscoveryRole
+from agent.health_server import HealthServer
 from agent.logs import configure_logging
+from agent.metrics import AgentMetrics
 from collector.kubeconfig import KubeConfigError, load_target
-from shipper.client import ApiClient
+from shipper.client import ApiClient, RequestObserver
 from shipper.health import HealthReporter, HealthSnapshot
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox
-from shipper.queuefile import QueueFileError
+from shipper.queuefile import QueueFileError, StreamStats
 from shipper.records import DISCOVERY
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
@@ -82,6 +84,9 @@ class Delivery:
             *(shipper.reporter for shipper in self.shippers.values()),
         ]
 
+    def queues(self) -> dict[str, StreamStats]:
+        return {name: stream.stats() for name, stream in self.outbox.streams.items()}
+
 
 def shipper_settings(settings: Settings) -> ShipperSettings:
     return ShipperSettings(
@@ -92,7 +97,11 @@ def shipper_settings(settings: Settings) -> ShipperSettings:
 
 
 def open_delivery(
-    settings: Settings, token: TokenSource, *, shipping: ShipperSettings | None = None
+    settings: Settings,
+    token: TokenSource,
+    *,
+    shipping: ShipperSettings | None = None,
+    observe: RequestObserver | None = None,
 ) -> Delivery:
     """Open the queue directory and build a shipper per stream of the role (not started)."""
     streams = settings.streams
@@ -115,6 +124,7 @@ def open_delivery(
             token=token,
             insecure_http=settings.insecure_http,
             ca_bundle=settings.ca_bundle,
+            observe=observe,
         )
         delivery.clients[stream] = client
         post = client.post_records if stream == DISCOVERY else client.post_events
@@ -149,8 +159,21 @@ class HealthWatch:
         self._stop.set()
         self._thread.join(self._interval * 2)
 
+    def reporters(self) -> Iterable[HealthReporter]:
+        return self._reporters()
+
     def snapshot(self) -> list[HealthSnapshot]:
         return [reporter.snapshot() for reporter in self._reporters()]
+
+    def problems(self) -> list[str]:
+        """What a restart would cure: components that failed or stopped making progress."""
+        found = []
+        for snap in self.snapshot():
+            if snap.health.fatal:
+                found.append(f"{snap.component}: {snap.health.reason}")
+            elif snap.stalled:
+                found.append(f"{snap.component}: no progress")
+        return found
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -191,12 +214,11 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
 
+    metrics = AgentMetrics()
     try:
-        delivery = open_delivery(settings, token)
+        delivery = open_delivery(settings, token, observe=metrics.observe_request)
     except (QueueDirectoryBusy, QueueFileError) as exc:
-        log.error("startup_failed", error=str(exc))
-        print(f"moonin-agent: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILED
+        return _startup_failed(exc)
     roles: list[DiscoveryRole] = []
     try:
         if target is not None:
@@ -215,10 +237,24 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
     watch = HealthWatch(
         lambda: [*delivery.reporters(), *(r for role in roles for r in role.reporters())]
     )
+    metrics.read_from(watch.reporters, queues=delivery.queues, leader=lambda: _leading(roles))
+    running = threading.Event()  # readiness: set once started, cleared when stopping
+    try:
+        server = HealthServer(
+            *split_host_port(settings.health_addr),
+            live=lambda: [*watch.problems(), *(p for role in roles for p in role.problems())],
+            ready=lambda: [] if running.is_set() else ["not running (starting or stopping)"],
+            metrics=metrics.exposition,
+        )
+    except OSError as exc:
+        delivery.stop(drain_seconds=0)
+        return _startup_failed(f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}")
+    server.start()
     delivery.start()
     for role in roles:
         role.start()
     watch.start()
+    running.set()
     log.info(
         "agent_started",
         role=settings.role,
@@ -229,11 +265,26 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
     # Waiting in short slices keeps the main thread where Python runs signal handlers.
     while not stop.wait(0.5):
         pass
+    running.clear()
     log.info("agent_stopping", drain_seconds=settings.shutdown_ship_seconds)
     for role in roles:
         role.stop()  # producers first: what they hold reaches the outbox before the drain
     delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
     watch.stop()
     watch.log_changes()
+    server.stop()
     log.info("agent_stopped")
     return 0
+
+
+def _startup_failed(problem: object) -> int:
+    log.error("startup_failed", error=str(problem))
+    print(f"moonin-agent: {problem}", file=sys.stderr)
+    return EXIT_STARTUP_FAILED
+
+
+def _leading(roles: Iterable[DiscoveryRole]) -> bool | None:
+    """Whether this replica collects (None: no discovery role in this process)."""
+    for role in roles:
+        return role.leading
+    return None

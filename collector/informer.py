@@ -111,7 +111,14 @@ class Informer(Generic[T]):
         self.settings = settings or InformerSettings()
         self._page_gate = page_gate or contextlib.nullcontext()
         self.resource_version = ""
-        self.reporter = HealthReporter(f"informer.{resource.plural}")
+        # The longest quiet a working informer has: a pause (forbidden retry or backoff)
+        # followed by a watch that hears nothing until its read timeout.
+        quiet = self.settings.read_timeout_seconds + max(
+            self.settings.forbidden_retry_seconds, self.settings.backoff_max_seconds
+        )
+        self.reporter = HealthReporter(
+            f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
+        )
         self._page_type: Any = msgspec.defstruct(
             f"{struct.__name__}Page", [("metadata", _ListMeta), ("items", list[struct])]
         )
@@ -164,6 +171,7 @@ class Informer(Generic[T]):
     def _run(self) -> None:
         need_list = True
         while not self._stopped.is_set():
+            self.reporter.progress()
             if self._relist.is_set():
                 self._relist.clear()
                 need_list = True
@@ -196,7 +204,7 @@ class Informer(Generic[T]):
                 if self._stopped.is_set():
                     return
                 log.exception("informer_crashed", resource=self.resource.plural)
-                self.reporter.set(Health.degraded(f"informer {self.resource.plural} crashed"))
+                self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
                 return
 
     def _list(self) -> None:
@@ -229,6 +237,7 @@ class Informer(Generic[T]):
                 token, resource_version = page.metadata.continue_, page.metadata.resource_version
                 del page
             self.reporter.count("list_pages")
+            self.reporter.progress()
             if not token:
                 break
         self.resource_version = resource_version
@@ -291,6 +300,7 @@ class Informer(Generic[T]):
         self._stopped.wait(seconds)  # a stop ends the pause; the loop then sees it
 
     def _healthy(self) -> None:
+        self.reporter.progress()
         self._backoff.reset()
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)

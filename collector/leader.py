@@ -73,7 +73,8 @@ class LeaderElector:
     ) -> None:
         self.api = api
         self.settings = settings
-        self.reporter = HealthReporter("leader")
+        # A round is one request (30 s timeout at most) every retry period.
+        self.reporter = HealthReporter("leader", stalled_after=60 + settings.lease_seconds * 2)
         self._on_started = on_started
         self._on_stopped = on_stopped
         self._path = LEASES.namespaced_path(settings.namespace, settings.name)
@@ -112,11 +113,12 @@ class LeaderElector:
                 self._stopped.wait(self.settings.retry_seconds)
         except Exception:
             log.exception("leader_election_crashed")
-            self.reporter.set(Health.degraded("leader election thread crashed"))
+            self.reporter.set(Health.failed("leader election thread crashed"))
             if self._leader:
                 self._lose("leader election crashed")
 
     def _round(self) -> None:
+        self.reporter.progress()
         try:
             held = self._try_acquire_or_renew()
         except KubeError as exc:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import ssl
+import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -67,6 +68,9 @@ _TEMPLATES = msgspec.json.Decoder(_Templates)
 _ACTIONS = msgspec.json.Decoder(_Actions)
 _OBJECT = msgspec.json.Decoder(dict[str, Any])
 
+# Told of every request: (endpoint, status class such as "2xx" or "error", seconds).
+RequestObserver = Callable[[str, str, float], None]
+
 
 class ApiClient:
     """A keep-alive HTTPS client for one Moonin API (discovery or scaling) and one cluster."""
@@ -82,8 +86,10 @@ class ApiClient:
         ca_bundle: str | None = None,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        observe: RequestObserver | None = None,
     ) -> None:
         self._base = _checked_base_url(base_url, insecure_http=insecure_http)
+        self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
         # The envelope's fixed start, encoded once; msgspec escapes the strings.
@@ -128,12 +134,12 @@ class ApiClient:
                 b"]}",
             )
         )
-        self._request("POST", "/records", body=body, idempotency_key=batch_id)
+        self._request("POST", "/records", "records", body=body, idempotency_key=batch_id)
 
     def post_events(self, batch_id: str, events: Sequence[bytes]) -> None:
         """Deliver encoded scaling events; the platform de-duplicates them by id."""
         body = b"".join((self._envelope_start, b',"events":[', b",".join(events), b"]}"))
-        self._request("POST", "/events", body=body, idempotency_key=batch_id)
+        self._request("POST", "/events", "events", body=body, idempotency_key=batch_id)
 
     def heartbeat(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """Send a heartbeat; the decoded answer (`{}` when empty), e.g. `{"resync": true}`."""
@@ -150,20 +156,22 @@ class ApiClient:
             )
         )
         # Heartbeats are never replayed, so each one is its own idempotent request.
-        content = self._request("POST", "/heartbeat", body=body, idempotency_key=new_id())
+        content = self._request(
+            "POST", "/heartbeat", "heartbeat", body=body, idempotency_key=new_id()
+        )
         if not content.strip():
             return {}
         return self._decode(_OBJECT, content, "/heartbeat")
 
     def get_templates(self) -> list[dict[str, Any]]:
         """The cluster's scaling templates, as the platform sent them."""
-        content = self._request("GET", "/templates")
+        content = self._request("GET", "/templates", "templates")
         return self._decode(_TEMPLATES, content, "/templates").templates
 
     def get_actions(self, template_id: str) -> list[dict[str, Any]]:
         """The actions of one template, as the platform sent them."""
         path = f"/templates/{_segment(template_id)}/actions"
-        content = self._request("GET", path)
+        content = self._request("GET", path, "actions")
         return self._decode(_ACTIONS, content, path).actions
 
     def close(self) -> None:
@@ -181,11 +189,14 @@ class ApiClient:
         self,
         method: str,
         path: str,
+        endpoint: str,
         *,
         body: bytes | None = None,
         idempotency_key: str | None = None,
     ) -> bytes:
-        """Send one request; the body of a successful answer, or a `shipper.errors` raise."""
+        """Send one request; the body of a successful answer, or a `shipper.errors` raise.
+
+        `endpoint` names the call for the observer (paths carry ids)."""
         url = self._url(path)
         token = self._token.current()
         headers = {"X-Cluster-Token": token, "Authorization": f"Bearer {token}"}
@@ -200,8 +211,11 @@ class ApiClient:
                 body = zlib.compress(body, level=1, wbits=31)
                 headers["Content-Encoding"] = "gzip"
         request = self._http.build_request(method, url, content=body, headers=headers)
+        started = time.perf_counter()
+        outcome = "error"  # no answer at all
         try:
             response = self._http.send(request, stream=True)
+            outcome = f"{response.status_code // 100}xx"
             try:
                 if response.is_success:
                     return response.read()
@@ -216,6 +230,9 @@ class ApiClient:
                 response.close()
         except httpx.RequestError as e:
             raise self._transport_error(e, method, url) from e
+        finally:
+            if self._observe is not None:
+                self._observe(endpoint, outcome, time.perf_counter() - started)
         raise _status_error(
             method, url, response.status_code, response.headers, self._redact(snippet)
         )

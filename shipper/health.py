@@ -8,16 +8,20 @@ without importing the wiring.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class Health:
-    """One component's state: ok, or degraded with a short machine-friendly reason."""
+    """One component's state: ok, degraded with a short machine-friendly reason (it keeps
+    trying: an unreachable API, a forbidden resource), or failed (`fatal`: its thread is
+    gone and only a restart of the process brings it back)."""
 
     ok: bool
     reason: str | None = None
+    fatal: bool = False
 
     @classmethod
     def healthy(cls) -> Health:
@@ -27,22 +31,38 @@ class Health:
     def degraded(cls, reason: str) -> Health:
         return cls(ok=False, reason=reason)
 
+    @classmethod
+    def failed(cls, reason: str) -> Health:
+        return cls(ok=False, reason=reason, fatal=True)
+
 
 @dataclass(frozen=True, slots=True)
 class HealthSnapshot:
     component: str
     health: Health
     counters: dict[str, int] = field(default_factory=dict)
+    stalled: bool = False
+    """No progress for longer than the component said it may go without."""
 
 
 class HealthReporter:
-    """Thread-safe holder of one component's health and monotonically increasing counters."""
+    """Thread-safe holder of one component's health and monotonically increasing counters.
 
-    def __init__(self, component: str) -> None:
+    A component whose loop must keep turning sets `stalled_after` (seconds) and calls
+    `progress()` each turn; a snapshot taken after that long without one says `stalled`.
+    """
+
+    def __init__(self, component: str, *, stalled_after: float | None = None) -> None:
         self.component = component
+        self.stalled_after = stalled_after
         self._lock = threading.Lock()
         self._health = Health.healthy()
         self._counters: Counter[str] = Counter()
+        self._progress_at = time.monotonic()
+
+    def progress(self) -> None:
+        with self._lock:
+            self._progress_at = time.monotonic()
 
     def set(self, health: Health) -> bool:
         """Set the health; returns True when it changed (callers log only state changes)."""
@@ -62,4 +82,8 @@ class HealthReporter:
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
-            return HealthSnapshot(self.component, self._health, dict(self._counters))
+            stalled = (
+                self.stalled_after is not None
+                and time.monotonic() - self._progress_at > self.stalled_after
+            )
+            return HealthSnapshot(self.component, self._health, dict(self._counters), stalled)

@@ -114,7 +114,7 @@ class StreamShipper:
         except Exception:
             # The thread ends here; the health it leaves behind is what /healthz will act on.
             log.exception("shipper_crashed", stream=self.stream)
-            self.reporter.set(Health.degraded("shipper thread crashed"))
+            self.reporter.set(Health.failed("shipper thread crashed"))
 
     def _next_batch(self) -> Batch | None:
         """The next batch, or None once stopping and nothing more can be shipped in time."""

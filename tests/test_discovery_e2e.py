@@ -6,7 +6,6 @@ kind, and still equal it after an outage during which the agent was SIGKILLed.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
-from tests.conftest import TOKEN
+from tests.test_run import agent_env as run_env
 from tests.test_run import stop_within
 from tests.waiting import wait_until
 
@@ -28,21 +27,13 @@ NS = cluster_objects.NS
 
 @pytest.fixture
 def agent_env(platform: FakePlatform, kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLUSTER_", "API_URL"))}
-    env.update(
-        PROJECT_ID="p-1",
-        CLUSTER_ID="c-1",
-        CLUSTER_TOKEN=TOKEN,
-        API_URL=platform.url,
-        MOONIN_INSECURE_HTTP="true",
-        QUEUE_DIR=str(tmp_path / "queue"),
+    return run_env(
+        platform,
+        tmp_path / "queue",
         KUBECONFIG=str(kubeconfig),
         LEADER_ELECTION="false",
         HEARTBEAT_SECONDS="1",
-        LINGER_SECONDS="0.01",
-        SHUTDOWN_SHIP_SECONDS="2",
     )
-    return env
 
 
 @pytest.fixture

@@ -48,6 +48,7 @@ def agent_env(platform: FakePlatform, queue_dir: Path, **extra: str) -> dict[str
         QUEUE_DIR=str(queue_dir),
         SHUTDOWN_SHIP_SECONDS="2",
         LINGER_SECONDS="0.01",
+        HEALTH_ADDR="127.0.0.1:0",  # any free port: agents run side by side
     )
     env.update(extra)
     return env
