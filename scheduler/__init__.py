@@ -1,2 +1,3 @@
-"""Scaling rules: which templates are active now (`window`, `cron`, `templates`), and the
-`scaling evaluate` command (`evaluate`)."""
+"""Scaling rules: which templates are active now (`window`, `cron`, `templates`), the
+`scaling evaluate` command (`evaluate`), and the reconcile loop that applies and reverts
+windows on HPAs (`reconcile`, run by `job`; `revertall` for `scaling revert-all`)."""

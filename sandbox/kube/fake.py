@@ -357,11 +357,13 @@ class FakeKube:
         resource: ResourceName | None = None,
         path_prefix: str | None = None,
         retry_after: int = 1,
+        verb: str | None = None,
     ) -> None:
-        """The next `count` requests matching `resource` and/or `path_prefix` (any request
-        if neither) answer `status` with the real server's Status for it; a 429 carries
-        `Retry-After: retry_after`."""
-        self._faults.fail_next(status, count, _maybe(resource), path_prefix, retry_after)
+        """The next `count` requests matching `resource`, `path_prefix` and/or `verb` (any
+        request if none is given) answer `status` with the real server's Status for it; a
+        429 carries `Retry-After: retry_after`. `verb` is the Kubernetes verb (`get`,
+        `list`, `watch`, `create`, `update`, `patch`, `delete`)."""
+        self._faults.fail_next(status, count, _maybe(resource), path_prefix, retry_after, verb)
 
     def forbid(self, resource: ResourceName) -> None:
         """Every request on `resource` answers 403 until `allow(resource)`."""

@@ -1,9 +1,10 @@
 """Injected request faults and the request log.
 
 Faults are decided before a request touches the store, so a faulted write changes nothing:
-- `fail_next(status, count, resource=..., path_prefix=...)`: the next `count` matching
-  requests answer `status` (403 Forbidden, 429 TooManyRequests with Retry-After, 500
-  InternalError, ...) with the Status body the real server would send;
+- `fail_next(status, count, resource=..., path_prefix=..., verb=...)`: the next `count`
+  matching requests answer `status` (403 Forbidden, 409 Conflict, 429 TooManyRequests with
+  Retry-After, 500 InternalError, ...) with the Status body the real server would send;
+  `verb` (`get`, `list`, `patch`, ...) lets a test fail a write but not the read before it;
 - `forbid(resource)`: every request on that resource answers 403 until `allow(resource)`,
   the way a missing RBAC rule disables one kind while the others keep working.
 
@@ -43,9 +44,12 @@ class _Script:
     resource: Resource | None
     path_prefix: str | None
     retry_after: int
+    verb: str | None = None
 
-    def matches(self, path: str, resource: Resource | None) -> bool:
+    def matches(self, path: str, resource: Resource | None, verb: str) -> bool:
         if self.resource is not None and resource != self.resource:
+            return False
+        if self.verb is not None and verb != self.verb:
             return False
         return self.path_prefix is None or path.startswith(self.path_prefix)
 
@@ -63,11 +67,12 @@ class Faults:
         resource: Resource | None,
         path_prefix: str | None,
         retry_after: int,
+        verb: str | None = None,
     ) -> None:
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
-            self._scripts.append(_Script(code, count, resource, path_prefix, retry_after))
+            self._scripts.append(_Script(code, count, resource, path_prefix, retry_after, verb))
 
     def forbid(self, resource: Resource) -> None:
         with self._lock:
@@ -90,7 +95,7 @@ class Faults:
             if resource is not None and resource in self._forbidden:
                 return status.forbidden(resource, verb, namespace)
             for script in self._scripts:
-                if script.matches(path, resource):
+                if script.matches(path, resource, verb):
                     script.remaining -= 1
                     if script.remaining == 0:
                         self._scripts.remove(script)

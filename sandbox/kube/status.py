@@ -188,6 +188,15 @@ def injected(
     """The Status a scripted fault answers with, shaped like the real one for that code."""
     if code == 403:
         return forbidden(resource, verb, namespace)
+    if code == 409 and resource is not None:
+        # What a write with a stale resourceVersion meets; the name is not known here.
+        return ApiError(
+            409,
+            "Conflict",
+            f"Operation cannot be fulfilled on {resource.qualified}: the object has been "
+            "modified; please apply your changes to the latest version and try again",
+            details=_details(resource, None),
+        )
     if code == 429:
         return too_many_requests(retry_after)
     if code >= 500:

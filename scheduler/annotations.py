@@ -1,0 +1,212 @@
+"""What a managed HPA carries under `scaling.moonin.app/`, read and written in one place.
+
+The annotations are the whole state of a scaling window: reverts read them alone, so an
+expired window is reverted on time even while Moonin is unreachable, and a restarted agent
+needs nothing else to pick up where it stopped. What each key holds is listed in
+docs/scaling.md ("Reconcile").
+
+How it fails: never for annotations it cannot read. `read_managed` returns None for an HPA
+without `managed: "true"`; a managed HPA whose other annotations were edited into
+something unreadable still parses: an unreadable `run-until` reads as already passed (the
+window cannot be trusted to still be on), unreadable priorities as 0, unreadable originals
+as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+PREFIX = "scaling.moonin.app/"
+MANAGED = PREFIX + "managed"
+TEMPLATE_ID = PREFIX + "template-id"
+ACTION_ID = PREFIX + "action-id"
+TEMPLATE_NAME = PREFIX + "template-name"
+WINDOW_START = PREFIX + "window-start"
+RUN_UNTIL = PREFIX + "run-until"
+PRIORITY_UP = PREFIX + "priority-up"
+PRIORITY_DOWN = PREFIX + "priority-down"
+PROVISIONAL = PREFIX + "provisional"
+ORIGINAL_SPEC = PREFIX + "original-spec"
+ORIGINAL_REPLICAS = PREFIX + "original-replicas"
+ORIGINAL_MIN = PREFIX + "original-min"
+ORIGINAL_MAX = PREFIX + "original-max"
+MANAGED_HASH = PREFIX + "managed-hash"
+# Set on a Deployment by its owner: the scaling role never touches it.
+IGNORE = PREFIX + "ignore"
+# Left behind by an `overridden` or `manual` revert: these windows are not applied again.
+RELEASED = PREFIX + "released"
+
+# Everything a revert removes (RELEASED stays: it outlives the window on purpose).
+WINDOW_KEYS = (
+    MANAGED,
+    TEMPLATE_ID,
+    ACTION_ID,
+    TEMPLATE_NAME,
+    WINDOW_START,
+    RUN_UNTIL,
+    PRIORITY_UP,
+    PRIORITY_DOWN,
+    PROVISIONAL,
+    ORIGINAL_SPEC,
+    ORIGINAL_REPLICAS,
+    ORIGINAL_MIN,
+    ORIGINAL_MAX,
+    MANAGED_HASH,
+)
+# Released windows kept per object: enough for the few templates that can share an HPA.
+RELEASED_KEPT = 8
+TRUE = "true"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Originals:
+    """The state before the first window touched the object; what a revert restores."""
+
+    provisional: bool
+    replicas: int | None  # the Deployment's spec.replicas (provisional HPAs)
+    min_replicas: int | None  # the HPA's spec (pre-existing HPAs); None: the field was absent
+    max_replicas: int | None
+    spec: str | None  # the HPA's whole spec as JSON (pre-existing HPAs), for an operator
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Managed:
+    """The window a managed HPA is in, as its annotations say."""
+
+    template_id: str
+    action_id: str
+    template_name: str
+    window_start: str  # as formatted into event ids: kept verbatim, never re-formatted
+    run_until: str
+    run_until_at: datetime | None  # None: unreadable
+    priority_up: int
+    priority_down: int
+    managed_hash: str
+    originals: Originals
+
+    @property
+    def owner(self) -> tuple[str, str, str]:
+        return (self.template_id, self.action_id, self.window_start)
+
+    @property
+    def release_marker(self) -> str:
+        return release_marker(self.template_id, self.action_id, self.window_start)
+
+    def ended(self, now: datetime) -> bool:
+        return self.run_until_at is None or now >= self.run_until_at
+
+
+def managed_hash(template_id: str, action_id: str, window_start: str, low: int, high: int) -> str:
+    """Fingerprint of what a window asks for; equal fingerprints make a re-apply a no-op."""
+    text = f"{template_id}|{action_id}|{window_start}|{low}:{high}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def release_marker(template_id: str, action_id: str, window_start: str) -> str:
+    return f"{template_id}/{action_id}/{window_start}"
+
+
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def read_managed(obj: Mapping[str, Any]) -> Managed | None:
+    notes = annotations_of(obj)
+    if notes.get(MANAGED) != TRUE:
+        return None
+    run_until = notes.get(RUN_UNTIL, "")
+    return Managed(
+        template_id=notes.get(TEMPLATE_ID, ""),
+        action_id=notes.get(ACTION_ID, ""),
+        template_name=notes.get(TEMPLATE_NAME, ""),
+        window_start=notes.get(WINDOW_START, ""),
+        run_until=run_until,
+        run_until_at=_instant(run_until),
+        priority_up=_int(notes.get(PRIORITY_UP)) or 0,
+        priority_down=_int(notes.get(PRIORITY_DOWN)) or 0,
+        managed_hash=notes.get(MANAGED_HASH, ""),
+        originals=Originals(
+            provisional=notes.get(PROVISIONAL) == TRUE,
+            replicas=_int(notes.get(ORIGINAL_REPLICAS)),
+            min_replicas=_int(notes.get(ORIGINAL_MIN)),
+            max_replicas=_int(notes.get(ORIGINAL_MAX)),
+            spec=notes.get(ORIGINAL_SPEC) or None,
+        ),
+    )
+
+
+def window_annotations(
+    *,
+    template_id: str,
+    action_id: str,
+    template_name: str,
+    window_start: str,
+    run_until: str,
+    priority_up: int,
+    priority_down: int,
+    managed_hash: str,
+    originals: Originals,
+) -> dict[str, str | None]:
+    """The annotations of a managed HPA; None values remove a key in a merge patch."""
+    return {
+        MANAGED: TRUE,
+        TEMPLATE_ID: template_id,
+        ACTION_ID: action_id,
+        TEMPLATE_NAME: template_name,
+        WINDOW_START: window_start,
+        RUN_UNTIL: run_until,
+        PRIORITY_UP: str(priority_up),
+        PRIORITY_DOWN: str(priority_down),
+        PROVISIONAL: TRUE if originals.provisional else "false",
+        ORIGINAL_SPEC: originals.spec,
+        ORIGINAL_REPLICAS: _text(originals.replicas),
+        ORIGINAL_MIN: _text(originals.min_replicas),
+        ORIGINAL_MAX: _text(originals.max_replicas),
+        MANAGED_HASH: managed_hash,
+    }
+
+
+def removal() -> dict[str, None]:
+    """A merge-patch annotations map that removes every window key."""
+    return dict.fromkeys(WINDOW_KEYS)
+
+
+def released(obj: Mapping[str, Any]) -> list[str]:
+    value = annotations_of(obj).get(RELEASED, "")
+    return [item for item in value.split(",") if item]
+
+
+def with_released(obj: Mapping[str, Any], marker: str) -> str:
+    """The RELEASED value after adding `marker`: newest last, the oldest dropped past the cap.
+
+    With one released window this is exactly `<template>/<action>/<window_start>`."""
+    kept = [item for item in released(obj) if item != marker]
+    return ",".join([*kept, marker][-RELEASED_KEPT:])
+
+
+def spec_json(spec: Mapping[str, Any]) -> str:
+    return msgspec.json.encode(dict(spec)).decode()
+
+
+def _instant(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.utcoffset() is not None else None
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or not text.strip().lstrip("-").isdigit():
+        return None
+    return int(text)
+
+
+def _text(value: int | None) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,60 @@
+"""What one reconcile cycle shares: the clients, the instant, and the "report once" rule.
+
+`Cycle.emit` is the only way an event reaches the outbox: it puts the event unless the
+local store already holds its id, and notes the id after the put has committed. Puts are
+one event at a time on purpose: a revert event must be durable before the revert write
+that follows it, and a steady cycle puts nothing at all.
+
+`Cycle.record` writes a Kubernetes Event; failing to (no RBAC for events, an API hiccup) is
+logged and counted, never a reason to undo or skip the scaling write it describes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import structlog
+
+from scheduler.kubeapi import KubeApi, KubeError, Obj
+from scheduler.store import Store
+from shipper.health import HealthReporter
+from shipper.outbox import StreamOutbox
+from shipper.records import ScalingEvent
+
+log = structlog.get_logger("scheduler")
+
+APPLIED = "MooninScalingApplied"
+REVERTED = "MooninScalingReverted"
+
+
+@dataclass
+class Cycle:
+    kube: KubeApi
+    outbox: StreamOutbox
+    store: Store
+    cluster_id: str
+    now: datetime
+    reporter: HealthReporter
+    tally: Counter[str] = field(default_factory=Counter)
+
+    def emit(self, event: ScalingEvent) -> bool:
+        """Put `event` into the outbox unless its id was put before; True when put."""
+        if self.store.enqueued(event.id):
+            return False
+        self.outbox.put([event])
+        self.store.note_enqueued([event.id])
+        self.count(f"{event.type}_events")
+        return True
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.tally[name] += amount
+        self.reporter.count(name, amount)
+
+    def record(self, involved: Obj, *, reason: str, message: str) -> None:
+        try:
+            self.kube.record_event(involved, reason=reason, message=message)
+        except KubeError as exc:
+            self.count("kube_events_failed")
+            log.warning("kube_event_failed", reason=reason, status=exc.status, error=str(exc))

@@ -1,0 +1,253 @@
+"""The few Kubernetes calls the scaling role makes, on plain JSON dicts.
+
+Objects are read and written as dicts (`_preload_content=False`, decoded with msgspec), not
+as the client's model classes: the reconciler only touches a handful of fields, annotations
+are plain maps, and a write sends exactly the merge patch it built. Every write that changes
+an existing object carries its resourceVersion (in the merge patch, or as a delete
+precondition), so a change made by someone else since the read is a `Conflict`, never
+overwritten.
+
+The client's errors are translated in one function (`_translate`), chained `from`:
+
+    KubeError              anything else: 429, 5xx, timeouts, connection errors
+    ├── NotFound           404
+    ├── Forbidden          403 (RBAC)
+    ├── Conflict           409 (stale resourceVersion, or the name is taken)
+    └── Invalid            422 (the server refused the object)
+
+Messages carry the verb, the object and at most `BODY_SNIPPET` characters of the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.kubeconnect import REQUEST_TIMEOUT
+
+HPA_API_VERSION = "autoscaling/v2"
+HPA_KIND = "HorizontalPodAutoscaler"
+MERGE_PATCH = "application/merge-patch+json"
+BODY_SNIPPET = 300
+LIST_PAGE = 500
+EVENT_SOURCE = "moonin-agent"
+
+Obj = dict[str, Any]
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class KubeError(Exception):
+    """A Kubernetes call failed; `status` is None for transport failures."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Forbidden(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class Invalid(KubeError):
+    pass
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    422: Invalid,
+}
+
+
+class KubeApi:
+    """Deployments, autoscaling/v2 HPAs and core/v1 Events, through one `ApiClient`."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self._apps = client.AppsV1Api(api_client)
+        self._autoscaling = client.AutoscalingV2Api(api_client)
+        self._core = client.CoreV1Api(api_client)
+
+    # deployments --------------------------------------------------------------------------
+
+    def get_deployment(self, namespace: str, name: str) -> Obj:
+        return self._call(
+            f"get deployment {namespace}/{name}",
+            lambda: self._apps.read_namespaced_deployment(name, namespace, **_RAW),
+        )
+
+    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
+        return self._call(
+            f"patch deployment {namespace}/{name}",
+            lambda: self._apps.patch_namespaced_deployment(
+                name, namespace, patch, _content_type=MERGE_PATCH, **_RAW
+            ),
+        )
+
+    # horizontal pod autoscalers -------------------------------------------------------------
+
+    def list_hpas(self, namespace: str | None = None) -> list[Obj]:
+        """Every HPA of a namespace, or of the cluster when `namespace` is None (paginated)."""
+        return list(self._pages(namespace))
+
+    def _pages(self, namespace: str | None) -> Iterator[Obj]:
+        if namespace is None:
+            what = "list horizontalpodautoscalers"
+            lister = self._autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces
+        else:
+            what = f"list horizontalpodautoscalers in {namespace}"
+            lister = functools.partial(
+                self._autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace
+            )
+        token: str | None = None
+        while True:
+            options: dict[str, Any] = {"limit": LIST_PAGE, **_RAW}
+            if token:
+                options["_continue"] = token
+            page = self._call(what, functools.partial(lister, **options))
+            for item in page.get("items") or ():
+                # List items come without their type; later writes and events want it.
+                item.setdefault("apiVersion", HPA_API_VERSION)
+                item.setdefault("kind", HPA_KIND)
+                yield item
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def get_hpa(self, namespace: str, name: str) -> Obj:
+        hpa = self._call(
+            f"get horizontalpodautoscaler {namespace}/{name}",
+            lambda: self._autoscaling.read_namespaced_horizontal_pod_autoscaler(
+                name, namespace, **_RAW
+            ),
+        )
+        hpa.setdefault("apiVersion", HPA_API_VERSION)
+        hpa.setdefault("kind", HPA_KIND)
+        return hpa
+
+    def create_hpa(self, namespace: str, body: Obj) -> Obj:
+        name = body["metadata"]["name"]
+        return self._call(
+            f"create horizontalpodautoscaler {namespace}/{name}",
+            lambda: self._autoscaling.create_namespaced_horizontal_pod_autoscaler(
+                namespace, body, **_RAW
+            ),
+        )
+
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+        return self._call(
+            f"patch horizontalpodautoscaler {namespace}/{name}",
+            lambda: self._autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+                name, namespace, patch, _content_type=MERGE_PATCH, **_RAW
+            ),
+        )
+
+    def delete_hpa(self, namespace: str, name: str, *, uid: str, resource_version: str) -> None:
+        """Delete only the very object that was read (uid and resourceVersion preconditions)."""
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid, resource_version=resource_version)
+        )
+        self._call(
+            f"delete horizontalpodautoscaler {namespace}/{name}",
+            lambda: self._autoscaling.delete_namespaced_horizontal_pod_autoscaler(
+                name, namespace, body=options, **_RAW
+            ),
+        )
+
+    # events ---------------------------------------------------------------------------------
+
+    def record_event(
+        self, involved: Obj, *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        """A core/v1 Event about `involved` (shown by `kubectl describe`)."""
+        metadata = involved["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            # client-go's naming: the object's name and a nanosecond clock in hex.
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": name,
+                "namespace": namespace,
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self._call(
+            f"create event for {involved.get('kind')} {namespace}/{name}",
+            lambda: self._core.create_namespaced_event(namespace, body, **_RAW),
+        )
+
+    # the one place the client's errors are translated -----------------------------------
+
+    @staticmethod
+    def _call(what: str, call: Callable[[], Any]) -> Obj:
+        try:
+            response = call()
+            data = response.data
+        except ApiException as exc:
+            raise _translate(what, exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}") from exc
+        if not data:
+            return {}
+        try:
+            return _decode(data)
+        except msgspec.DecodeError as exc:
+            raise KubeError(f"{what}: the answer is not a JSON object") from exc
+
+
+_RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+
+
+def _translate(what: str, exc: ApiException) -> KubeError:
+    status = exc.status or None
+    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
+    detail = _status_message(body) or exc.reason or "no detail"
+    error = _BY_STATUS.get(status or 0, KubeError)
+    return error(f"{what}: {status} {_one_line(detail)[:BODY_SNIPPET]}", status=status)
+
+
+def _status_message(body: str | None) -> str | None:
+    """The `message` of a Kubernetes Status body, else the start of the body."""
+    if not body:
+        return None
+    try:
+        status = _decode(body)
+    except msgspec.DecodeError:
+        return body[:BODY_SNIPPET]
+    message = status.get("message")
+    return message if isinstance(message, str) else body[:BODY_SNIPPET]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,255 @@
+"""Reverting one managed HPA, from its annotations alone.
+
+- Someone else changed min or max during the window (`overridden`): their values stay,
+  only our annotations go, and a RELEASED marker keeps this window from being applied again.
+  A provisional HPA taken over this way stays too: it is theirs now.
+- A provisional HPA: the Deployment's original replicas are journalled in the local store,
+  the HPA is deleted (uid and resourceVersion preconditions), then the Deployment's
+  replicas are restored and the journal entry cleared. A crash in between leaves the entry,
+  and the next cycle (or `revert-all`) finishes it (`finish_restores`).
+- A pre-existing HPA: min and max back to the originals, our annotations removed.
+
+The revert event is put into the outbox before the first write, so a crash after the write
+cannot lose it; its id has no detail, so retrying a failed revert on the next cycle never
+makes a second distinct event. Every write carries the resourceVersion that was read: a 409
+raises `kubeapi.Conflict` and the next cycle tries again on fresh state.
+
+How it fails: `revert` raises `kubeapi.KubeError` (after the event is in the outbox) when a
+write fails; the caller logs it and moves on to the next HPA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import structlog
+
+from scheduler import annotations as notes
+from scheduler import events
+from scheduler.cycle import REVERTED, Cycle
+from scheduler.kubeapi import NotFound, Obj
+from scheduler.store import PendingRestore
+
+log = structlog.get_logger("scheduler.revert")
+
+
+def bounds(hpa: Obj) -> tuple[int, int | None]:
+    """The HPA's (minReplicas, maxReplicas); an absent min is the API's default, 1."""
+    spec = hpa.get("spec") or {}
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    return (low if isinstance(low, int) else 1, high if isinstance(high, int) else None)
+
+
+def is_overridden(hpa: Obj, managed: notes.Managed) -> bool:
+    """Whether min or max differ from what the window set (its managed hash says what)."""
+    low, high = bounds(hpa)
+    expected = notes.managed_hash(
+        managed.template_id, managed.action_id, managed.window_start, low, high or 0
+    )
+    return expected != managed.managed_hash
+
+
+def target_name(hpa: Obj) -> str | None:
+    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+    name = ref.get("name")
+    return name if isinstance(name, str) else None
+
+
+def revert_event(
+    cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
+) -> events.ScalingEvent:
+    """The window's revert event: min and max it applied (null when overridden, whose
+    message says what someone else set)."""
+    low, high = bounds(hpa)
+    message = None
+    if reason == "overridden":
+        message = f"min/max changed to {low}:{high} during the window; left as set"
+    elif reason == "manual":
+        message = "reverted by moonin-agent scaling revert-all"
+    kept = reason != "overridden"
+    return events.revert_event(
+        cluster_id=cycle.cluster_id,
+        template_id=managed.template_id,
+        action_id=managed.action_id,
+        namespace=hpa["metadata"]["namespace"],
+        deployment=target_name(hpa),
+        min_replicas=low if kept else None,
+        max_replicas=high if kept else None,
+        window_start=managed.window_start,
+        run_until=managed.run_until or None,
+        provisional=managed.originals.provisional,
+        reason=reason,
+        message=message,
+        now=cycle.now,
+    )
+
+
+def revert(
+    cycle: Cycle,
+    hpa: Obj,
+    managed: notes.Managed,
+    reason: events.RevertReason,
+    *,
+    release: bool = False,
+) -> None:
+    """Revert `hpa` (as read this cycle). `release` leaves the RELEASED marker (revert-all);
+    an `overridden` revert always leaves it."""
+    cycle.emit(revert_event(cycle, hpa, managed, reason))
+    metadata = hpa["metadata"]
+    where = {"namespace": metadata["namespace"], "hpa": metadata["name"], "reason": reason}
+    marker = managed.release_marker if release or reason == "overridden" else None
+    if reason == "overridden":
+        written = _release(cycle, hpa, marker)
+        cycle.record(written, reason=REVERTED, message=_message(managed, reason))
+    elif managed.originals.provisional:
+        _delete_provisional(cycle, hpa, managed, reason, marker)
+    else:
+        written = _restore(cycle, hpa, managed, marker)
+        cycle.record(written, reason=REVERTED, message=_message(managed, reason))
+    cycle.count("reverts")
+    log.info("scaling_reverted", template=managed.template_id, action=managed.action_id, **where)
+
+
+def finish_restores(cycle: Cycle, managed_targets: set[tuple[str, str]]) -> None:
+    """Restore the Deployments whose provisional HPA is gone but whose replicas are not
+    back yet (a crash or a 409 in the middle of a revert).
+
+    An entry whose Deployment is again (or still) the target of a managed HPA is stale: a
+    crash came between the journal and the delete, and a later window applied. Restoring
+    it would fight that HPA, so it is dropped."""
+    for pending in cycle.store.restores():
+        if (pending.namespace, pending.deployment) in managed_targets:
+            cycle.store.drop_restore(pending.namespace, pending.deployment)
+            continue
+        try:
+            deployment = _restore_replicas(cycle, pending)
+        except NotFound:
+            cycle.store.drop_restore(pending.namespace, pending.deployment)
+            continue
+        except Exception as exc:
+            cycle.count("revert_failures")
+            log.warning(
+                "replicas_restore_failed",
+                namespace=pending.namespace,
+                deployment=pending.deployment,
+                error=str(exc),
+            )
+            continue
+        cycle.store.drop_restore(pending.namespace, pending.deployment)
+        cycle.record(
+            deployment,
+            reason=REVERTED,
+            message=f"replicas restored to {pending.replicas} (provisional HPA removed)",
+        )
+
+
+def _release(cycle: Cycle, hpa: Obj, marker: str | None) -> Obj:
+    annotations: dict[str, Any] = notes.removal()
+    if marker is not None:
+        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
+    metadata = hpa["metadata"]
+    patch = {
+        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations}
+    }
+    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
+
+
+def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None) -> Obj:
+    low, high = _original_bounds(managed)
+    if high is None:
+        # Nothing trustworthy to restore: leave the spec, hand the HPA back, say so.
+        log.error(
+            "original_spec_unreadable",
+            namespace=hpa["metadata"]["namespace"],
+            hpa=hpa["metadata"]["name"],
+        )
+        return _release(cycle, hpa, marker)
+    annotations: dict[str, Any] = notes.removal()
+    if marker is not None:
+        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
+    metadata = hpa["metadata"]
+    patch = {
+        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations},
+        # A min that was absent is removed again (the API then defaults it to 1).
+        "spec": {"minReplicas": low, "maxReplicas": high},
+    }
+    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
+
+
+def _original_bounds(managed: notes.Managed) -> tuple[int | None, int | None]:
+    originals = managed.originals
+    if originals.max_replicas is not None:
+        return originals.min_replicas, originals.max_replicas
+    # The readable copies were edited away; the full spec may still say.
+    try:
+        spec = msgspec.json.decode(originals.spec or "")
+    except msgspec.DecodeError:
+        return None, None
+    if not isinstance(spec, dict):
+        return None, None
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    return (
+        low if isinstance(low, int) else None,
+        high if isinstance(high, int) else None,
+    )
+
+
+def _delete_provisional(
+    cycle: Cycle,
+    hpa: Obj,
+    managed: notes.Managed,
+    reason: events.RevertReason,
+    marker: str | None,
+) -> None:
+    metadata = hpa["metadata"]
+    namespace = metadata["namespace"]
+    deployment = target_name(hpa)
+    pending = None
+    if deployment is not None and managed.originals.replicas is not None:
+        pending = PendingRestore(namespace, deployment, managed.originals.replicas, marker)
+        # Journalled before the delete: once the HPA is gone, nothing else remembers it.
+        cycle.store.add_restore(pending)
+    try:
+        cycle.kube.delete_hpa(
+            namespace,
+            metadata["name"],
+            uid=metadata["uid"],
+            resource_version=metadata["resourceVersion"],
+        )
+    except NotFound:
+        pass  # deleted by someone else, or by us just before a crash: the restore still runs
+    except Exception:
+        # The HPA is still there and still scaling: restoring replicas under it would
+        # fight it. The next cycle journals again before it retries the delete.
+        if pending is not None:
+            cycle.store.drop_restore(namespace, pending.deployment)
+        raise
+    if pending is None:
+        return
+    try:
+        written = _restore_replicas(cycle, pending)
+    except NotFound:
+        cycle.store.drop_restore(namespace, pending.deployment)
+        return
+    cycle.store.drop_restore(namespace, pending.deployment)
+    cycle.record(written, reason=REVERTED, message=_message(managed, reason))
+
+
+def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
+    """Put the Deployment back to its replicas from before the window (whatever the HPA
+    made of them since: its scaling and anyone else's cannot be told apart)."""
+    current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
+    metadata: dict[str, Any] = {"resourceVersion": current["metadata"]["resourceVersion"]}
+    if pending.released is not None:
+        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
+    patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}
+    return cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
+
+
+def _message(managed: notes.Managed, reason: str) -> str:
+    name = managed.template_name or managed.template_id
+    return (
+        f"template {name} action {managed.action_id}: window from {managed.window_start} "
+        f"reverted ({reason})"
+    )

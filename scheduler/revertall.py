@@ -1,0 +1,115 @@
+"""`moonin-agent scaling revert-all`: revert every managed HPA now, whatever its window.
+
+Used before an uninstall (the chart's pre-delete hook, after the scaling workload is scaled
+to zero) and by an operator who wants Moonin's hands off the cluster at once. Each revert
+has reason `manual` and leaves the RELEASED marker, so a scaling role that starts again
+does not re-apply those same windows (the next windows apply normally); an HPA whose min or
+max someone else changed is released as `overridden` instead, left as they set it. Moonin
+is not asked anything: the annotations are all a revert needs.
+
+A 409 is retried at once on fresh state (up to `attempts` times): unlike the reconcile
+loop there is no next cycle. The events go into the given outbox; shipping them is the
+caller's job.
+
+How it fails: never raises for a Kubernetes failure of one HPA; the report lists the HPAs
+that could not be reverted. A failure to list HPAs raises `kubeapi.KubeError`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import structlog
+from kubernetes import client
+
+from scheduler import annotations as notes
+from scheduler.cycle import Cycle
+from scheduler.events import RevertReason
+from scheduler.kubeapi import Conflict, KubeApi, KubeError, NotFound, Obj
+from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
+from scheduler.revert import finish_restores, is_overridden, revert
+from scheduler.store import Store
+from shipper.health import HealthReporter
+from shipper.outbox import StreamOutbox
+
+log = structlog.get_logger("scheduler.revert_all")
+
+
+@dataclass(frozen=True, slots=True)
+class RevertAllReport:
+    reverted: list[str]  # `namespace/name` of each HPA reverted
+    failed: dict[str, str]  # `namespace/name` -> why
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def revert_all(
+    *,
+    kube: KubeApi | client.ApiClient,
+    outbox: StreamOutbox,
+    store: Store,
+    cluster_id: str,
+    now: datetime | None = None,
+    attempts: int = 3,
+    reporter: HealthReporter | None = None,
+) -> RevertAllReport:
+    api = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+    cycle = Cycle(
+        kube=api,
+        outbox=outbox,
+        store=store,
+        cluster_id=cluster_id,
+        now=(now or datetime.now(UTC)).astimezone(UTC),
+        reporter=reporter or HealthReporter(COMPONENT),
+        tally=Counter(),
+    )
+    reverted: list[str] = []
+    failed: dict[str, str] = {}
+    try:
+        for hpa, managed in managed_hpas(api.list_hpas()):
+            metadata = hpa["metadata"]
+            key = f"{metadata['namespace']}/{metadata['name']}"
+            error = _revert_one(cycle, api, hpa, managed, attempts)
+            if error is None:
+                reverted.append(key)
+            else:
+                failed[key] = error
+                log.warning("revert_all_failed", hpa=key, error=error)
+        finish_restores(cycle, set())
+    finally:
+        store.commit()
+    return RevertAllReport(reverted=reverted, failed=failed)
+
+
+def _revert_one(
+    cycle: Cycle, api: KubeApi, hpa: Obj, managed: notes.Managed, attempts: int
+) -> str | None:
+    metadata = hpa["metadata"]
+    last = "no attempt made"
+    for attempt in range(attempts):
+        if attempt:
+            try:
+                hpa = api.get_hpa(metadata["namespace"], metadata["name"])
+            except NotFound:
+                return None  # gone meanwhile: nothing left to revert
+            except KubeError as exc:
+                return str(exc)
+            current = notes.read_managed(hpa)
+            if current is None:
+                return None  # released meanwhile
+            managed = current
+        try:
+            reenqueue_apply(cycle, hpa, managed)
+            reason: RevertReason = "overridden" if is_overridden(hpa, managed) else "manual"
+            revert(cycle, hpa, managed, reason, release=True)
+            return None
+        except Conflict as exc:
+            last = str(exc)
+            continue
+        except KubeError as exc:
+            return str(exc)
+    return last

@@ -1,0 +1,164 @@
+"""The scaling role's local memory: which event ids are already in the outbox, and which
+Deployment replica counts still have to be restored.
+
+Event ids make "report once" cheap: an apply, revert or error event is put into the outbox
+only when its id is not noted here, so a steady cycle puts nothing and an error is reported
+once per window, not once per cycle. Ids are noted after the outbox put has committed, and
+committed to this file once per cycle (`commit`): a crash before that commit only means the
+same ids are put again, which the platform de-duplicates. Ids older than `KEEP_IDS_FOR` are
+forgotten; at worst an event is sent a second time with the same id.
+
+Pending restores are the journal of a provisional revert: the Deployment's original
+replicas are committed here (at once, not at the end of the cycle) before the HPA is
+deleted, and cleared once the Deployment is restored, so a crash between the two cannot
+strand a Deployment at the window's size.
+
+How it fails: a file that is not a database or fails SQLite's check is moved aside
+(`<name>.corrupt-<time>`) and a fresh one started (the cost: events sent again, which the
+platform de-duplicates); other SQLite errors (locked, read-only, disk full) raise
+`sqlite3.Error` from the call that met them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("scheduler.store")
+
+# Its name in the role's queue directory, beside (never one of) the outbox's `<stream>.db`.
+FILE_NAME = "scaling-state.db"
+KEEP_IDS_FOR = 30 * 24 * 3600.0  # seconds
+PRUNE_EVERY = 3600.0  # seconds; a cycle with nothing new commits nothing in between
+_TIMEOUT = 10.0
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS pending_restores ("
+    " namespace TEXT NOT NULL, deployment TEXT NOT NULL, replicas INTEGER NOT NULL,"
+    " released TEXT, PRIMARY KEY (namespace, deployment))",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRestore:
+    namespace: str
+    deployment: str
+    replicas: int
+    released: str | None  # a RELEASED marker to leave on the Deployment (manual reverts)
+
+
+class Store:
+    """One SQLite file; thread-safe (scheduler jobs run on pool threads)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = _open(self.path)
+        self._ids = {row[0] for row in self._db.execute("SELECT id FROM enqueued")}
+        self._unsaved: dict[str, float] = {}
+        self._pruned_at = float("-inf")
+
+    # enqueued event ids -------------------------------------------------------------------
+
+    def enqueued(self, event_id: str) -> bool:
+        with self._lock:
+            return event_id in self._ids
+
+    def note_enqueued(self, event_ids: Iterable[str]) -> None:
+        """Remember ids already committed to the outbox; written at the next `commit`."""
+        now = time.time()
+        with self._lock:
+            for event_id in event_ids:
+                self._ids.add(event_id)
+                self._unsaved[event_id] = now
+
+    def commit(self) -> None:
+        """Write the ids noted since the last commit, and forget old ones: one transaction,
+        none at all when nothing was noted and the last pruning is recent."""
+        now = time.time()
+        horizon = now - KEEP_IDS_FOR
+        with self._lock:
+            rows = list(self._unsaved.items())
+            if not rows and now - self._pruned_at < PRUNE_EVERY:
+                return
+            self._pruned_at = now
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO enqueued VALUES (?, ?)", rows)
+                forgotten = self._db.execute(
+                    "SELECT id FROM enqueued WHERE at < ?", (horizon,)
+                ).fetchall()
+                self._db.execute("DELETE FROM enqueued WHERE at < ?", (horizon,))
+            self._unsaved.clear()
+            self._ids.difference_update(row[0] for row in forgotten)
+
+    # pending replica restores -------------------------------------------------------------
+
+    def add_restore(self, restore: PendingRestore) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO pending_restores VALUES (?, ?, ?, ?)",
+                (restore.namespace, restore.deployment, restore.replicas, restore.released),
+            )
+
+    def restores(self) -> list[PendingRestore]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT namespace, deployment, replicas, released FROM pending_restores"
+                " ORDER BY namespace, deployment"
+            ).fetchall()
+        return [PendingRestore(*row) for row in rows]
+
+    def drop_restore(self, namespace: str, deployment: str) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "DELETE FROM pending_restores WHERE namespace = ? AND deployment = ?",
+                (namespace, deployment),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    try:
+        return _connect(path)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
+            raise
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            source.replace(Path(f"{aside}{suffix}"))
+    log.error("scaling_store_quarantined", path=str(path), moved_to=str(aside))
+    return _connect(path)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(str(path), timeout=_TIMEOUT, check_same_thread=False)
+    try:
+        check = db.execute("PRAGMA quick_check").fetchone()
+        if not check or check[0] != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
+        db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a pending restore must survive a power cut, not only a process crash.
+        db.execute("PRAGMA synchronous=FULL")
+        with db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _is_corruption(exc: sqlite3.OperationalError) -> bool:
+    return "malformed" in str(exc) or "not a database" in str(exc)

@@ -1,0 +1,112 @@
+"""What the platform says this cycle: each template's activation and its actions' ids, and
+from that, whether the window a managed HPA is in is still on.
+
+`revert_reason` is the one rule for ending a window, used by the revert scan and by a
+takeover alike, in this order:
+1. min or max changed by someone else during the window: `overridden`;
+2. Moonin unreachable (no view): `expired` once the `run-until` annotation has passed,
+   otherwise the window stays;
+3. the template is active with the same window start and still has the action (or its
+   actions could not be read this cycle): the window stays, whatever `run-until` says (the
+   apply step keeps that annotation current);
+4. the window's `run-until` has passed, or the template expired (`valid_until` cut it
+   short): `expired`;
+5. anything else (disabled, missing from the list, invalid, another window of the same
+   template, a manual execution finished or cancelled, the action removed): `disabled`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from scheduler import window
+from scheduler.annotations import Managed
+from scheduler.events import RevertReason
+from scheduler.kubeapi import Obj
+from scheduler.revert import is_overridden
+from scheduler.templates import (
+    MalformedTemplate,
+    Template,
+    TemplatesError,
+    decode_templates,
+    format_timestamp,
+)
+
+
+@dataclass(slots=True)
+class TemplateState:
+    raw: dict[str, Any]
+    template: Template | MalformedTemplate
+    activation: window.Activation
+    action_ids: frozenset[str] | None = None  # None: not read this cycle
+
+    @property
+    def window_start(self) -> str | None:
+        start = self.activation.window_start
+        return None if start is None else format_timestamp(start)
+
+    @property
+    def run_until(self) -> str | None:
+        end = self.activation.run_until
+        return None if end is None else format_timestamp(end)
+
+    @property
+    def name(self) -> str:
+        template = self.template
+        return (template.name if isinstance(template, Template) else None) or ""
+
+
+@dataclass(slots=True)
+class TemplateView:
+    """The templates in the platform's order, by id (the first of duplicate ids wins)."""
+
+    templates: dict[str, TemplateState] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+
+    def owner_active(self, owner: tuple[str, str, str]) -> bool:
+        template_id, action_id, window_start = owner
+        state = self.templates.get(template_id)
+        if state is None or not state.activation.active or state.window_start != window_start:
+            return False
+        return state.action_ids is None or action_id in state.action_ids
+
+
+def read_templates(raw_templates: list[dict[str, Any]], now: datetime) -> TemplateView:
+    """Decode and evaluate each template on its own, so one that cannot be read does not
+    hide the others."""
+    view = TemplateView()
+    for index, raw in enumerate(raw_templates):
+        try:
+            (template,) = decode_templates(msgspec.json.encode({"templates": [raw]}))
+        except TemplatesError as exc:
+            view.unreadable.append(f"templates[{index}]: {exc}")
+            continue
+        if template.id in view.templates:
+            view.unreadable.append(f"templates[{index}]: duplicate id {template.id!r}")
+            continue
+        if isinstance(template, MalformedTemplate):
+            activation = window.malformed(template)
+        else:
+            activation = window.evaluate(template, now)
+        view.templates[template.id] = TemplateState(raw, template, activation)
+    return view
+
+
+def revert_reason(
+    hpa: Obj, managed: Managed, now: datetime, view: TemplateView | None
+) -> RevertReason | None:
+    """Why the window of a managed HPA is over, or None while it is on."""
+    if is_overridden(hpa, managed):
+        return "overridden"
+    if view is None:
+        return "expired" if managed.ended(now) else None
+    if view.owner_active(managed.owner):
+        return None
+    state = view.templates.get(managed.template_id)
+    if managed.ended(now) or (state is not None and state.activation.reason == "expired"):
+        return "expired"
+    return "disabled"

@@ -1,0 +1,220 @@
+"""A scaling role in a test: the fake Kubernetes API, a stub scaling API, a real outbox and
+local store in a temporary directory, and the objects and templates the tests use.
+
+Templates default to a daily window 08:00-18:00 UTC, so `at(9)` is inside the window of
+2026-12-02 and `at(18, 1)` is after it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from sandbox.kube import FakeKube
+from scheduler import annotations as notes
+from scheduler.ignore import IgnoreRules
+from scheduler.kubeapi import KubeApi
+from scheduler.kubeconnect import from_configuration
+from scheduler.reconcile import CycleReport, Reconciler
+from scheduler.store import Store
+from shipper.errors import RetryLater
+from shipper.outbox import Bounds, Outbox, StreamOutbox
+from shipper.records import SCALING
+
+CLUSTER = "c-1"
+NS = "shop"
+DAY = datetime(2026, 12, 2, tzinfo=UTC)
+WINDOW = "2026-12-02T08:00:00Z"
+RUN_UNTIL = "2026-12-02T18:00:00Z"
+
+
+def at(hour: int, minute: int = 0, *, days: int = 0) -> datetime:
+    return DAY.replace(hour=hour, minute=minute) + timedelta(days=days)
+
+
+def template(template_id: str = "t-1", **changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": template_id,
+        "name": "black friday",
+        "enabled": True,
+        "valid_until": None,
+        "timezone": "UTC",
+        "cron": "0 8 * * *",
+        "duration_minutes": 600,
+        "execution": None,
+    }
+    return {**base, **changes}
+
+
+def action(
+    action_id: str = "a-1",
+    deployment: str = "web",
+    low: int = 4,
+    high: int = 20,
+    *,
+    up: int = 1,
+    down: int = 1,
+    ns: str = NS,
+) -> dict[str, Any]:
+    return {
+        "id": action_id,
+        "namespace": ns,
+        "deployment": deployment,
+        "min_replicas": low,
+        "max_replicas": high,
+        "priority_up": up,
+        "priority_down": down,
+    }
+
+
+def namespace(name: str = NS) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def deployment(
+    name: str = "web", replicas: int | None = 2, *, ns: str = NS, annotations: Any = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "app", "image": f"{name}:1"}]},
+        },
+    }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    metadata: dict[str, Any] = {"name": name, "namespace": ns}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}
+
+
+def hpa(
+    name: str = "web", target: str = "web", low: int | None = 2, high: int = 5, *, ns: str = NS
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "maxReplicas": high,
+        "metrics": [
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "memory",
+                    "target": {"type": "Utilization", "averageUtilization": 70},
+                },
+            }
+        ],
+    }
+    if low is not None:
+        spec["minReplicas"] = low
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": ns, "annotations": {"team": "shop"}},
+        "spec": spec,
+    }
+
+
+class StubApi:
+    """The scaling API as the reconciler sees it; `down` makes every call fail like an
+    unreachable platform."""
+
+    def __init__(self) -> None:
+        self.templates: list[dict[str, Any]] = []
+        self.actions: dict[str, list[dict[str, Any]]] = {}
+        self.down = False
+        self.failing_actions: set[str] = set()
+
+    def get_templates(self) -> list[dict[str, Any]]:
+        if self.down:
+            raise RetryLater("GET https://scaling.example/templates failed: ConnectError")
+        return copy.deepcopy(self.templates)
+
+    def get_actions(self, template_id: str) -> list[dict[str, Any]]:
+        if self.down or template_id in self.failing_actions:
+            raise RetryLater(f"GET .../templates/{template_id}/actions answered 503")
+        return copy.deepcopy(self.actions.get(template_id, []))
+
+
+@dataclass
+class Harness:
+    kube: FakeKube
+    api: StubApi
+    outbox: Outbox
+    store: Store
+    kube_api: KubeApi
+    tmp: Path
+    reconciler: Reconciler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reconciler = self.make_reconciler()
+
+    @property
+    def stream(self) -> StreamOutbox:
+        return self.outbox[SCALING]
+
+    def make_reconciler(self, **changes: Any) -> Reconciler:
+        options: dict[str, Any] = {
+            "kube": self.kube_api,
+            "api": self.api,
+            "outbox": self.stream,
+            "store": self.store,
+            "cluster_id": CLUSTER,
+            "ignore": IgnoreRules(()),
+        }
+        options.update(changes)
+        return Reconciler(**options)
+
+    def run(self, now: datetime) -> CycleReport:
+        return self.reconciler.run_once(now)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The events put since the last call, in order (taken and acked)."""
+        found: list[dict[str, Any]] = []
+        while (batch := self.stream.take(max_records=10_000, max_bytes=1 << 30)) is not None:
+            found.extend(msgspec.json.decode(body) for body in batch.bodies)
+            self.stream.ack(batch)
+        return found
+
+    def hpa(self, name: str = "web", ns: str = NS) -> dict[str, Any]:
+        return self.kube.get("horizontalpodautoscalers", ns, name)
+
+    def deployment(self, name: str = "web", ns: str = NS) -> dict[str, Any]:
+        return self.kube.get("deployments", ns, name)
+
+    def kube_events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        found = self.kube.list("events")
+        return [event for event in found if reason is None or event["reason"] == reason]
+
+    def writes(self) -> list[tuple[str, str]]:
+        """(method, path) of every write the fake saw since `kube.clear_requests()`."""
+        return [(r.method, r.path) for r in self.kube.requests if r.method != "GET"]
+
+    def close(self) -> None:
+        self.outbox.close()
+        self.store.close()
+
+
+def ours(obj: dict[str, Any]) -> dict[str, str]:
+    """The object's annotations under scaling.moonin.app/."""
+    found = notes.annotations_of(obj)
+    return {key: value for key, value in found.items() if key.startswith(notes.PREFIX)}
+
+
+def make_harness(kube: FakeKube, tmp: Path, *, bounds: Bounds | None = None) -> Harness:
+    kube.create(namespace())
+    kube.create(namespace("locked"))
+    client = from_configuration(kube.client_configuration())
+    return Harness(
+        kube=kube,
+        api=StubApi(),
+        outbox=Outbox(tmp / "queue", streams=[SCALING], bounds=bounds),
+        store=Store(tmp / "queue" / "scaling-state.db"),
+        kube_api=KubeApi(client),
+        tmp=tmp,
+    )

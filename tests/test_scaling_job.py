@@ -1,0 +1,106 @@
+"""The APScheduler wrapper: cycles at an interval, the first at once, never two at a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from sandbox.kube import FakeKube
+from scheduler.job import ReconcileJob, ScalingJob
+from scheduler.kubeconnect import from_configuration
+from shipper.outbox import Outbox
+from shipper.records import SCALING
+from tests.scaling_harness import StubApi, action, deployment, namespace, template
+from tests.waiting import wait_until
+
+
+def test_cycles_run_at_the_interval_starting_at_once_and_stop_when_stopped() -> None:
+    runs: list[float] = []
+    job = ReconcileJob(lambda: runs.append(time.monotonic()), interval=0.05)
+    started = time.monotonic()
+    job.start()
+    try:
+        wait_until(lambda: len(runs) >= 4, timeout=5)
+    finally:
+        job.stop()
+    assert runs[0] - started < 0.5  # the first run does not wait an interval
+    count = len(runs)
+    time.sleep(0.15)
+    assert len(runs) == count and not job.running
+
+
+def test_a_slow_cycle_is_never_overlapped_by_the_next() -> None:
+    lock = threading.Lock()
+    active = 0
+    most = 0
+    runs = 0
+
+    def slow() -> None:
+        nonlocal active, most, runs
+        with lock:
+            active += 1
+            most = max(most, active)
+        time.sleep(0.08)  # longer than the interval
+        with lock:
+            active -= 1
+            runs += 1
+
+    job = ReconcileJob(slow, interval=0.02)
+    job.start()
+    try:
+        wait_until(lambda: runs >= 3, timeout=5)
+    finally:
+        job.stop()
+    assert most == 1
+
+
+def test_a_failing_cycle_is_counted_and_the_schedule_goes_on() -> None:
+    calls = 0
+
+    def failing() -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("boom")
+
+    job = ReconcileJob(failing, interval=0.03)
+    job.start()
+    try:
+        wait_until(lambda: calls >= 3, timeout=5)
+    finally:
+        job.stop()
+    assert job.reporter.snapshot().counters["cycle_failures"] >= 3
+
+
+def test_the_scaling_job_reconciles_on_its_own_until_stopped(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    kube.create(namespace())
+    kube.create(deployment())
+    api = StubApi()
+    # A manual execution that is on whenever the test runs.
+    api.templates = [
+        template(
+            cron=None,
+            execution={"id": "x", "status": "running", "started_at": "2020-01-01T00:00:00Z"},
+            duration_minutes=60 * 24 * 365 * 50,
+        )
+    ]
+    api.actions = {"t-1": [action()]}
+    with Outbox(tmp_path / "queue", streams=[SCALING]) as outbox:
+        job = ScalingJob(
+            kube=from_configuration(kube.client_configuration()),
+            api=api,
+            outbox=outbox[SCALING],
+            store_path=tmp_path / "queue" / "scaling-state.db",
+            cluster_id="c-1",
+            ignore_resources=["pod/*"],
+            interval=0.05,
+        )
+        job.start()
+        try:
+            wait_until(lambda: job.reporter.snapshot().counters.get("cycles", 0) >= 2, timeout=5)
+        finally:
+            job.stop()
+        assert kube.get("hpa", "shop", "web")["spec"]["minReplicas"] == 4
+        assert outbox[SCALING].stats().records == 1

@@ -1,0 +1,829 @@
+"""The reconcile cycle against the fake Kubernetes API: applies, guards, reverts, crash
+discipline and the events each step puts into a real outbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from kubernetes import client as kubernetes_client
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from scheduler import annotations as notes
+from scheduler.events import event_id
+from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeconnect import from_configuration
+from scheduler.revertall import revert_all
+from scheduler.store import Store
+from shipper.client import ApiClient
+from shipper.outbox import Bounds
+from shipper.token import TokenSource
+from tests.conftest import TOKEN
+from tests.scaling_harness import (
+    CLUSTER,
+    NS,
+    RUN_UNTIL,
+    WINDOW,
+    Harness,
+    action,
+    at,
+    deployment,
+    hpa,
+    make_harness,
+    ours,
+    template,
+)
+
+APPLY_4_20 = event_id(CLUSTER, "t-1", "a-1", WINDOW, "apply", "4:20")
+REVERT = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
+
+
+@pytest.fixture
+def h(kube: FakeKube, tmp_path: Path) -> Iterator[Harness]:
+    harness = make_harness(kube, tmp_path)
+    harness.api.templates = [template()]
+    harness.api.actions = {"t-1": [action()]}
+    yield harness
+    harness.close()
+
+
+def types(events: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    return [(event["type"], event["reason"]) for event in events]
+
+
+# --- apply and revert ------------------------------------------------------------------------
+
+
+def test_a_pre_existing_hpa_gets_the_window_and_its_own_spec_back_when_the_window_ends(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+
+    report = h.run(at(9))
+
+    assert (report.applies, report.reverts, report.errors) == (1, 0, 0)
+    scaled = h.hpa()
+    assert (scaled["spec"]["minReplicas"], scaled["spec"]["maxReplicas"]) == (4, 20)
+    assert scaled["spec"]["metrics"][0]["resource"]["name"] == "memory"  # untouched
+    annotations = ours(scaled)
+    assert annotations == {
+        notes.MANAGED: "true",
+        notes.TEMPLATE_ID: "t-1",
+        notes.ACTION_ID: "a-1",
+        notes.TEMPLATE_NAME: "black friday",
+        notes.WINDOW_START: WINDOW,
+        notes.RUN_UNTIL: RUN_UNTIL,
+        notes.PRIORITY_UP: "1",
+        notes.PRIORITY_DOWN: "1",
+        notes.PROVISIONAL: "false",
+        notes.ORIGINAL_SPEC: annotations[notes.ORIGINAL_SPEC],
+        notes.ORIGINAL_REPLICAS: "3",
+        notes.ORIGINAL_MIN: "2",
+        notes.ORIGINAL_MAX: "5",
+        notes.MANAGED_HASH: notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
+    }
+    original = json.loads(annotations[notes.ORIGINAL_SPEC])
+    assert (original["minReplicas"], original["maxReplicas"]) == (2, 5)
+    assert original["metrics"] == hpa()["spec"]["metrics"]
+    assert h.deployment()["spec"]["replicas"] == 4  # raised to the new minimum at once
+    [applied] = h.kube_events("MooninScalingApplied")
+    assert applied["involvedObject"]["kind"] == "HorizontalPodAutoscaler"
+    assert applied["involvedObject"]["name"] == "web"
+    assert "min 4, max 20" in applied["message"]
+    [event] = h.events()
+    assert event == {
+        "id": APPLY_4_20,
+        "type": "apply",
+        "template_id": "t-1",
+        "action_id": "a-1",
+        "namespace": NS,
+        "deployment": "web",
+        "min_replicas": 4,
+        "max_replicas": 20,
+        "window_start": WINDOW,
+        "run_until": RUN_UNTIL,
+        "provisional": False,
+        "reason": None,
+        "message": None,
+        "occurred_at": "2026-12-02T09:00:00.000Z",
+    }
+
+    report = h.run(at(18, 1))
+
+    assert report.reverts == 1
+    restored = h.hpa()
+    assert (restored["spec"]["minReplicas"], restored["spec"]["maxReplicas"]) == (2, 5)
+    assert ours(restored) == {}
+    assert restored["metadata"]["annotations"] == {"team": "shop"}
+    assert len(h.kube_events("MooninScalingReverted")) == 1
+    [revert] = h.events()
+    assert revert["id"] == REVERT
+    assert (revert["type"], revert["reason"], revert["provisional"]) == ("revert", "expired", False)
+    assert (revert["min_replicas"], revert["max_replicas"]) == (4, 20)
+
+
+def test_a_pre_existing_hpa_without_a_min_gets_its_min_removed_again(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=None, high=5))
+    h.run(at(9))
+    assert ours(h.hpa())[notes.ORIGINAL_MAX] == "5"
+    assert notes.ORIGINAL_MIN not in ours(h.hpa())
+    h.run(at(18, 1))
+    assert "minReplicas" not in h.hpa()["spec"]
+    assert h.hpa()["spec"]["maxReplicas"] == 5
+
+
+def test_without_an_hpa_a_provisional_one_is_created_then_deleted_and_the_replicas_restored(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=2))
+
+    h.run(at(9))
+
+    created = h.hpa()
+    assert created["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+    }
+    assert (created["spec"]["minReplicas"], created["spec"]["maxReplicas"]) == (4, 20)
+    assert ours(created)[notes.PROVISIONAL] == "true"
+    assert ours(created)[notes.ORIGINAL_REPLICAS] == "2"
+    assert notes.ORIGINAL_SPEC not in ours(created)
+    assert h.deployment()["spec"]["replicas"] == 4
+    [applied] = h.events()
+    assert (applied["id"], applied["provisional"]) == (APPLY_4_20, True)
+
+    h.kube.patch("deployments", NS, "web", {"spec": {"replicas": 9}})  # the HPA at work
+    h.run(at(18, 1))
+
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 2
+    assert h.store.restores() == []
+    [revert] = h.events()
+    assert (revert["id"], revert["reason"], revert["provisional"]) == (REVERT, "expired", True)
+    [reverted] = h.kube_events("MooninScalingReverted")
+    assert reverted["involvedObject"]["kind"] == "Deployment"
+
+
+def test_a_provisional_hpa_takes_another_name_when_the_deployments_name_is_taken(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment("web"))
+    h.kube.create(deployment("api"))
+    h.kube.create(hpa("web", target="api"))
+    h.run(at(9))
+    assert ours(h.hpa("web-moonin"))[notes.PROVISIONAL] == "true"
+    assert ours(h.hpa("web")) == {}  # the other Deployment's HPA is not ours to touch
+
+
+def test_a_deployment_without_replicas_counts_as_one(h: Harness) -> None:
+    h.kube.create(deployment(replicas=None))
+    h.run(at(9))
+    assert ours(h.hpa())[notes.ORIGINAL_REPLICAS] == "1"
+    h.run(at(18, 1))
+    assert h.deployment()["spec"]["replicas"] == 1
+
+
+# --- re-apply ----------------------------------------------------------------------------------
+
+
+def test_reapplying_the_same_window_writes_nothing_and_enqueues_nothing(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+    h.run(at(9))
+    h.events()
+    version = h.hpa()["metadata"]["resourceVersion"]
+    h.kube.clear_requests()
+
+    report = h.run(at(9, 30))
+
+    assert (report.applies, report.reverts, report.errors) == (0, 0, 0)
+    assert h.writes() == []
+    assert h.events() == []
+    assert h.hpa()["metadata"]["resourceVersion"] == version
+
+
+def test_a_changed_action_mid_window_is_applied_again_with_a_new_apply_event(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+    h.api.actions = {"t-1": [action(high=30)]}
+
+    report = h.run(at(10))
+
+    assert report.applies == 1
+    assert h.hpa()["spec"]["maxReplicas"] == 30
+    assert ours(h.hpa())[notes.ORIGINAL_MAX] == "5"  # the originals stay those before any window
+    [event] = h.events()
+    assert event["id"] == event_id(CLUSTER, "t-1", "a-1", WINDOW, "apply", "4:30")
+    assert event["id"] != APPLY_4_20
+    assert len(h.kube_events("MooninScalingApplied")) == 2
+    h.run(at(18, 1))
+    assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (2, 5)
+
+
+def test_an_extended_run_until_updates_the_annotation_and_keeps_the_window_on(
+    h: Harness,
+) -> None:
+    execution = {
+        "id": "x-1",
+        "status": "running",
+        "started_at": "2026-12-02T08:30:00Z",
+        "run_until": "2026-12-02T12:00:00Z",
+    }
+    h.api.templates = [template(cron=None, execution=execution)]
+    h.kube.create(deployment())
+    h.run(at(9))
+    assert ours(h.hpa())[notes.RUN_UNTIL] == "2026-12-02T12:00:00Z"
+    [applied] = h.events()
+    assert applied["window_start"] == "2026-12-02T08:30:00Z"
+
+    h.api.templates = [
+        template(cron=None, execution={**execution, "run_until": "2026-12-02T14:00:00Z"})
+    ]
+    h.run(at(10))
+    assert ours(h.hpa())[notes.RUN_UNTIL] == "2026-12-02T14:00:00Z"
+    assert h.events() == []  # the same apply: same id, nothing new
+
+    h.run(at(13))
+    assert ours(h.hpa())[notes.MANAGED] == "true"
+    h.run(at(14, 1))
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert types(h.events()) == [("revert", "expired")]
+
+
+# --- guards ------------------------------------------------------------------------------------
+
+
+def test_an_hpa_managed_by_another_active_template_is_not_taken_over(h: Harness) -> None:
+    h.api.templates = [template("t-1"), template("t-2")]
+    h.api.actions = {"t-1": [action("a-1", up=1)], "t-2": [action("a-2", high=50, up=2)]}
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+
+    h.run(at(9))
+
+    assert ours(h.hpa())[notes.TEMPLATE_ID] == "t-1"
+    assert h.hpa()["spec"]["maxReplicas"] == 20
+    events = h.events()
+    assert types(events) == [("apply", None), ("error", "conflict")]
+    conflict = events[1]
+    assert conflict["id"] == event_id(CLUSTER, "t-2", "a-2", WINDOW, "error", "conflict")
+    assert (conflict["template_id"], conflict["action_id"]) == ("t-2", "a-2")
+    assert "t-1" in conflict["message"]
+
+    h.kube.clear_requests()
+    report = h.run(at(10))
+    assert report.errors == 0 and h.events() == []  # reported once per window
+    assert h.writes() == []
+
+
+def test_applies_follow_priority_up_across_templates(h: Harness) -> None:
+    # The second template in the list comes first: its priority_up is lower.
+    h.api.templates = [template("t-1"), template("t-2")]
+    h.api.actions = {
+        "t-1": [action("a-1", "web", up=5)],
+        "t-2": [action("a-2", "web", high=50, up=1), action("a-3", "api", up=9)],
+    }
+    h.kube.create(deployment("web"))
+    h.kube.create(deployment("api"))
+    h.run(at(9))
+    assert ours(h.hpa("web"))[notes.TEMPLATE_ID] == "t-2"
+    events = h.events()
+    assert [(e["type"], e["action_id"]) for e in events] == [
+        ("apply", "a-2"),
+        ("error", "a-1"),
+        ("apply", "a-3"),
+    ]
+
+
+def test_reverts_follow_priority_down(h: Harness) -> None:
+    h.api.actions = {
+        "t-1": [
+            action("a-1", "web", down=7),
+            action("a-2", "api", down=2),
+            action("a-3", "db", down=5),
+        ]
+    }
+    for name in ("web", "api", "db"):
+        h.kube.create(deployment(name))
+    h.run(at(9))
+    h.events()
+    h.run(at(18, 1))
+    assert [(e["type"], e["action_id"]) for e in h.events()] == [
+        ("revert", "a-2"),
+        ("revert", "a-3"),
+        ("revert", "a-1"),
+    ]
+
+
+def test_a_deployment_annotated_ignore_is_reported_once_per_window_and_never_touched(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(annotations={notes.IGNORE: "true"}))
+    h.run(at(9))
+    h.run(at(10))
+    [ignored] = h.events()
+    assert ignored["id"] == event_id(CLUSTER, "t-1", "a-1", WINDOW, "error", "ignored")
+    assert (ignored["type"], ignored["reason"]) == ("error", "ignored")
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 2
+
+    h.run(at(9, days=1))  # the next window is reported again
+    [again] = h.events()
+    assert again["window_start"] == "2026-12-03T08:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("globs", "ignored"),
+    [
+        (["deployment/shop/we*"], True),
+        (["deployment/w?b"], True),
+        (["*/shop/web"], True),
+        (["hpa/*/web"], True),
+        (["horizontalpodautoscaler/shop/*"], True),
+        (["deployment/other/*", "pod/*", "namespace/shop"], False),
+    ],
+)
+def test_ignore_resources_globs_keep_deployments_and_hpas_out(
+    h: Harness, globs: list[str], ignored: bool
+) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+    h.reconciler = h.make_reconciler(ignore=globs)
+    h.run(at(9))
+    h.run(at(9, 30))
+    if ignored:
+        assert types(h.events()) == [("error", "ignored")]
+        assert ours(h.hpa()) == {}
+    else:
+        assert types(h.events()) == [("apply", None)]
+
+
+def test_a_missing_deployment_is_reported_once_and_applied_when_it_appears(h: Harness) -> None:
+    h.run(at(9))
+    h.run(at(9, 30))
+    [missing] = h.events()
+    assert missing["reason"] == "deployment_not_found"
+    assert (missing["namespace"], missing["deployment"]) == (NS, "web")
+    h.kube.create(deployment())
+    h.run(at(10))
+    assert types(h.events()) == [("apply", None)]
+
+
+def test_a_forbidden_namespace_is_reported_and_the_other_actions_still_apply(h: Harness) -> None:
+    h.api.actions = {"t-1": [action("a-1", "web", ns="locked", up=1), action("a-2", "web", up=2)]}
+    h.kube.create(deployment(ns="locked"))
+    h.kube.create(deployment())
+    h.kube.fail_next(403, 1, path_prefix="/apis/apps/v1/namespaces/locked/")
+    h.run(at(9))
+    events = h.events()
+    assert types(events) == [("error", "forbidden"), ("apply", None)]
+    assert events[0]["id"] == event_id(CLUSTER, "t-1", "a-1", WINDOW, "error", "forbidden")
+    assert events[0]["message"].startswith("get deployment locked/web: 403 ")
+
+
+def test_invalid_actions_are_reported_and_the_valid_ones_still_apply(h: Harness) -> None:
+    h.api.actions = {
+        "t-1": [
+            action("a-zero", low=0),
+            action("a-upside-down", low=9, high=3),
+            {"id": "a-partial", "namespace": NS, "min_replicas": 1, "max_replicas": 2},
+            action("a-1"),
+        ]
+    }
+    h.kube.create(deployment())
+    h.run(at(9))
+    h.run(at(9, 30))
+    events = h.events()
+    assert [(e["type"], e["reason"], e["action_id"]) for e in events] == [
+        ("error", "invalid_action", "a-zero"),
+        ("error", "invalid_action", "a-upside-down"),
+        ("error", "invalid_action", "a-partial"),
+        ("apply", None, "a-1"),
+    ]
+    assert "min_replicas must be at least 1" in events[0]["message"]
+    assert "below min_replicas" in events[1]["message"]
+    assert "deployment is missing" in events[2]["message"]
+
+
+# --- invalid templates -------------------------------------------------------------------------
+
+
+def test_an_invalid_template_is_reported_once_per_distinct_invalid_value(h: Harness) -> None:
+    h.api.templates = [template(cron="61 8 * * *")]
+    h.run(at(9))
+    h.run(at(9, 30))
+    [error] = h.events()
+    assert error["id"] == "6e0cf4034ac25523597c9af5ca525ac1"  # sha256, computed by hand
+    assert error["id"] == event_id(
+        CLUSTER, "t-1", None, None, "error", "invalid_cron:61 8 * * *|UTC|600"
+    )
+    assert (error["type"], error["reason"]) == ("error", "invalid_cron")
+    assert error["action_id"] is None and error["window_start"] is None
+    assert error["namespace"] is None and error["min_replicas"] is None
+    assert "minute" in error["message"]
+
+    h.api.templates = [template(cron="0 8 * * *", timezone="Mars/Olympus")]
+    h.run(at(10))
+    h.api.templates = [template(cron="62 8 * * *")]  # still invalid, another value
+    h.run(at(10, 30))
+    h.run(at(11))
+    assert types(h.events()) == [("error", "invalid_timezone"), ("error", "invalid_cron")]
+
+    h.api.templates = [template(enabled="yes")]  # malformed: reported with what was sent
+    h.run(at(11, 30))
+    [malformed] = h.events()
+    assert malformed["reason"] == "invalid_template"
+    assert malformed["id"] == event_id(
+        CLUSTER, "t-1", None, None, "error", "invalid_template:0 8 * * *|UTC|600"
+    )
+
+
+def test_a_template_that_turns_invalid_reverts_its_windows_as_disabled(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.run(at(9))
+    h.events()
+    h.api.templates = [template(duration_minutes=0)]
+    h.run(at(10))
+    assert types(h.events()) == [("error", "invalid_template"), ("revert", "disabled")]
+
+
+# --- reverts for other reasons -----------------------------------------------------------------
+
+
+def test_an_hpa_changed_by_someone_else_is_released_as_overridden_and_not_applied_again(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+    h.kube.patch("horizontalpodautoscalers", NS, "web", {"spec": {"minReplicas": 7}})
+
+    report = h.run(at(10))
+
+    assert report.reverts == 1
+    left = h.hpa()
+    assert (left["spec"]["minReplicas"], left["spec"]["maxReplicas"]) == (7, 20)
+    assert ours(left) == {notes.RELEASED: f"t-1/a-1/{WINDOW}"}
+    [revert] = h.events()
+    assert (revert["id"], revert["reason"]) == (REVERT, "overridden")
+    assert revert["min_replicas"] is None and "7:20" in revert["message"]
+
+    h.kube.clear_requests()
+    h.run(at(11))
+    assert h.writes() == [] and h.events() == []  # the same window stays released
+
+    h.run(at(9, days=1))  # the next window applies, on top of what they set
+    again = h.hpa()
+    assert (again["spec"]["minReplicas"], again["spec"]["maxReplicas"]) == (4, 20)
+    assert (ours(again)[notes.ORIGINAL_MIN], ours(again)[notes.ORIGINAL_MAX]) == ("7", "20")
+    assert types(h.events()) == [("apply", None)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["disabled", "missing", "cancelled", "finished", "action removed"],
+)
+def test_a_window_whose_template_stops_is_reverted_as_disabled(h: Harness, change: str) -> None:
+    execution = {"id": "x-1", "status": "running", "started_at": "2026-12-02T08:30:00Z"}
+    h.api.templates = [template(cron=None, execution=execution)]
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+    h.run(at(9))
+    h.events()
+    if change == "disabled":
+        h.api.templates = [template(cron=None, execution=execution, enabled=False)]
+    elif change == "missing":
+        h.api.templates = []
+    elif change == "action removed":
+        h.api.actions = {"t-1": []}
+    else:
+        h.api.templates = [template(cron=None, execution={**execution, "status": change})]
+
+    h.run(at(10))
+
+    [revert] = h.events()
+    assert (revert["type"], revert["reason"], revert["id"]) == (
+        "revert",
+        "disabled",
+        event_id(CLUSTER, "t-1", "a-1", "2026-12-02T08:30:00Z", "revert", ""),
+    )
+    assert ours(h.hpa()) == {}
+    assert h.hpa()["spec"]["maxReplicas"] == 5
+
+
+def test_a_window_cut_short_by_valid_until_is_reverted_as_expired(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.run(at(9))
+    h.events()
+    h.api.templates = [template(valid_until="2026-12-02T09:30:00Z")]
+    h.run(at(10))
+    assert types(h.events()) == [("revert", "expired")]
+
+
+def test_windows_that_follow_each_other_hand_the_hpa_over_keeping_the_originals(
+    h: Harness,
+) -> None:
+    h.api.templates = [
+        template("t-1", duration_minutes=120),  # 08:00-10:00
+        template("t-2", cron="0 10 * * *", duration_minutes=120),  # 10:00-12:00
+    ]
+    h.api.actions = {"t-1": [action("a-1", high=20)], "t-2": [action("a-2", high=30)]}
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+
+    h.run(at(10, 1))
+
+    taken = h.hpa()
+    assert (ours(taken)[notes.TEMPLATE_ID], taken["spec"]["maxReplicas"]) == ("t-2", 30)
+    assert (ours(taken)[notes.ORIGINAL_MIN], ours(taken)[notes.ORIGINAL_MAX]) == ("2", "5")
+    events = h.events()
+    assert [(e["type"], e["template_id"], e["reason"]) for e in events] == [
+        ("revert", "t-1", "expired"),
+        ("apply", "t-2", None),
+    ]
+    h.run(at(12, 1))
+    assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (2, 5)
+    assert types(h.events()) == [("revert", "expired")]
+
+
+# --- Moonin down, outbox full ------------------------------------------------------------------
+
+
+def test_while_moonin_is_down_nothing_new_is_applied_but_expired_windows_are_reverted(
+    h: Harness,
+) -> None:
+    h.api.templates = [template("t-1"), template("t-2", duration_minutes=120)]
+    h.api.actions = {"t-1": [action("a-1", "web")], "t-2": [action("a-2", "api")]}
+    h.kube.create(deployment("web"))
+    h.kube.create(deployment("api"))
+    h.run(at(9))
+    h.events()
+    h.api.down = True
+    h.api.actions["t-1"].append(action("a-3", "db"))
+    h.kube.create(deployment("db"))
+
+    report = h.run(at(10, 1))
+
+    assert report.moonin_reachable is False
+    assert h.reconciler.reporter.health.ok is False
+    assert [(e["type"], e["action_id"], e["reason"]) for e in h.events()] == [
+        ("revert", "a-2", "expired")
+    ]
+    assert [x["metadata"]["name"] for x in h.kube.list("horizontalpodautoscalers")] == ["web"]
+    assert h.deployment("api")["spec"]["replicas"] == 2
+
+    h.api.down = False
+    h.run(at(10, 2))
+    assert h.reconciler.reporter.health.ok is True
+    assert [(e["type"], e["action_id"]) for e in h.events()] == [("apply", "a-3")]
+
+
+def test_while_the_outbox_is_at_its_bound_nothing_new_is_applied_but_reverts_go_on(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    h = make_harness(kube, tmp_path, bounds=Bounds(max_records=1))
+    try:
+        h.api.templates = [template("t-1"), template("t-2", duration_minutes=120)]
+        h.api.actions = {"t-1": [action("a-1", "web")]}
+        h.kube.create(deployment("web"))
+        h.kube.create(deployment("api"))
+        h.run(at(9))  # one apply event: the stream is now at its bound
+        h.api.actions["t-2"] = [action("a-2", "api")]
+        h.run(at(9, 30))
+        assert [x["metadata"]["name"] for x in h.kube.list("horizontalpodautoscalers")] == ["web"]
+        assert h.reconciler.reporter.health.ok is False
+        h.run(at(18, 1))
+        assert h.kube.list("horizontalpodautoscalers") == []
+    finally:
+        h.close()
+
+
+def test_templates_come_from_the_platform_and_an_unreachable_platform_still_lets_windows_end(
+    kube: FakeKube, tmp_path: Path, platform: FakePlatform
+) -> None:
+    h = make_harness(kube, tmp_path)
+    client = ApiClient(
+        base_url=platform.url,
+        project_id="p-1",
+        cluster_id=CLUSTER,
+        token=TokenSource(TOKEN),
+        insecure_http=True,
+        timeout=2.0,
+    )
+    try:
+        platform.set_templates([template()])
+        platform.set_actions("t-1", [action()])
+        h.reconciler = h.make_reconciler(api=client)
+        h.kube.create(deployment())
+        platform.set_templates([template(), template("t-bad", cron="* * *")])
+        platform.set_actions("t-1", [action(), action("a-2", "missing", low=3, high=2)])
+        h.run(at(9))
+        events = h.events()
+        assert [e["type"] for e in events] == ["error", "error", "apply"]
+        # The platform accepts each of them as the contract describes.
+        client.post_events("batch-1", [msgspec.json.encode(e) for e in events])
+        assert set(platform.events()) == {e["id"] for e in events}
+        platform.down()
+        report = h.run(at(18, 1))
+        assert report.moonin_reachable is False
+        assert h.kube.list("horizontalpodautoscalers") == []
+        assert types(h.events()) == [("revert", "expired")]
+    finally:
+        client.close()
+        h.close()
+
+
+# --- conflicts and crash discipline -------------------------------------------------------------
+
+
+def test_a_409_on_the_patch_loses_nothing_and_the_next_cycle_applies(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.kube.fail_next(409, resource="horizontalpodautoscalers", verb="patch")
+
+    report = h.run(at(9))
+
+    assert (report.applies, report.conflicts) == (0, 1)
+    assert h.hpa()["spec"]["minReplicas"] == 2 and ours(h.hpa()) == {}
+    assert h.events() == []
+    h.run(at(9, 1))
+    assert h.hpa()["spec"]["minReplicas"] == 4
+    assert [e["id"] for e in h.events()] == [APPLY_4_20]
+
+
+class ChangesBeforeTheWrite(KubeApi):
+    """Someone else edits the HPA between the reconciler's read and its write, once."""
+
+    def __init__(self, kube: FakeKube, inner: KubeApi) -> None:
+        super().__init__(inner.api_client)
+        self.fake = kube
+        self.armed = True
+
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+        if self.armed:
+            self.armed = False
+            self.fake.patch(
+                "horizontalpodautoscalers", namespace, name, {"metadata": {"labels": {"x": "1"}}}
+            )
+        return super().patch_hpa(namespace, name, patch)
+
+
+def test_an_hpa_changed_between_read_and_write_is_not_overwritten(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.reconciler = h.make_reconciler(kube=ChangesBeforeTheWrite(h.kube, h.kube_api))
+    assert h.run(at(9)).conflicts == 1
+    assert h.hpa()["metadata"]["labels"] == {"x": "1"} and ours(h.hpa()) == {}
+    h.run(at(9, 1))
+    assert h.hpa()["metadata"]["labels"] == {"x": "1"}
+    assert h.hpa()["spec"]["minReplicas"] == 4
+
+
+def test_an_apply_event_the_store_does_not_know_is_enqueued_again(
+    h: Harness, tmp_path: Path
+) -> None:
+    h.kube.create(deployment())
+    h.run(at(9))
+    assert [e["id"] for e in h.events()] == [APPLY_4_20]
+    # A crash after the write, before the event was noted: a store without the id.
+    forgetful = Store(tmp_path / "other-state.db")
+    try:
+        h.reconciler = h.make_reconciler(store=forgetful)
+        h.run(at(9, 1))
+        assert [e["id"] for e in h.events()] == [APPLY_4_20]
+        h.run(at(9, 2))
+        assert h.events() == []
+    finally:
+        forgetful.close()
+
+
+def test_the_store_remembers_enqueued_events_across_a_restart(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.run(at(9))
+    h.events()
+    h.store.close()
+    h.store = Store(h.store.path)
+    h.reconciler = h.make_reconciler()
+    h.run(at(9, 1))
+    assert h.events() == []
+
+
+def test_a_revert_event_is_enqueued_before_the_write_and_a_failed_revert_is_retried(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+    h.kube.fail_next(500, resource="horizontalpodautoscalers", verb="patch")
+
+    report = h.run(at(18, 1))
+
+    assert report.failures == 1
+    assert ours(h.hpa())[notes.MANAGED] == "true"  # not reverted yet...
+    assert [e["id"] for e in h.events()] == [REVERT]  # ...but its event is already queued
+
+    h.run(at(18, 2))
+    assert ours(h.hpa()) == {} and h.hpa()["spec"]["minReplicas"] == 2
+    assert h.events() == []  # the retry makes no second event
+
+
+def test_a_failed_delete_of_a_provisional_hpa_is_retried_without_touching_replicas(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    h.events()
+    h.kube.fail_next(500, resource="horizontalpodautoscalers", verb="delete")
+    h.run(at(18, 1))
+    assert ours(h.hpa())[notes.MANAGED] == "true"
+    assert h.deployment()["spec"]["replicas"] == 4  # not restored under a live HPA
+    assert h.store.restores() == []
+    assert [e["id"] for e in h.events()] == [REVERT]
+    h.run(at(18, 2))
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 2
+    assert h.events() == []
+
+
+def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycle(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    h.events()
+    # Both the revert's restore and the same cycle's retry of it meet a 409.
+    h.kube.fail_next(409, 2, resource="deployments", verb="patch")
+    h.run(at(18, 1))
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 4
+    [pending] = h.store.restores()
+    assert (pending.namespace, pending.deployment, pending.replicas) == (NS, "web", 2)
+    h.run(at(18, 2))
+    assert h.deployment()["spec"]["replicas"] == 2
+    assert h.store.restores() == []
+    assert [e["reason"] for e in h.events()] == ["expired"]
+
+
+# --- revert-all ----------------------------------------------------------------------------------
+
+
+def test_revert_all_reverts_every_managed_hpa_and_the_same_windows_are_not_applied_again(
+    h: Harness,
+) -> None:
+    h.api.actions = {"t-1": [action("a-1", "web"), action("a-2", "api")]}
+    h.kube.create(deployment("web"))
+    h.kube.create(hpa("web", low=2, high=5))
+    h.kube.create(deployment("api", replicas=3))
+    h.run(at(9))
+    h.events()
+
+    report = revert_all(
+        kube=h.kube_api, outbox=h.stream, store=h.store, cluster_id=CLUSTER, now=at(10)
+    )
+
+    assert report.ok and sorted(report.reverted) == [f"{NS}/api", f"{NS}/web"]
+    assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (2, 5)
+    assert ours(h.hpa()) == {notes.RELEASED: f"t-1/a-1/{WINDOW}"}
+    assert [x["metadata"]["name"] for x in h.kube.list("horizontalpodautoscalers")] == ["web"]
+    assert h.deployment("api")["spec"]["replicas"] == 3
+    assert ours(h.deployment("api")) == {notes.RELEASED: f"t-1/a-2/{WINDOW}"}
+    assert sorted((e["type"], e["reason"]) for e in h.events()) == [("revert", "manual")] * 2
+
+    h.run(at(10, 1))
+    assert h.events() == []
+    assert [x["metadata"]["name"] for x in h.kube.list("horizontalpodautoscalers")] == ["web"]
+
+
+def test_revert_all_retries_a_409_at_once(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.kube.fail_next(409, resource="horizontalpodautoscalers", verb="patch")
+    report = revert_all(kube=h.kube_api, outbox=h.stream, store=h.store, cluster_id=CLUSTER)
+    assert report.ok and report.reverted == [f"{NS}/web"]
+    assert h.hpa()["spec"]["minReplicas"] == 2
+
+
+def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Harness) -> None:
+    nowhere = KubeApi(
+        from_configuration(kubernetes_client.Configuration(host="http://127.0.0.1:1"))
+    )
+    h.reconciler = h.make_reconciler(kube=nowhere)
+    report = h.run(at(9))
+    assert (report.kube_reachable, report.failures, report.applies) == (False, 1, 0)
+    assert h.reconciler.reporter.health.reason == "cannot list HPAs: reverts are waiting"
+    assert h.events() == []
