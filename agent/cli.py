@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     scaling_commands = scaling.add_subparsers(
         dest="scaling_command", required=True, metavar="ACTION"
     )
+    revert_all = scaling_commands.add_parser(
+        "revert-all",
+        help="revert every HPA the agent manages now (reason manual) and ship the events "
+        "for at most SHUTDOWN_SHIP_SECONDS; configured like `run --role scaling`",
+    )
+    revert_all.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+    _cluster_arguments(revert_all)
     evaluate = scaling_commands.add_parser(
         "evaluate",
         help="which templates are active at an instant, and why (one JSON array; "
@@ -139,6 +146,8 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _scaling(args: argparse.Namespace) -> int:
+    if args.scaling_command == "revert-all":
+        return _revert_all(args)
     from scheduler import evaluate
 
     try:
@@ -151,6 +160,16 @@ def _scaling(args: argparse.Namespace) -> int:
     out.write(evaluate.render(verdicts))
     out.flush()
     return 0
+
+
+def _revert_all(args: argparse.Namespace) -> int:
+    from agent import config, scaling
+
+    try:
+        settings = config.load_settings("scaling", os.environ, config_file=args.config)
+    except config.ConfigError as exc:
+        return _fail(str(exc))
+    return scaling.revert_all_now(settings, kubeconfig=args.kubeconfig, context=args.context)
 
 
 def _queue(args: argparse.Namespace) -> int:

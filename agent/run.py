@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
@@ -31,12 +33,27 @@ from shipper.health import HealthReporter, HealthSnapshot
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox
 from shipper.queuefile import QueueFileError, StreamStats
-from shipper.records import DISCOVERY
+from shipper.records import DISCOVERY, SCALING
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
 from shipper.version import VERSION
 
 log = structlog.get_logger("agent")
+
+
+class Role(Protocol):
+    """A producer of records or events the process runs (discovery, scaling)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None:
+        """Stop producing; what it holds reaches the outbox before this returns."""
+
+    def reporters(self) -> list[HealthReporter]: ...
+
+    def problems(self) -> list[str]:
+        """What liveness should fail on beyond its components' health."""
+
 
 EXIT_BAD_CONFIGURATION = 2
 # Exit code for a start-up that cannot proceed for a reason outside the configuration
@@ -198,11 +215,21 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
     log.debug("allocator_tuned", settings=tuned)
-    target = None
-    if DISCOVERY in settings.streams:
-        try:
+    target = kube = None
+    try:
+        if DISCOVERY in settings.streams:
             target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
-        except KubeConfigError as exc:
+    except KubeConfigError as exc:
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIGURATION
+    if SCALING in settings.streams:
+        # Imported here: the kubernetes client costs ~45 MiB that a discovery-only process
+        # does not spend (see docs/collector.md).
+        from scheduler import kubeconnect
+
+        try:
+            kube = kubeconnect.connect(kubeconfig, context)
+        except kubeconnect.KubeConnectError as exc:
             print(f"moonin-agent: {exc}", file=sys.stderr)
             return EXIT_BAD_CONFIGURATION
     stop = threading.Event()
@@ -219,7 +246,7 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
         delivery = open_delivery(settings, token, observe=metrics.observe_request)
     except (QueueDirectoryBusy, QueueFileError) as exc:
         return _startup_failed(exc)
-    roles: list[DiscoveryRole] = []
+    roles: list[Role] = []
     try:
         if target is not None:
             roles.append(
@@ -230,10 +257,26 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
                     client=delivery.clients[DISCOVERY],
                 )
             )
-    except ConfigError as exc:
-        print(f"moonin-agent: {exc}", file=sys.stderr)
+        if kube is not None:
+            from agent.scaling import ScalingRole
+
+            roles.append(
+                ScalingRole(
+                    settings,
+                    kube=kube,
+                    outbox=delivery.outbox[SCALING],
+                    api=delivery.clients[SCALING],
+                )
+            )
+    except (ConfigError, ValueError) as exc:
         delivery.stop(drain_seconds=0)
+        # ConfigError names its setting; the scaling role's globs raise plain ValueError.
+        where = "" if isinstance(exc, ConfigError) else "IGNORE_RESOURCES: "
+        print(f"moonin-agent: {where}{exc}", file=sys.stderr)
         return EXIT_BAD_CONFIGURATION
+    except sqlite3.Error as exc:  # the scaling store: locked, read-only, disk full
+        delivery.stop(drain_seconds=0)
+        return _startup_failed(f"scaling store in {settings.queue_dir}: {exc}")
     watch = HealthWatch(
         lambda: [*delivery.reporters(), *(r for role in roles for r in role.reporters())]
     )
@@ -283,8 +326,9 @@ def _startup_failed(problem: object) -> int:
     return EXIT_STARTUP_FAILED
 
 
-def _leading(roles: Iterable[DiscoveryRole]) -> bool | None:
+def _leading(roles: Iterable[Role]) -> bool | None:
     """Whether this replica collects (None: no discovery role in this process)."""
     for role in roles:
-        return role.leading
+        if isinstance(role, DiscoveryRole):
+            return role.leading
     return None

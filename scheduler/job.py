@@ -31,6 +31,7 @@ from shipper.outbox import StreamOutbox
 log = structlog.get_logger("scheduler.job")
 
 JOB_ID = "scaling-reconcile"
+STALLED_AFTER_SECONDS = 600.0
 
 
 class ReconcileJob:
@@ -91,6 +92,8 @@ class ReconcileJob:
         except Exception:
             self.reporter.count("cycle_failures")
             log.exception("scaling_cycle_failed")
+        finally:
+            self.reporter.progress()  # liveness: the clock still turns
 
 
 class ScalingJob:
@@ -108,7 +111,10 @@ class ScalingJob:
         interval: float = 30.0,
         reporter: HealthReporter | None = None,
     ) -> None:
-        self.reporter = reporter or HealthReporter(COMPONENT)
+        # A cycle is a few requests with timeouts; ten missed cycles mean a stuck clock.
+        self.reporter = reporter or HealthReporter(
+            COMPONENT, stalled_after=max(STALLED_AFTER_SECONDS, interval * 10)
+        )
         ignore = IgnoreRules(ignore_resources)  # a bad entry fails before the store opens
         self.store = Store(store_path)
         self.reconciler = Reconciler(

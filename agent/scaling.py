@@ -1,0 +1,108 @@
+"""The scaling role: the reconcile job on the scaling outbox stream, and `revert-all`.
+
+One replica runs it (the chart's scaling workload); it needs no leader election. Events go
+through the `scaling` stream, so an outage of the scaling API delays them and loses none.
+This module imports the kubernetes client, so only processes that scale import it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import msgspec
+import structlog
+from kubernetes import client
+
+from agent.config import Settings
+from agent.logs import configure_logging
+from scheduler.job import ScalingJob
+from scheduler.store import FILE_NAME
+from shipper.client import ApiClient
+from shipper.health import HealthReporter
+from shipper.lock import QueueDirectoryBusy
+from shipper.outbox import StreamOutbox
+from shipper.queuefile import QueueFileError
+from shipper.records import SCALING
+from shipper.token import TokenSource
+
+log = structlog.get_logger("agent.scaling")
+
+
+def revert_all_now(
+    settings: Settings, *, kubeconfig: str | None = None, context: str | None = None
+) -> int:
+    """`moonin-agent scaling revert-all`: revert every managed HPA now (reason `manual`),
+    queue the revert events in this process's queue directory and ship them for at most
+    `shutdown_ship_seconds`; what is not delivered by then waits there. Prints one JSON
+    object (`reverted`, `failed`); exit 0 when every HPA was reverted."""
+    from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
+    from scheduler import kubeconnect
+    from scheduler.revertall import revert_all
+    from scheduler.store import Store
+
+    token = TokenSource(value=settings.token, file=settings.token_file)
+    configure_logging(settings.log_level, secrets=token.secrets)
+    try:
+        kube = kubeconnect.connect(kubeconfig, context)
+    except kubeconnect.KubeConnectError as exc:
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIGURATION
+    try:
+        delivery = open_delivery(settings, token)
+        store = Store(Path(settings.queue_dir) / FILE_NAME)
+    except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
+    delivery.start()
+    try:
+        report = revert_all(
+            kube=kube, outbox=delivery.outbox[SCALING], store=store, cluster_id=settings.cluster_id
+        )
+    finally:
+        store.close()
+        delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
+        kube.close()
+    log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
+    sys.stdout.buffer.write(
+        msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
+    )
+    return 0 if report.ok else 1
+
+
+class ScalingRole:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        kube: client.ApiClient,
+        outbox: StreamOutbox,
+        api: ApiClient,
+    ) -> None:
+        self._kube = kube
+        self._interval = settings.reconcile_interval_seconds
+        self.job = ScalingJob(
+            kube=kube,
+            api=api,
+            outbox=outbox,
+            store_path=Path(settings.queue_dir) / FILE_NAME,
+            cluster_id=settings.cluster_id,
+            ignore_resources=settings.ignore_resources,
+            interval=settings.reconcile_interval_seconds,
+        )
+
+    def start(self) -> None:
+        self.job.start()
+        log.info("scaling_started", interval_seconds=self._interval)
+
+    def stop(self) -> None:
+        """Let a cycle in progress finish (an HPA write completes), then stop."""
+        self.job.stop()
+        self._kube.close()
+
+    def reporters(self) -> list[HealthReporter]:
+        return [self.job.reporter]
+
+    def problems(self) -> list[str]:
+        return []

@@ -1,0 +1,104 @@
+"""`moonin-agent run --role scaling` against the fake cluster and the fake platform: a manual
+execution a few seconds long is applied to the HPA, reverted when it ends, and both events
+reach the platform; an outage of the platform delays the events and loses none."""
+
+from __future__ import annotations
+
+import json
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from tests import scaling_harness as h
+from tests.test_run import agent_env, run_cli, start_agent, stop_within
+from tests.waiting import wait_until
+
+
+def stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def test_a_manual_window_is_applied_reverted_and_reported_through_an_outage(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    kube.create(h.namespace())
+    kube.create(h.deployment(replicas=2))
+    kube.create(h.hpa(low=2, high=5))
+    started = datetime.now(UTC)
+    ends = started + timedelta(seconds=6)
+    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
+    platform.set_templates(
+        [h.template(cron=None, execution={**execution, "run_until": stamp(ends)})]
+    )
+    platform.set_actions("t-1", [h.action(low=4, high=20)])
+    env = agent_env(
+        platform, tmp_path / "queue", KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.5"
+    )
+    agent = start_agent(env, role="scaling")
+    try:
+        wait_until(
+            lambda: kube.get("horizontalpodautoscalers", h.NS, "web")["spec"]["minReplicas"] == 4
+        )
+        spec = kube.get("horizontalpodautoscalers", h.NS, "web")["spec"]
+        assert spec["maxReplicas"] == 20
+        wait_until(lambda: kube.get("deployments", h.NS, "web")["spec"]["replicas"] == 4)
+        wait_until(lambda: any(e["type"] == "apply" for e in platform.events().values()))
+
+        platform.down()  # the revert happens on time anyway; its event waits on disk
+        wait_until(
+            lambda: kube.get("horizontalpodautoscalers", h.NS, "web")["spec"]["minReplicas"] == 2,
+            timeout=30,
+        )
+        reverted = kube.get("horizontalpodautoscalers", h.NS, "web")
+        assert reverted["spec"]["maxReplicas"] == 5
+        assert not any(
+            k.startswith("scaling.moonin.app/") for k in reverted["metadata"]["annotations"]
+        )
+        platform.up()
+        wait_until(lambda: any(e["type"] == "revert" for e in platform.events().values()))
+        events = platform.events().values()
+        [revert] = [e for e in events if e["type"] == "revert"]
+        [apply] = [e for e in events if e["type"] == "apply"]
+        assert revert["reason"] in {"expired", "disabled"}
+        assert (apply["min_replicas"], apply["max_replicas"]) == (4, 20)
+        assert apply["window_start"] == revert["window_start"]
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+
+
+def test_revert_all_reverts_a_window_in_progress_and_ships_its_event(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    kube.create(h.namespace())
+    kube.create(h.deployment(replicas=2))
+    kube.create(h.hpa(low=2, high=5))
+    started = datetime.now(UTC)
+    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
+    ends = stamp(started + timedelta(hours=1))
+    platform.set_templates([h.template(cron=None, execution={**execution, "run_until": ends})])
+    platform.set_actions("t-1", [h.action(low=4, high=20)])
+    env = agent_env(
+        platform, tmp_path / "queue", KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.5"
+    )
+    agent = start_agent(env, role="scaling")
+    try:
+        wait_until(
+            lambda: kube.get("horizontalpodautoscalers", h.NS, "web")["spec"]["minReplicas"] == 4
+        )
+    finally:
+        agent.send_signal(signal.SIGTERM)  # the uninstall hook scales the workload to zero first
+        stop_within(agent, 30)
+
+    # The hook's own queue directory: the workload's volume may be gone with it.
+    result = run_cli("scaling", "revert-all", env={**env, "QUEUE_DIR": str(tmp_path / "hook")})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"reverted": [f"{h.NS}/web"], "failed": {}}
+    hpa = kube.get("horizontalpodautoscalers", h.NS, "web")
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 5)
+    marker = hpa["metadata"]["annotations"]["scaling.moonin.app/released"]
+    assert marker.startswith("t-1/a-1/")
+    [revert] = [e for e in platform.events().values() if e["type"] == "revert"]
+    assert revert["reason"] == "manual"
