@@ -70,6 +70,7 @@ FILE_KEYS = frozenset(
         "shutdown_ship_seconds",
         "reconcile_interval_seconds",
         "heartbeat_seconds",
+        "anti_entropy_seconds",
         "cloud_metadata",
         "collect_helm_releases",
         "collect_job_logs",
@@ -186,6 +187,8 @@ class Settings:
     """Seconds between scaling reconcile cycles."""
     heartbeat_seconds: float = 60.0
     """Seconds between discovery heartbeats (each also refreshes cluster metadata)."""
+    anti_entropy_seconds: float = 86400.0
+    """Seconds between full re-sends with snapshots, one resource at a time (0: never)."""
     cloud_metadata: bool | None = None
     """Ask the cloud's metadata endpoints; None decides automatically (only in a pod)."""
 
@@ -365,6 +368,11 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
             Settings.heartbeat_seconds,
             maximum=3600,
             positive=True,
+        ),
+        anti_entropy_seconds=_seconds(
+            src.get("ANTI_ENTROPY_SECONDS", "anti_entropy_seconds"),
+            Settings.anti_entropy_seconds,
+            maximum=30 * 86400,
         ),
     )
 

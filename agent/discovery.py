@@ -3,6 +3,11 @@
 With leader election on (in a pod, or `LEADER_ELECTION=true`) a replica collects only
 while it holds the Lease; losing it stops the collector and the heartbeat at once, and a
 new term starts from a fresh collector. Without election the term starts right away.
+
+The collector's state store (beside the outbox) carries over into a new term only when it
+still describes what the platform has: always without election, and with it only when no
+other replica led since this one did (`led_last`). Otherwise the term forgets it and
+sends everything, with snapshots.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from collector.filters import Filters
 from collector.heartbeat import Heartbeat
 from collector.kube import KubeApi
 from collector.kubeconfig import SERVICE_ACCOUNT_DIR, KubeTarget
-from collector.leader import LeaderElector, LeaseSettings
+from collector.leader import Acquisition, LeaderElector, LeaseSettings
 from collector.metadata import MetadataProbe
+from collector.state import StateStore
 from shipper.client import ApiClient
 from shipper.health import HealthReporter
 from shipper.outbox import StreamOutbox
@@ -31,6 +37,7 @@ log = structlog.get_logger("agent.discovery")
 
 # Losing the Lease stops the collector at once; this long without it means it did not.
 LOST_LEASE_GRACE_SECONDS = 10.0
+LEASE_MARK = "lease_transitions"
 
 
 def collector_settings(settings: Settings | CollectionSettings) -> CollectorSettings:
@@ -56,6 +63,16 @@ def lease_namespace(settings: Settings) -> str:
         ) from None
 
 
+def led_last(mark: str | None, acquired: Acquisition | None) -> bool:
+    """Whether this replica led the cluster last, so its collector's store (which holds
+    `mark`: the Lease's transition count when it last began a term) is what the platform
+    got from it. Every change of holder increments the count, so finding it unchanged when
+    taking the Lease means nobody else led in between."""
+    if acquired is None or acquired.transitions_before is None or mark is None:
+        return False
+    return mark == str(acquired.transitions_before)
+
+
 class DiscoveryRole:
     def __init__(
         self,
@@ -74,6 +91,7 @@ class DiscoveryRole:
         self.collector_settings = dataclasses.replace(
             collector_settings(settings),
             state_file=Path(settings.queue_dir) / "collector-state.sqlite",
+            anti_entropy_seconds=settings.anti_entropy_seconds,
         )
         # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
         ask_cloud = settings.cloud_metadata
@@ -143,6 +161,8 @@ class DiscoveryRole:
             if self.collector is not None:
                 return
             collector = Collector(self.api, self.outbox, settings=self.collector_settings)
+            if not self._state_carries_over(collector.state):
+                collector.state.forget_all()  # this term sends everything, with snapshots
             heartbeat = Heartbeat(
                 self.client,
                 lambda: collector.cluster_metadata(self.probe, leader=self.identity),
@@ -153,6 +173,16 @@ class DiscoveryRole:
         collector.start()
         heartbeat.start()
         log.info("collection_started", identity=self.identity)
+
+    def _state_carries_over(self, state: StateStore) -> bool:
+        if self.elector is None:
+            return True  # without election this process is the cluster's only collector
+        acquired = self.elector.acquisition
+        ours = led_last(state.get_mark(LEASE_MARK), acquired)
+        if acquired is not None:
+            state.set_mark(LEASE_MARK, str(acquired.transitions))
+        log.info("collector_state", carried_over=ours)
+        return ours
 
     def _stop_term(self) -> None:
         with self._term_lock:

@@ -50,6 +50,7 @@ class PrintedRecords:
     """A coalescer destination that writes each record as one JSON line, as queued."""
 
     resync_needed = False  # nothing is ever lost on the way to the stream
+    at_bound = False  # and nothing waits there
 
     def __init__(self, out: BinaryIO) -> None:
         self._out = out

@@ -11,10 +11,14 @@ Every window the buffered records are committed to the outbox in one `put`, so a
 durable within about a second of being observed; a burst that fills the buffer
 (`max_pending`, e.g. a list page) is committed at once by the thread that offered the last
 record, which bounds the memory the buffer takes. `before_flush` lets the producer add
-what it batches itself (the collector's rebuilt Deployment records) just before. Flushes
-run one at a time, so the outbox always receives a slot's states in order. Fingerprints
-live in the collector's state store (`collector.state`) and move only after the commit, so
-a failed put is retried with the next window rather than forgotten.
+what it batches itself (the collector's rebuilt Deployment records) just before.
+
+Flushes run one at a time under the producers' lock (the collector's), so the outbox
+receives a slot's states in order, and the state store (`collector.state`: fingerprints,
+what each object produced, pod error memos) is committed right after the put, holding
+exactly the state of what was put: after a crash, the store never claims a record the
+outbox does not hold. Fingerprints move only after the put, so a failed put is retried
+with the next window rather than forgotten.
 
 The outbox is anything that can `put` records and keeps a `resync_needed` mark (the
 `Destination` protocol): the discovery `StreamOutbox` when running, a printer for
@@ -26,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import msgspec
@@ -43,6 +48,10 @@ class Destination(Protocol):
 
     def put(self, records: Iterable[Record]) -> None:
         """Commit the records in order; raise if they were not committed."""
+
+    @property
+    def at_bound(self) -> bool:
+        """True while the destination is full (producers that can wait, wait)."""
 
     @property
     def resync_needed(self) -> bool:
@@ -70,6 +79,7 @@ class Coalescer:
         max_pending: int = 1000,
         before_flush: Callable[[], None] | None = None,
         on_resync_needed: Callable[[], None] | None = None,
+        producers: AbstractContextManager[object] | None = None,
     ) -> None:
         self.outbox = outbox
         self.flush_seconds = flush_seconds
@@ -79,7 +89,9 @@ class Coalescer:
         self._on_resync_needed = on_resync_needed
         self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()
-        self._flushing = threading.Lock()
+        # Held for a whole flush: no producer writes state between the records' put and the
+        # state's commit. Reentrant, since a producer that fills the buffer flushes inline.
+        self._producers = producers if producers is not None else threading.RLock()
         self._pending: dict[Slot | tuple[str, int], Record] = {}
         self._event_seq = 0
         self._stopped = threading.Event()
@@ -116,9 +128,9 @@ class Coalescer:
 
     def flush(self) -> int:
         """Commit the buffered records worth sending; returns how many were enqueued."""
-        if self._before_flush is not None:
-            self._before_flush()  # outside `_flushing`: it may offer, and so flush, itself
-        with self._flushing:
+        with self._producers:
+            if self._before_flush is not None:
+                self._before_flush()
             return self._flush()
 
     def _flush(self) -> int:

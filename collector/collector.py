@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
 from collector.kube import Forbidden, KubeApi, KubeError
 from collector.metadata import MetadataProbe, NodeHint
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import ObjectMeta, delete, event, upsert
 from collector.normalize import (
     cronjob,
     deployment,
@@ -66,7 +67,7 @@ from collector.relations import Relations
 from collector.resources import Resource
 from collector.state import StateStore
 from shipper.health import HealthReporter
-from shipper.records import Record
+from shipper.records import Record, new_id
 
 log = structlog.get_logger("collector")
 
@@ -82,7 +83,30 @@ class CollectorSettings:
     """List pages (up to a few MB each) held at once across all informers."""
     state_file: Path | None = None
     """Where the per-object state lives (`collector.state`); None: in memory."""
+    anti_entropy_seconds: float = 0.0
+    """Every this long, everything is sent again with snapshots, one resource at a time
+    (0: never)."""
     informer: InformerSettings = field(default_factory=InformerSettings)
+
+
+SNAPSHOT = "snapshot"
+NOT_SNAPSHOTTED = frozenset({pod_error.KIND})  # events, not objects
+SNAPSHOT_PART_BYTES = 256 * 1024  # keys per part: well inside a batch's byte limit
+
+
+def snapshot_parts(keys: list[str]) -> list[list[str]]:
+    """Split sorted keys into parts of about SNAPSHOT_PART_BYTES; no keys is one empty part
+    (the kind has no objects left)."""
+    parts: list[list[str]] = [[]]
+    size = 0
+    for key in keys:
+        cost = len(key.encode()) + 3  # quotes and comma in the JSON list
+        if parts[-1] and size + cost > SNAPSHOT_PART_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(key)
+        size += cost
+    return parts
 
 
 class Keep(enum.Enum):
@@ -186,7 +210,7 @@ class SourceSink:
                 gone.update(missing(keys))
             for key in sorted(gone):
                 self._vanished(key)
-            self._collector.listed(self)
+            self._collector.listed(self, resource_version, listed_at)
 
     def _vanished(self, key: str) -> None:
         namespace, _, name = key.rpartition("/")
@@ -227,12 +251,15 @@ class Collector:
         self.relations = Relations()
         self.reporter = HealthReporter("collector")
         self.state = StateStore(settings.state_file)
+        if self.state.quarantined is not None:
+            log.warning("collector_state_quarantined", moved_to=str(self.state.quarantined))
         self.coalescer = Coalescer(
             outbox,
             state=self.state,
             flush_seconds=settings.flush_seconds,
             before_flush=self._rebuild_stale_deployments,
             on_resync_needed=self.resync,
+            producers=self.lock,
         )
         self.job_pods = job_execution.JobPods()
         self.context = Context(
@@ -265,10 +292,20 @@ class Collector:
         self._relations_listed = False
         self._stale_deployments: set[str] = set()  # namespace/name
         self._resync_pending: set[str] = set()
+        # Record kind -> the sources whose lists a snapshot of it waits for.
+        self._snapshot_sources: dict[str, set[str]] = {}
+        for sink in self.sinks.values():
+            if sink.normalizer.kind not in NOT_SNAPSHOTTED:
+                kind_sources = self._snapshot_sources.setdefault(sink.normalizer.kind, set())
+                kind_sources.add(sink.source.resource.plural)
+        self._lists_since_snapshot: dict[str, dict[str, str]] = {}  # kind -> source -> start
         self._version: str | None = None
         self._stopped = threading.Event()
         self._starter = threading.Thread(
             target=self._start_all, name="collector-start", daemon=True
+        )
+        self._anti_entropy_thread = threading.Thread(
+            target=self._anti_entropy, name="anti-entropy", daemon=True
         )
 
     def _sources(self) -> Iterable[tuple[Source, bool]]:
@@ -306,6 +343,8 @@ class Collector:
         """Start collecting (returns at once; warm-up runs on its own thread)."""
         self.coalescer.start()
         self._starter.start()
+        if self.settings.anti_entropy_seconds > 0:
+            self._anti_entropy_thread.start()
 
     def _start_all(self) -> None:
         for informer in self._warm_up:
@@ -370,18 +409,80 @@ class Collector:
             informer.request_relist()
         self.api.abort_streams()
 
+    def _anti_entropy(self) -> None:
+        """Now and then send everything again with snapshots, in case the platform lost
+        something nobody noticed. One resource at a time: forget its kind's fingerprints,
+        relist it, wait for that list and for room in the outbox, then the next."""
+        while not self._stopped.wait(self.settings.anti_entropy_seconds):
+            log.info("anti_entropy_started")
+            for informer in self.informers:
+                kind = self.sinks[informer.resource.plural].normalizer.kind
+                if kind in NOT_SNAPSHOTTED:
+                    continue
+                while self.coalescer.outbox.at_bound:
+                    if self._stopped.wait(1.0):
+                        return
+                lists = informer.reporter.snapshot().counters.get("lists", 0)
+                with self.lock:
+                    self.state.sent.clear(kind)
+                informer.request_relist()
+                self.api.abort_streams()  # watches resume from their resourceVersion
+                deadline = time.monotonic() + self.settings.warm_up_timeout_seconds
+                while informer.reporter.snapshot().counters.get("lists", 0) == lists:
+                    if self._stopped.wait(0.2):
+                        return
+                    if time.monotonic() > deadline:
+                        break  # failing (forbidden?): its informer says so; go on
+            log.info("anti_entropy_done")
+            self.reporter.count("anti_entropy_rounds")
+
     @property
     def resync_in_progress(self) -> bool:
         with self.lock:
             return bool(self._resync_pending)
 
-    def listed(self, sink: SourceSink) -> None:
+    def listed(self, sink: SourceSink, resource_version: str, listed_at: str) -> None:
+        self._snapshot(sink, resource_version, listed_at)
         if not self._resync_pending:
             return
         self._resync_pending.discard(sink.source.resource.plural)
         if not self._resync_pending:
             self.coalescer.outbox.clear_resync_needed()
             log.info("resync_done")
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _snapshot(self, sink: SourceSink, resource_version: str, listed_at: str) -> None:
+        """After a full list, the complete key set of the sink's record kind, in parts.
+
+        A kind with several sources (rbac: four) waits until each has listed since the
+        last snapshot; `listed_at` is then the earliest list's start, so nothing created
+        during the lists is forgotten by the platform."""
+        kind = sink.normalizer.kind
+        sources = self._snapshot_sources.get(kind)
+        if sources is None:
+            return
+        lists = self._lists_since_snapshot.setdefault(kind, {})
+        lists[sink.source.resource.plural] = listed_at
+        if set(lists) != sources:
+            return
+        del self._lists_since_snapshot[kind]
+        keys = self.state.produced.keys_of_kind(kind)
+        snapshot_id = new_id()
+        parts = snapshot_parts(keys)
+        for number, part in enumerate(parts, start=1):
+            data = {
+                "of": kind,
+                "snapshot_id": snapshot_id,
+                "part": number,
+                "parts": len(parts),
+                "keys": part,
+                "resource_version": resource_version,
+                "listed_at": min(lists.values()),
+            }
+            key = f"{kind}/{snapshot_id}/{number}"
+            self.offer([event(SNAPSHOT, key, ObjectMeta(name=kind), data)])
+        self.reporter.count("snapshots")
 
     # -- what sinks call (lock held) -----------------------------------------------------
 

@@ -16,6 +16,8 @@ Error messages carry the API's Status message cut short, never a token.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -158,10 +160,17 @@ class KubeApi:
             response.close()
 
     def abort_streams(self) -> None:
-        """Close every open watch (stop, or leadership lost): their readers raise at once."""
+        """End every open watch (stop, leadership lost, a relist wanted): their readers raise
+        at once. Closing the response alone would leave a reader blocked in `recv` until the
+        next byte or its read timeout; shutting the socket down wakes it."""
         with self._streams_lock:
             streams = list(self._open_streams)
         for response in streams:
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):  # already closed by the other side
+                    sock.shutdown(socket.SHUT_RDWR)
             response.close()
 
     # -- internals ---------------------------------------------------------------------

@@ -31,6 +31,16 @@ from shipper.health import Health, HealthReporter
 log = structlog.get_logger("collector.leader")
 
 
+@dataclass(frozen=True, slots=True)
+class Acquisition:
+    """How this replica's current term began. Every change of holder increments the Lease's
+    `leaseTransitions`; a replica that wrote `transitions` when it last led and finds the
+    same count when it leads again knows nobody else led in between."""
+
+    transitions_before: int | None  # None: there was no Lease
+    transitions: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseSettings:
     namespace: str
@@ -79,6 +89,7 @@ class LeaderElector:
         self._on_stopped = on_stopped
         self._path = LEASES.namespaced_path(settings.namespace, settings.name)
         self._leader = False
+        self.acquisition: Acquisition | None = None
         self._last_renewed = 0.0
         self._observed: tuple[str | None, str | None] | None = None
         self._observed_at = 0.0
@@ -142,7 +153,7 @@ class LeaderElector:
         try:
             lease = msgspec.json.decode(self.api.get(self._path), type=_Lease)
         except NotFound:
-            return self._write(None, transitions=0)
+            return self._take(None, transitions=0)
         spec = lease.spec
         me = self.settings.identity
         record = (spec.holder_identity, spec.renew_time)
@@ -155,7 +166,15 @@ class LeaderElector:
                 self._lose(f"the lease is held by {spec.holder_identity}")
             return False
         transitions = (spec.lease_transitions or 0) + (0 if spec.holder_identity == me else 1)
-        return self._write(lease, transitions=transitions)
+        return self._take(lease, transitions=transitions)
+
+    def _take(self, lease: _Lease | None, *, transitions: int) -> bool:
+        """Write the Lease; on acquiring (not renewing) note the transitions it had before."""
+        written = self._write(lease, transitions=transitions)
+        if written and not self._leader:
+            before = None if lease is None else (lease.spec.lease_transitions or 0)
+            self.acquisition = Acquisition(transitions_before=before, transitions=transitions)
+        return written
 
     def _write(self, lease: _Lease | None, *, transitions: int) -> bool:
         """Create or update the Lease with us as holder; False when another write won."""

@@ -10,29 +10,39 @@ SQLite it is a few dozen bytes per row on disk and a bounded page cache in memor
 
 One connection, guarded by one lock, serves every thread: sinks write under the collector's
 lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
-the coalescer commits with every flush, so there is no commit per object.
+the coalescer commits right after each put to the outbox, so there is no commit per object
+and the store never gets ahead of the outbox.
 
-Without a path the store lives in memory (`moonin-agent preview`, tests). With a path it
-starts empty: what was remembered belongs to the term that wrote it.
+With a path the store outlives the process (it sits beside the outbox, on the same volume):
+a restart compares the cluster with what it remembers and sends only what changed, plus
+deletes for what vanished. A file that is not a database or fails SQLite's integrity check
+is moved aside like a corrupt queue file (everything is then sent once); one written by a
+different schema version starts empty. Without a path the store lives in memory
+(`moonin-agent preview`, tests).
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
+from shipper import queuefile
 
+CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
+SCHEMA_VERSION = 1
+
+_TABLES = ("produced", "sent", "pods", "meta")
 _SCHEMA = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE produced (
     source TEXT NOT NULL, source_key TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
     kept BLOB,
     PRIMARY KEY (source, source_key, kind, key)
 ) WITHOUT ROWID;
+CREATE INDEX produced_by_kind ON produced (kind, key);
 CREATE TABLE sent (
     kind TEXT NOT NULL, key TEXT NOT NULL, fingerprint BLOB NOT NULL,
     PRIMARY KEY (kind, key)
@@ -48,27 +58,45 @@ Slot = tuple[str, str]  # (record kind, record key)
 
 class StateStore:
     def __init__(self, path: Path | None = None) -> None:
-        if path is not None:
-            for stale in (
-                path,
-                path.with_name(path.name + "-wal"),
-                path.with_name(path.name + "-shm"),
-            ):
-                with contextlib.suppress(FileNotFoundError):
-                    stale.unlink()
         self.lock = threading.RLock()
+        # Where a corrupt file was moved (the caller logs it); raises QueueFileError when
+        # the file only could not be opened (locked, permissions): that is not corruption.
+        self.quarantined = None if path is None else queuefile.check_or_quarantine(path)
         self._db = sqlite3.connect(
             ":memory:" if path is None else str(path), check_same_thread=False
         )
         self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         if path is not None:
-            # Nothing here must survive a crash (a new term starts empty), so no fsyncs.
+            # A process crash loses nothing committed; a lost tail after a power cut only
+            # means records sent again, since the store is committed after the outbox.
             self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = OFF")
-        self._db.executescript(_SCHEMA)
+            self._db.execute("PRAGMA synchronous = NORMAL")
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version != SCHEMA_VERSION:
+            for table in _TABLES:
+                self._db.execute(f"DROP TABLE IF EXISTS {table}")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._db.commit()
         self.produced = ProducedRecords(self)
         self.sent = SentFingerprints(self)
         self.pods = PodMemos(self)
+
+    def forget_all(self) -> None:
+        """Start over: nothing is known to have been sent, no object or pod is remembered."""
+        with self.lock:
+            for table in _TABLES:
+                self._db.execute(f"DELETE FROM {table}")
+            self._db.commit()
+
+    def get_mark(self, name: str) -> str | None:
+        found = self.rows("SELECT value FROM meta WHERE name = ?", (name,))
+        return str(found[0][0]) if found else None
+
+    def set_mark(self, name: str, value: str) -> None:
+        with self.lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
+            self._db.commit()
 
     def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
         with self.lock:
@@ -130,6 +158,15 @@ class ProducedRecords:
             )
         return [(str(kind), str(key)) for kind, key in slots]
 
+    def keys_of_kind(self, kind: str) -> list[str]:
+        """Every record key of one kind that some object produced, sorted (a snapshot)."""
+        return [
+            str(key)
+            for (key,) in self._store.rows(
+                "SELECT DISTINCT key FROM produced WHERE kind = ? ORDER BY key", (kind,)
+            )
+        ]
+
     def missing(self, source: str, present: AbstractSet[str]) -> set[str]:
         """The source's objects remembered here but not in `present` (streamed: a relist of
         50,000 pods compares without a second copy of the key set)."""
@@ -154,8 +191,12 @@ class SentFingerprints:
     def discard(self, slot: Slot) -> None:
         self._store.execute("DELETE FROM sent WHERE kind = ? AND key = ?", slot)
 
-    def clear(self) -> None:
-        self._store.execute("DELETE FROM sent")
+    def clear(self, kind: str | None = None) -> None:
+        """Forget every fingerprint, or those of one record kind."""
+        if kind is None:
+            self._store.execute("DELETE FROM sent")
+        else:
+            self._store.execute("DELETE FROM sent WHERE kind = ?", (kind,))
 
 
 class PodMemos:

@@ -1,9 +1,12 @@
 """Fakes shared across the session: a fake Moonin platform and a fake Kubernetes API server,
-each reset before every test that uses it."""
+each reset before every test that uses it; and discovery agents run as subprocesses
+against them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,47 @@ def kube(session_kube: FakeKube) -> FakeKube:
 @pytest.fixture(scope="session")
 def kubeconfig(session_kube: FakeKube, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return session_kube.kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+
+
+@pytest.fixture
+def discovery_env(platform: FakePlatform, kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
+    from tests.test_run import agent_env  # it imports this module's TOKEN
+
+    return agent_env(
+        platform,
+        tmp_path / "queue",
+        KUBECONFIG=str(kubeconfig),
+        LEADER_ELECTION="false",
+        HEARTBEAT_SECONDS="1",
+    )
+
+
+@pytest.fixture
+def discovery_agents(
+    discovery_env: dict[str, str],
+) -> Iterator[Callable[[], subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start() -> subprocess.Popen[str]:
+        agent = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", "discovery"],
+            env=discovery_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.poll() is None:
+            agent.kill()
+        agent.communicate()
+
+
+def view(platform: FakePlatform) -> dict[tuple[str, str], dict]:
+    """The platform's objects, cluster metadata aside."""
+    return {
+        slot: record for slot, record in platform.view().items() if slot[0] != "cluster_metadata"
+    }

@@ -213,11 +213,12 @@ def test_a_resync_resends_every_object_and_clears_the_outbox_mark(
     collector.wait_synced(10)
     sent = len(received.records)
     collector.resync()
-    wait_until(
-        lambda: len(received.records) - sent >= len(expected) or received.drain() is not None
-    )
-    resent = {(r["kind"], r["key"]) for r in received.records[sent:] if r["op"] == "upsert"}
-    assert expected <= resent
+
+    def resent() -> set[tuple[str, str]]:
+        received.drain()
+        return {(r["kind"], r["key"]) for r in received.records[sent:] if r["op"] == "upsert"}
+
+    wait_until(lambda: expected <= resent())
     wait_until(lambda: not collector.resync_in_progress)
     assert not outbox.resync_needed
 
@@ -247,3 +248,61 @@ def test_switched_off_collection_reads_no_secrets_and_no_logs(
     assert job["status"] == "failed" and job["logs"] is None
     assert not [r for r in kube.requests if "/secrets" in r.path or r.path.endswith("/log")]
     assert not any(kind == "helm_release" for kind, _ in received.latest())
+
+
+def test_snapshots_follow_each_kinds_lists_and_rbac_waits_for_all_four(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    collector.wait_synced(10)
+
+    def snapshots() -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for record in received.events("snapshot"):
+            found.setdefault(record["data"]["of"], []).append(record["data"])
+        return found
+
+    wait_until(lambda: len(snapshots()) == 12)
+    rbac = snapshots()["rbac"]
+    assert len(rbac) == 1  # one for the four RBAC lists together
+    assert rbac[0]["keys"] == sorted(key for kind, key in expected if kind == "rbac")
+    assert (rbac[0]["part"], rbac[0]["parts"]) == (1, 1)
+    # Each snapshot comes after the upserts of its list.
+    order = [(r["kind"], r["data"].get("of")) for r in received.records]
+    assert order.index(("snapshot", "deployment")) > order.index(("deployment", None))
+
+    # A relist of one RBAC resource alone is no complete picture of the kind ...
+    roles = next(i for i in collector.informers if i.resource.plural == "roles")
+    roles.request_relist()
+    collector.api.abort_streams()
+    wait_until(lambda: roles.reporter.snapshot().counters.get("lists", 0) >= 2)
+    time.sleep(0.3)
+    assert len(snapshots()["rbac"]) == 1
+    # ... until the other three have listed again too.
+    for informer in collector.informers:
+        if informer.resource.group_version.startswith("rbac.authorization.k8s.io/"):
+            informer.request_relist()
+    collector.api.abort_streams()
+    wait_until(lambda: len(snapshots()["rbac"]) == 2)
+
+
+def test_anti_entropy_sends_everything_again_one_resource_at_a_time(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    start(dataclasses.replace(SETTINGS, anti_entropy_seconds=1.0))
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    first = len(received.records)
+
+    def resent() -> set[tuple[str, str]]:
+        received.drain()
+        return {(r["kind"], r["key"]) for r in received.records[first:] if r["op"] == "upsert"}
+
+    # Nothing changed in the cluster, yet every object is sent again, with snapshots.
+    wait_until(lambda: expected - {("cluster_metadata", "cluster")} <= resent(), timeout=30)
+    kinds = {r["data"]["of"] for r in received.records[first:] if r["kind"] == "snapshot"}
+    assert {"deployment", "namespace", "rbac", "helm_release"} <= kinds

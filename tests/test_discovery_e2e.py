@@ -10,65 +10,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
-from tests.test_run import agent_env as run_env
+from tests.conftest import view
 from tests.test_run import stop_within
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
 
 
-@pytest.fixture
-def agent_env(platform: FakePlatform, kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
-    return run_env(
-        platform,
-        tmp_path / "queue",
-        KUBECONFIG=str(kubeconfig),
-        LEADER_ELECTION="false",
-        HEARTBEAT_SECONDS="1",
-    )
-
-
-@pytest.fixture
-def agents(agent_env: dict[str, str]) -> Iterator[Callable[[], subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start() -> subprocess.Popen[str]:
-        agent = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", "discovery"],
-            env=agent_env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        started.append(agent)
-        return agent
-
-    yield start
-    for agent in started:
-        if agent.poll() is None:
-            agent.kill()
-        agent.communicate()
-
-
-def view(platform: FakePlatform) -> dict[tuple[str, str], dict]:
-    return {
-        slot: record for slot, record in platform.view().items() if slot[0] != "cluster_metadata"
-    }
-
-
 def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_outage(
-    kube: FakeKube, platform: FakePlatform, agents: Callable[[], subprocess.Popen[str]]
+    kube: FakeKube, platform: FakePlatform, discovery_agents: Callable[[], subprocess.Popen[str]]
 ) -> None:
     expected = cluster_objects.populate(kube)
-    agent = agents()
+    agent = discovery_agents()
     wait_until(lambda: set(view(platform)) == expected)
 
     # Create, update and delete while the agent watches.
@@ -100,7 +59,7 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
     agent.wait()
 
     # A new agent on the same queue; then the platform comes back.
-    agent = agents()
+    agent = discovery_agents()
     time.sleep(1.0)
     platform.up()
     wait_until(lambda: set(view(platform)) == expected, timeout=30)
@@ -116,14 +75,14 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
 def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
     kube: FakeKube,
     platform: FakePlatform,
-    agent_env: dict[str, str],
+    discovery_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
     kube.create(cluster_objects.namespace())
     replicas = {}
     for name in ("pod-a", "pod-b"):
         env = dict(
-            agent_env,
+            discovery_env,
             LEADER_ELECTION="true",
             POD_NAMESPACE="moonin",
             POD_NAME=name,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from agent.discovery import led_last
 from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
 from collector.leader import LeaderElector, LeaseSettings
@@ -140,3 +141,34 @@ def test_a_crash_of_the_election_thread_stops_collection_and_reports_unhealthy(
     wait_until(lambda: not a.elector.alive)
     assert a.stopped.is_set()
     assert a.elector.reporter.health.reason == "leader election thread crashed"
+
+
+def test_an_acquisition_records_whether_anyone_else_led_in_between(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    a1 = replicas("pod-a")
+    a1.elector.start()
+    wait_until(a1.started.is_set)
+    first = a1.elector.acquisition
+    assert first is not None and first.transitions_before is None  # there was no Lease
+    a1.elector.stop()  # releases
+
+    a2 = replicas("pod-a")  # the same pod, restarted: nobody led meanwhile
+    a2.elector.start()
+    wait_until(a2.started.is_set)
+    second = a2.elector.acquisition
+    assert second is not None
+    assert led_last(str(first.transitions), second)
+    a2.elector.stop()
+
+    b = replicas("pod-b")
+    b.elector.start()
+    wait_until(b.started.is_set)
+    b.elector.stop()
+    a3 = replicas("pod-a")
+    a3.elector.start()
+    wait_until(a3.started.is_set)
+    third = a3.elector.acquisition
+    assert third is not None
+    assert not led_last(str(second.transitions), third)  # pod-b led in between
+    assert not led_last(None, third)  # an empty store proves nothing either

@@ -51,7 +51,17 @@ def records_of(stdout: bytes) -> list[Record]:
 
 
 def slots(records: list[Record]) -> set[tuple[str, str]]:
-    return {(record.kind, record.key) for record in records}
+    """The objects printed (snapshot records aside)."""
+    return {(record.kind, record.key) for record in records if record.kind != "snapshot"}
+
+
+def snapshots(records: list[Record]) -> dict[str, list[str]]:
+    """Record kind -> the keys its snapshot lists (every part, in order)."""
+    found: dict[str, list[str]] = {}
+    for record in records:
+        if record.kind == "snapshot":
+            found.setdefault(record.data["of"], []).extend(record.data["keys"])
+    return found
 
 
 def log_events(stderr: bytes) -> list[dict[str, Any]]:
@@ -215,7 +225,19 @@ def test_preview_prints_every_record_once_as_the_outbox_would_hold_it(
     records = records_of(result.stdout)
     assert [encode(record) for record in records] == lines  # byte for byte, one per line
     assert slots(records) == EVERYTHING  # kube-system is ignored by default
-    assert len(records) == len(EVERYTHING)
+    assert len([r for r in records if r.kind != "snapshot"]) == len(EVERYTHING)
+    # After each list, the complete key set of its kind, so the platform forgets the rest;
+    # kinds with no objects say so with an empty set.
+    listed_kinds = {"hpa", "ingress", "network_policy", "rbac", "job_execution"}
+    listed_kinds |= {kind for kind, _ in EVERYTHING} - {"cluster_metadata"}
+    assert snapshots(records) == {
+        kind: sorted(key for k, key in EVERYTHING if k == kind) for kind in listed_kinds
+    }
+    last_upsert = max(i for i, r in enumerate(records) if r.kind == "deployment")
+    first_snapshot = min(
+        i for i, r in enumerate(records) if r.kind == "snapshot" and r.data["of"] == "deployment"
+    )
+    assert first_snapshot > last_upsert
 
     by_slot = {(r.kind, r.key): r for r in records}
     web = by_slot[("deployment", "shop/web")]
@@ -267,7 +289,9 @@ def test_a_forbidden_resource_is_a_warning_and_the_rest_is_printed(
     cluster.forbid("services")
     result = run_preview(cwd=tmp_path, env=preview_env(KUBECONFIG=str(kubeconfig)))
     assert result.returncode == 0, result.stderr.decode()
-    assert slots(records_of(result.stdout)) == EVERYTHING - {("service", "shop/web")}
+    records = records_of(result.stdout)
+    assert slots(records) == EVERYTHING - {("service", "shop/web")}
+    assert "service" not in snapshots(records)  # no list, no claim about what exists
     warnings = [e for e in log_events(result.stderr) if e["level"] == "warning"]
     assert [(e["event"], e["resource"]) for e in warnings] == [("resource_forbidden", "services")]
 

@@ -1,0 +1,116 @@
+"""Restarts without amnesia: `moonin-agent run --role discovery` killed, the cluster changed
+while no agent watched, the agent started again (on the same volume, or a fresh one): the
+platform's view ends equal to the cluster, and an unchanged cluster costs no upserts."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from tests import cluster_objects
+from tests.conftest import view
+from tests.test_run import stop_within
+from tests.waiting import wait_until
+
+NS = cluster_objects.NS
+BLOG = "blog"
+
+
+def populate_with_a_second_namespace(kube: FakeKube) -> set[tuple[str, str]]:
+    expected = cluster_objects.populate(kube)
+    kube.create(cluster_objects.namespace(BLOG))
+    kube.create(cluster_objects.deployment("blog", ns=BLOG))
+    kube.create(cluster_objects.helm_release_secret("blog", ns=BLOG))
+    return expected | {
+        ("namespace", BLOG),
+        ("deployment", f"{BLOG}/blog"),
+        ("helm_release", f"{BLOG}/blog/v1"),
+    }
+
+
+def kill(agent: subprocess.Popen[str]) -> None:
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+
+
+def cluster_changes_while_no_agent_watches(kube: FakeKube, expected: set) -> set:
+    """Delete a namespace with its Deployment and Helm release, change an image, add a
+    Deployment; returns the slots the platform must end with."""
+    kube.delete("namespaces", None, BLOG)  # takes its Deployment and release Secret along
+    kube.patch(
+        "deployments",
+        NS,
+        "web",
+        {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:3.0"}]}}}},
+    )
+    kube.create(cluster_objects.deployment("added"))
+    gone = {
+        ("namespace", BLOG),
+        ("deployment", f"{BLOG}/blog"),
+        ("helm_release", f"{BLOG}/blog/v1"),
+    }
+    return (expected - gone) | {("deployment", f"{NS}/added")}
+
+
+@pytest.mark.parametrize("volume", ["kept", "fresh"])
+def test_the_view_converges_after_kills_an_outage_and_changes_nobody_watched(
+    volume: str,
+    kube: FakeKube,
+    platform: FakePlatform,
+    discovery_agents: Callable[[], subprocess.Popen[str]],
+    discovery_env: dict[str, str],
+) -> None:
+    expected = populate_with_a_second_namespace(kube)
+    agent = discovery_agents()
+    wait_until(lambda: set(view(platform)) == expected)
+
+    platform.down()
+    kill(agent)
+    expected = cluster_changes_while_no_agent_watches(kube, expected)
+    if volume == "fresh":  # a failover: the next agent starts on an empty volume
+        shutil.rmtree(discovery_env["QUEUE_DIR"])
+    agent = discovery_agents()
+    time.sleep(2.5)  # it lists the cluster and queues what it found, then dies too
+    kill(agent)
+
+    platform.up()
+    discovery_agents()
+    wait_until(lambda: set(view(platform)) == expected, timeout=30)
+    image = view(platform)[("deployment", f"{NS}/web")]["data"]["images"][0]["image"]
+    assert image == "web:3.0"
+
+
+def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
+    kube: FakeKube,
+    platform: FakePlatform,
+    discovery_agents: Callable[[], subprocess.Popen[str]],
+) -> None:
+    expected = populate_with_a_second_namespace(kube)
+    agent = discovery_agents()
+    wait_until(lambda: set(view(platform)) == expected)
+    snapshots_before = len(snapshot_records(platform))
+    wait_until(lambda: len(snapshot_records(platform)) >= 12)  # every kind listed once
+    agent.send_signal(signal.SIGTERM)
+    stop_within(agent, 30)
+    before = len(platform.received_records())
+
+    discovery_agents()
+    # The restart lists every kind again: each list ends with a snapshot.
+    wait_until(lambda: len(snapshot_records(platform)) >= 2 * max(snapshots_before, 12))
+    time.sleep(1.5)  # past the flush window and the linger: anything else would be here
+    after = platform.received_records()[before:]
+    assert [r for r in after if r["op"] == "upsert" and r["kind"] != "cluster_metadata"] == []
+    assert [r for r in after if r["op"] == "delete"] == []
+    assert {r["kind"] for r in after} <= {"snapshot", "cluster_metadata"}
+    assert set(view(platform)) == expected
+
+
+def snapshot_records(platform: FakePlatform) -> list[dict]:
+    return [r for r in platform.received_records() if r["kind"] == "snapshot"]

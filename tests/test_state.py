@@ -1,0 +1,79 @@
+"""The collector's state store: what survives a restart, and what a broken file becomes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from collector.collector import SNAPSHOT_PART_BYTES, snapshot_parts
+from collector.state import StateStore
+
+
+def fill(store: StateStore) -> None:
+    store.produced.add("deployments", "shop/web", ("deployment", "shop/web"), b"kept")
+    store.produced.add("replicasets", "shop/web-1", ("revision", "shop/web-1"), None)
+    store.sent.set(("deployment", "shop/web"), b"f" * 16)
+    store.pods.set("shop/web-1-x", b"memo", replicaset="shop/web-1", failing=True)
+    store.commit()
+
+
+def test_what_was_committed_is_there_after_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path)
+    fill(store)
+    store.produced.add("deployments", "shop/uncommitted", ("deployment", "shop/x"), None)
+    store.close()  # without a commit: that last row belongs to no completed flush
+
+    again = StateStore(path)
+    assert again.quarantined is None
+    assert again.sent.get(("deployment", "shop/web")) == b"f" * 16
+    assert again.produced.kept("deployments", "shop/web") == [("deployment", "shop/web", b"kept")]
+    assert again.produced.keys_of_kind("deployment") == ["shop/web"]
+    assert again.pods.get("shop/web-1-x") == b"memo"
+    assert again.pods.counts("shop/web-1") == (1, 1)
+    assert again.produced.missing("deployments", {"shop/other"}) == {"shop/web"}
+
+
+def test_forget_all_empties_every_table_and_marks(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    fill(store)
+    store.set_mark("lease_transitions", "3")
+    store.forget_all()
+    assert store.get_mark("lease_transitions") is None
+    assert store.sent.get(("deployment", "shop/web")) is None
+    assert store.produced.keys_of_kind("deployment") == []
+    assert store.pods.keys() == set()
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_with_its_companions(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    path.write_bytes(b"this is not SQLite" * 100)
+    path.with_name("state.sqlite-wal").write_bytes(b"stale")
+    store = StateStore(path)
+    assert store.quarantined is not None and store.quarantined.read_bytes().startswith(b"this")
+    moved_wal = store.quarantined.with_name(store.quarantined.name + "-wal")
+    assert moved_wal.read_bytes() == b"stale"  # it belonged to the broken file
+    assert store.produced.keys_of_kind("deployment") == []  # a fresh, working store
+    fill(store)
+
+
+def test_a_store_of_another_schema_version_starts_empty(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    fill(StateStore(path))
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    store = StateStore(path)
+    assert store.quarantined is None
+    assert store.sent.get(("deployment", "shop/web")) is None
+    fill(store)
+
+
+def test_snapshot_parts_stay_under_the_byte_budget_and_keep_every_key() -> None:
+    keys = [f"namespace-{n:05d}/deployment-with-a-long-name-{n:05d}" for n in range(20_000)]
+    parts = snapshot_parts(keys)
+    assert len(parts) > 1
+    assert [key for part in parts for key in part] == keys
+    assert all(sum(len(k) + 3 for k in part) <= SNAPSHOT_PART_BYTES for part in parts)
+    assert snapshot_parts([]) == [[]]  # no objects left: one empty part says so
