@@ -29,6 +29,13 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("version", help="print the agent version")
 
+    commands.add_parser(
+        "demo",
+        help="run both roles against a fake cluster and a fake Moonin platform for under "
+        "half a minute (an outage and its replay, a scaling window applied and reverted) "
+        "and print what happened; needs the sandbox extra",
+    )
+
     run = commands.add_parser("run", help="run the agent (configured by the environment)")
     run.add_argument("--role", required=True, choices=["discovery", "scaling", "all"])
     run.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
@@ -117,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _preview(args)
     if args.command == "scaling":
         return _scaling(args)
+    if args.command == "demo":
+        return _demo()
     return _run(args)
 
 
@@ -143,6 +152,12 @@ def _preview(args: argparse.Namespace) -> int:
     except config.ConfigError as exc:
         return _fail(str(exc))
     return preview.preview(settings, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _demo() -> int:
+    from agent import demo
+
+    return demo.main()
 
 
 def _scaling(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ class PrintedRecords:
 
     resync_needed = False  # nothing is ever lost on the way to the stream
     at_bound = False  # and nothing waits there
+    fill = 0.0
 
     def __init__(self, out: BinaryIO) -> None:
         self._out = out

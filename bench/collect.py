@@ -37,6 +37,11 @@ one. `delivered_seconds` is the first poll at which the platform had every recor
 `records` is the final count and `records_per_s` is `records / warmup_seconds`.
 `peak_rss_mib` is the agent process's VmHWM, read from /proc just before it is stopped.
 
+Then the agent is started again on the same queue volume, against the unchanged cluster,
+and run the same way until it is quiet. `restart_bytes_sent_ratio` is the bytes of records
+the platform received from the restart (each record as JSON, before gzip: snapshots and
+anything else) over the bytes the cold start sent; the target is at most 0.05.
+
 Decoding, in this process once the agent has stopped: the same list pages the informers
 fetch (`limit=500`) of Deployments and Pods are decoded (a) with msgspec into the
 collector's own Structs wrapped in a list-page Struct, as the informer does, and (b) with
@@ -245,7 +250,7 @@ def run_agent(
     timeout: float,
 ) -> WarmUp:
     queue_dir = scratch / "queue"
-    queue_dir.mkdir()
+    queue_dir.mkdir(exist_ok=True)  # a restart runs on the same volume
     log = scratch / "agent.log"
     env = child_env(
         {
@@ -481,6 +486,27 @@ def main() -> None:
                 flush=True,
             )
 
+            # A restart against the unchanged cluster, on the same queue volume.
+            cold_bytes = platform.stats()["record_bytes_received"]
+            print("agent restart:", flush=True)
+            again = run_agent(
+                kube,
+                platform,
+                kubeconfig,
+                scratch,
+                expected=expected,
+                informers=informers,
+                quiet=args.quiet_seconds,
+                timeout=args.timeout,
+            )
+            restart_bytes = platform.stats()["record_bytes_received"] - cold_bytes
+            print(
+                f"restart: {again.records - warm.records} records, {restart_bytes} bytes of "
+                f"records ({restart_bytes / cold_bytes:.4f} of the cold start's {cold_bytes}), "
+                f"settled in {again.seconds:.1f} s, agent peak RSS {again.peak_rss_mib:.0f} MiB",
+                flush=True,
+            )
+
             decoding: dict[str, Decoding] = {}
             for name, path, struct, model in DECODED:
                 pages = fetch_pages(kube, path, args.decode_pages)
@@ -509,6 +535,10 @@ def main() -> None:
         "records_per_s": round(warm.records / warm.seconds),
         "peak_rss_mib": warm.peak_rss_mib,
         "rss_after_warmup_mib": warm.rss_mib,
+        "restart_bytes_sent_ratio": round(restart_bytes / cold_bytes, 4),
+        "restart_records": again.records - warm.records,
+        "restart_seconds": round(again.seconds, 2),
+        "restart_peak_rss_mib": again.peak_rss_mib,
         "decode_speedup_vs_client_models": round(theirs / ours, 1) if ours else None,
         **{
             f"decode_speedup_{name}": round(d.client_seconds / d.msgspec_seconds, 1)

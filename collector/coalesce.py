@@ -42,6 +42,8 @@ from shipper.records import Record
 
 log = structlog.get_logger("collector.coalesce")
 
+RESYNC_BELOW_FILL = 0.5
+
 
 class Destination(Protocol):
     """Where the coalescer commits records (`shipper.outbox.StreamOutbox` is one)."""
@@ -52,6 +54,10 @@ class Destination(Protocol):
     @property
     def at_bound(self) -> bool:
         """True while the destination is full (producers that can wait, wait)."""
+
+    @property
+    def fill(self) -> float:
+        """How full the destination is against its bounds (0 empty, 1 at the bound)."""
 
     @property
     def resync_needed(self) -> bool:
@@ -168,8 +174,22 @@ class Coalescer:
             log.info("outbox_writable")
         return len(worth)
 
+    def _resync_due(self) -> bool:
+        """A resync the outbox asks for starts once it has room for it again: while the
+        platform is away, a re-send would only overflow the bound and ask again."""
+        return (
+            self._on_resync_needed is not None
+            and self.outbox.resync_needed
+            and self.outbox.fill < RESYNC_BELOW_FILL
+        )
+
     def _run(self) -> None:
-        while not self._stopped.wait(self.flush_seconds):
-            self.flush()
-            if self._on_resync_needed is not None and self.outbox.resync_needed:
-                self._on_resync_needed()
+        try:
+            while not self._stopped.wait(self.flush_seconds):
+                self.flush()
+                if self._resync_due():
+                    self._on_resync_needed()
+        except Exception:
+            # A bug, not a condition to wait out: liveness fails and the pod restarts.
+            log.exception("coalesce_flusher_crashed")
+            self.reporter.set(Health.failed("the coalescer's flusher crashed"))

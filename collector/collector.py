@@ -5,16 +5,19 @@ A sink keeps the relation indexes current, filters, normalizes and offers the re
 coalescer, which commits them to the discovery outbox once per flush window. Records that
 depend on other kinds are rebuilt when those change: a Deployment's and its revisions'
 records when a Service starts selecting it, an HPA targets it or its current ReplicaSet
-changes (once per flush window, and during warm-up only after ReplicaSets, Services and
-HPAs have all been listed); a Job execution's record when one of its pods finishes. For
-that the sinks of Deployments and ReplicaSets keep their last record's data in the state
-store (`collector.state`, SQLite: tens of thousands of objects cost little heap there), and
-the sinks of Jobs and Nodes (few) keep their decoded objects. The store also knows which records
-each object produced, so a relist that no longer finds an object deletes them.
+changes (once per flush window); a Job execution's record when one of its pods finishes.
+Until what they mention has listed once, these records (and their kind's snapshot) are
+held back and then sent once, complete: a restart then derives exactly the records it sent
+before, which the persisted fingerprints drop. For that the sinks of Deployments and
+ReplicaSets keep their last record's data in the state store (`collector.state`, SQLite:
+tens of thousands of objects cost little heap there), and the sinks of Jobs and Nodes (few)
+keep their decoded objects. The store also knows which records each object produced, so a
+relist that no longer finds an object deletes them.
 
-Warm-up lists namespaces, Deployments and CronJobs first, then starts the rest. All sink
-work runs under one lock: informers decode on their own threads, but indexes and
-normalizer state change one object at a time.
+Warm-up lists namespaces, Deployments and CronJobs first, then ReplicaSets, Services and
+HPAs (what Deployment records wait for), then starts the rest. All sink work runs under
+one lock: informers decode on their own threads, but indexes and normalizer state change
+one object at a time.
 
 `list_once()` is the one-shot form (`moonin-agent preview`): every resource listed once on
 the caller's thread, in warm-up order, through the same sinks, then one flush; no watch,
@@ -78,6 +81,8 @@ class CollectorSettings:
     collect_helm_releases: bool = True
     collect_job_logs: bool = True
     flush_seconds: float = 1.0
+    flush_max_records: int = 1000
+    """A buffer this full is committed at once (bounds its memory during lists)."""
     warm_up_timeout_seconds: float = 120.0
     pages_in_memory: int = 1
     """List pages (up to a few MB each) held at once across all informers."""
@@ -88,6 +93,14 @@ class CollectorSettings:
     (0: never)."""
     informer: InformerSettings = field(default_factory=InformerSettings)
 
+
+# Listed first, in this order, each group once the one before has listed; then the rest.
+WARM_UP: tuple[frozenset[Resource], ...] = (
+    frozenset({resources.NAMESPACES, resources.DEPLOYMENTS, resources.CRONJOBS}),
+    frozenset({resources.REPLICASETS, resources.SERVICES, resources.HPAS}),
+)
+# What a Deployment's and its revisions' records mention of other kinds.
+DEPLOYMENT_RELATIONS = frozenset({resources.REPLICASETS, resources.SERVICES, resources.HPAS})
 
 SNAPSHOT = "snapshot"
 NOT_SNAPSHOTTED = frozenset({pod_error.KIND})  # events, not objects
@@ -122,6 +135,9 @@ class Source:
     resource: Resource
     normalizer: Any
     keep: Keep = Keep.NOTHING
+    waits_for: frozenset[Resource] = frozenset()
+    """Resources its records depend on: until each has listed once, its records are held
+    back and sent once, complete (so a restart finds them equal to what it sent before)."""
 
 
 class _Kept(msgspec.Struct, array_like=True):
@@ -170,7 +186,8 @@ class SourceSink:
         for record in records:
             if record.op == "upsert":
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
-        self._collector.offer(records)
+        if not self._collector.holds(self, obj):
+            self._collector.offer(records)
 
     def rebuild(self, key: str) -> None:
         """Send the object's record again, its relation fields decided anew."""
@@ -257,7 +274,8 @@ class Collector:
             outbox,
             state=self.state,
             flush_seconds=settings.flush_seconds,
-            before_flush=self._rebuild_stale_deployments,
+            max_pending=settings.flush_max_records,
+            before_flush=self._rebuild_stale,
             on_resync_needed=self.resync,
             producers=self.lock,
         )
@@ -271,9 +289,10 @@ class Collector:
         )
         self.sinks: dict[str, SourceSink] = {}
         self.informers: list[Informer[Any]] = []
-        self._warm_up: list[Informer[Any]] = []
+        # Listed in this order, each phase once the one before has listed (see WARM_UP).
+        self._phases: list[list[Informer[Any]]] = [[] for _ in range(len(WARM_UP) + 1)]
         pages = threading.BoundedSemaphore(settings.pages_in_memory)
-        for source, warm in self._sources():
+        for source in self._sources():
             sink = SourceSink(source, self)
             self.sinks[source.resource.plural] = sink
             informer = Informer(
@@ -285,12 +304,15 @@ class Collector:
                 page_gate=pages,
             )
             self.informers.append(informer)
-            if warm:
-                self._warm_up.append(informer)
-        relation_sources = {resources.REPLICASETS, resources.SERVICES, resources.HPAS}
-        self._relation_informers = [i for i in self.informers if i.resource in relation_sources]
-        self._relations_listed = False
-        self._stale_deployments: set[str] = set()  # namespace/name
+            phase = next(
+                (n for n, group in enumerate(WARM_UP) if source.resource in group), len(WARM_UP)
+            )
+            self._phases[phase].append(informer)
+        self._listed_resources: set[Resource] = set()
+        # Records held back or to rebuild once their dependencies are known (namespace/name).
+        self._stale_deployments: set[str] = set()
+        self._stale_jobs: set[str] = set()
+        self._rebuilding = False
         self._resync_pending: set[str] = set()
         # Record kind -> the sources whose lists a snapshot of it waits for.
         self._snapshot_sources: dict[str, set[str]] = {}
@@ -299,6 +321,8 @@ class Collector:
                 kind_sources = self._snapshot_sources.setdefault(sink.normalizer.kind, set())
                 kind_sources.add(sink.source.resource.plural)
         self._lists_since_snapshot: dict[str, dict[str, str]] = {}  # kind -> source -> start
+        # Kind -> (what it waits for, resourceVersion, listed_at) of a snapshot held back.
+        self._held_snapshots: dict[str, tuple[frozenset[Resource], str, str]] = {}
         self._version: str | None = None
         self._stopped = threading.Event()
         self._starter = threading.Thread(
@@ -308,19 +332,29 @@ class Collector:
             target=self._anti_entropy, name="anti-entropy", daemon=True
         )
 
-    def _sources(self) -> Iterable[tuple[Source, bool]]:
-        warm = {resources.NAMESPACES, resources.DEPLOYMENTS, resources.CRONJOBS}
+    def _sources(self) -> list[Source]:
         table = [
             Source(resources.NAMESPACES, namespace.NORMALIZER),
-            Source(resources.DEPLOYMENTS, deployment.NORMALIZER, keep=Keep.RECORDS),
+            Source(
+                resources.DEPLOYMENTS,
+                deployment.NORMALIZER,
+                keep=Keep.RECORDS,
+                waits_for=DEPLOYMENT_RELATIONS,
+            ),
             Source(resources.CRONJOBS, cronjob.NORMALIZER),
-            Source(resources.REPLICASETS, revision.NORMALIZER, keep=Keep.RECORDS),
+            Source(
+                resources.REPLICASETS,
+                revision.NORMALIZER,
+                keep=Keep.RECORDS,
+                waits_for=DEPLOYMENT_RELATIONS,
+            ),
             Source(resources.SERVICES, service.NORMALIZER),
             Source(resources.HPAS, hpa.NORMALIZER),
             Source(
                 resources.JOBS,
                 job_execution.JobExecutionNormalizer(self.job_pods),
                 keep=Keep.OBJECTS,
+                waits_for=frozenset({resources.PODS}),
             ),
             Source(resources.PODS, pod_error.PodErrorNormalizer(self.state.pods)),
             Source(resources.NODES, node.NORMALIZER, keep=Keep.OBJECTS),  # metadata hints
@@ -335,7 +369,7 @@ class Collector:
             table.append(
                 Source(resources.HELM_RELEASE_SECRETS, helm_release.HelmReleaseNormalizer())
             )
-        return [(source, source.resource in warm) for source in table]
+        return table
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -347,29 +381,32 @@ class Collector:
             self._anti_entropy_thread.start()
 
     def _start_all(self) -> None:
-        for informer in self._warm_up:
-            informer.start()
-        for informer in self._warm_up:
-            if not informer.wait_synced(self.settings.warm_up_timeout_seconds):
-                log.warning("warm_up_slow", resource=informer.resource.plural)
-            if self._stopped.is_set():
-                return
-        log.info("warm_up_done", resources=[i.resource.plural for i in self._warm_up])
-        for informer in self.informers:
-            if informer not in self._warm_up and not self._stopped.is_set():
+        *waited, rest = self._phases
+        for phase in waited:
+            for informer in phase:
+                informer.start()
+            for informer in phase:
+                if not informer.wait_synced(self.settings.warm_up_timeout_seconds):
+                    log.warning("warm_up_slow", resource=informer.resource.plural)
+                if self._stopped.is_set():
+                    return
+            log.info("warm_up_phase_done", resources=[i.resource.plural for i in phase])
+        for informer in rest:
+            if not self._stopped.is_set():
                 informer.start()
 
     def list_once(self) -> list[str]:
         """List every resource once and flush (see the module docstring); returns the
         resources skipped as forbidden. Raises `KubeError` or `msgspec.DecodeError`."""
         forbidden = []
-        rest = [i for i in self.informers if i not in self._warm_up]
-        for informer in [*self._warm_up, *rest]:
+        for informer in (informer for phase in self._phases for informer in phase):
             try:
                 informer.list_once()
             except Forbidden as exc:
                 log.warning("resource_forbidden", resource=informer.resource.plural, error=str(exc))
                 forbidden.append(informer.resource.plural)
+                with self.lock:  # nothing waits for a list that cannot happen
+                    self._listed_resources.add(informer.resource)
         self.coalescer.flush()
         return forbidden
 
@@ -467,6 +504,13 @@ class Collector:
         if set(lists) != sources:
             return
         del self._lists_since_snapshot[kind]
+        taken = (resource_version, min(lists.values()))
+        if self._listed(sink.source.waits_for):
+            self._send_snapshot(kind, *taken)
+        else:  # after the records held back, once they are released (`_rebuild_stale`)
+            self._held_snapshots[kind] = (sink.source.waits_for, *taken)
+
+    def _send_snapshot(self, kind: str, resource_version: str, listed_at: str) -> None:
         keys = self.state.produced.keys_of_kind(kind)
         snapshot_id = new_id()
         parts = snapshot_parts(keys)
@@ -478,7 +522,7 @@ class Collector:
                 "parts": len(parts),
                 "keys": part,
                 "resource_version": resource_version,
-                "listed_at": min(lists.values()),
+                "listed_at": listed_at,
             }
             key = f"{kind}/{snapshot_id}/{number}"
             self.offer([event(SNAPSHOT, key, ObjectMeta(name=kind), data)])
@@ -507,23 +551,57 @@ class Collector:
             self.job_pods.forget(key)
         self._stale_deployments.update(affected)
 
-    def _rebuild_stale_deployments(self) -> None:
-        """Rebuild the records of Deployments whose relations changed, once per flush.
+    def holds(self, sink: SourceSink, obj: Any) -> bool:
+        """Whether to hold the object's records back until what they depend on has listed
+        (they are rebuilt then, see `_rebuild_stale`); marks it for that rebuild."""
+        if self._listed(sink.source.waits_for):
+            return False
+        meta: ObjectMeta = obj.metadata
+        resource = sink.source.resource
+        if resource is resources.JOBS:
+            self._stale_jobs.add(meta.key)
+        elif resource is resources.DEPLOYMENTS:
+            self._stale_deployments.add(meta.key)
+        else:  # a ReplicaSet: its revision record waits with its Deployment's
+            owner = self.relations.deployment_of_replicaset(meta.namespace or "", meta.name)
+            if owner is None:
+                return False  # no Deployment's revision: nothing to wait for
+            self._stale_deployments.add(f"{meta.namespace}/{owner}")
+        return True
 
-        Until ReplicaSets, Services and HPAs have each been listed once (or failed to be),
-        rebuilding is held back: during warm-up each of them changes most Deployments, and
-        one rebuild with all of them known replaces three or four re-sends."""
+    def _listed(self, needed: frozenset[Resource]) -> bool:
+        """Whether each of these resources has listed once (or failed to: not forever)."""
+        for informer in self.informers:
+            waiting = informer.resource in needed - self._listed_resources
+            if waiting and (informer.wait_synced(0) or not informer.reporter.snapshot().health.ok):
+                self._listed_resources.add(informer.resource)
+        return needed <= self._listed_resources
+
+    def _rebuild_stale(self) -> None:
+        """Before each flush: rebuild the records of Deployments whose relations changed and
+        of Jobs whose pods did (once per window however many changes), and release what was
+        held back once its dependencies have listed."""
         with self.lock:
-            if not self._stale_deployments:
-                return
-            if not self._relations_listed and not all(
-                informer.wait_synced(0) or not informer.reporter.snapshot().health.ok
-                for informer in self._relation_informers
-            ):
-                return
-            self._relations_listed = True
+            if self._rebuilding:
+                return  # a flush that the rebuild's own records set off: it only commits
+            self._rebuilding = True
+            try:
+                self._rebuild_stale_now()
+            finally:
+                self._rebuilding = False
+
+    def _rebuild_stale_now(self) -> None:
+        if self._stale_deployments and self._listed(DEPLOYMENT_RELATIONS):
             stale, self._stale_deployments = self._stale_deployments, set()
             self._rebuild_deployments(stale)
+        if self._stale_jobs and self._listed(frozenset({resources.PODS})):
+            jobs, self._stale_jobs = self._stale_jobs, set()
+            for key in sorted(jobs):
+                self._rebuild_job(key)
+        for kind, (waits_for, *taken) in list(self._held_snapshots.items()):
+            if self._listed(waits_for):
+                del self._held_snapshots[kind]
+                self._send_snapshot(kind, *taken)
 
     def _rebuild_deployments(self, keys: set[str]) -> None:
         deployments = self.sinks[resources.DEPLOYMENTS.plural]

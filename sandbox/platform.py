@@ -461,6 +461,7 @@ class FakePlatform:
         self._last_heartbeat: dict[str, Any] | None = None
         self._received_records: list[dict[str, Any]] = []
         self._record_count = 0
+        self._record_bytes = 0
         self._record_ids: set[str] = set()
         self._view: dict[tuple[str, str], tuple[datetime, dict[str, Any]]] = {}
         self._deleted_at: dict[tuple[str, str], datetime] = {}
@@ -505,6 +506,8 @@ class FakePlatform:
             return {
                 "requests": self._request_count,
                 "records_received": self._record_count,
+                # Each record as JSON, as the agent encoded it (before the batch's gzip).
+                "record_bytes_received": self._record_bytes,
                 "unique_record_ids": len(self._record_ids),
                 "events_received": self._event_count,
             }
@@ -631,6 +634,7 @@ class FakePlatform:
 
     def _apply_records(self, checked: list[_CheckedRecord]) -> _Reply:
         self._record_count += len(checked)
+        self._record_bytes += sum(len(_encode(item.record)) for item in checked)
         self._record_ids.update(item.record["id"] for item in checked)
         if self.history:
             for item in checked:

@@ -109,6 +109,13 @@ class Reconciler:
             reporter=self.reporter,
         )
         cycle.count("cycles")
+        if self.outbox.resync_needed:
+            # The scaling queue file was damaged and set aside: events the store counts as
+            # enqueued may be gone. Forgetting them re-enqueues every managed window's apply
+            # event this cycle (the platform de-duplicates by id).
+            log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
+            self.store.forget_enqueued()
+            self.outbox.clear_resync_needed()
         at_bound = self.outbox.at_bound
         view = self._read_templates(cycle, report=not at_bound)
         if view is not None and not at_bound:

@@ -79,6 +79,15 @@ class Store:
                 self._ids.add(event_id)
                 self._unsaved[event_id] = now
 
+    def forget_enqueued(self) -> None:
+        """Forget every id: the outbox lost events (a quarantined queue file), so none of
+        them can be assumed enqueued any more."""
+        with self._lock:
+            self._ids.clear()
+            self._unsaved.clear()
+            with self._db:
+                self._db.execute("DELETE FROM enqueued")
+
     def commit(self) -> None:
         """Write the ids noted since the last commit, and forget old ones: one transaction,
         none at all when nothing was noted and the last pruning is recent."""

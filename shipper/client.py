@@ -233,6 +233,9 @@ class ApiClient:
         finally:
             if self._observe is not None:
                 self._observe(endpoint, outcome, time.perf_counter() - started)
+        if response.status_code in (401, 403):
+            # A rotated Secret: the next call, whichever it is, carries the new token.
+            self._token.reload()
         raise _status_error(
             method, url, response.status_code, response.headers, self._redact(snippet)
         )

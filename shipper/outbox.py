@@ -155,6 +155,12 @@ class StreamOutbox:
         with self._lock:
             return self._records >= self.bounds.max_records or self._bytes >= self.bounds.max_bytes
 
+    @property
+    def fill(self) -> float:
+        """How full the stream is against its bounds (0 empty, 1 at the bound)."""
+        with self._lock:
+            return max(self._records / self.bounds.max_records, self._bytes / self.bounds.max_bytes)
+
     def _report_fill(self) -> None:
         if self.at_bound:
             self.reporter.set(Health.degraded(f"the {self.stream} queue is at its bound"))

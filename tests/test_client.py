@@ -691,6 +691,27 @@ def test_a_rotated_token_file_changes_the_headers_of_the_next_request(tmp_path: 
     assert token.secrets() == ("first-token", "second-token")
 
 
+@pytest.mark.parametrize("refusal", [401, 403])
+def test_a_refused_read_rereads_the_token_file_for_the_next_call(
+    tmp_path: Path, refusal: int
+) -> None:
+    # A quiet scaling pod only reads templates: a rotated token must reach those too.
+    file = tmp_path / "token"
+    file.write_text("old-token\n")
+    token = TokenSource(file=str(file))
+    recorder = Recorder(ok(status=refusal), ok({"templates": []}))
+    with make_client(recorder, token=token) as client:
+        file.write_text("new-token\n")  # the Secret rotated
+        with pytest.raises(CredentialsRejected):
+            client.get_templates()
+        assert client.get_templates() == []
+    first, second = recorder.requests
+    assert (first.headers["X-Cluster-Token"], second.headers["X-Cluster-Token"]) == (
+        "old-token",
+        "new-token",
+    )
+
+
 def test_reload_without_a_change_answers_false(tmp_path: Path) -> None:
     file = tmp_path / "token"
     file.write_text("same\n")

@@ -14,6 +14,7 @@ from collector.coalesce import Coalescer
 from collector.model import ObjectMeta
 from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.records import DISCOVERY
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -134,16 +135,31 @@ def test_stop_commits_what_the_window_still_holds(stream: StreamOutbox) -> None:
     assert len(queued(stream)) == 1
 
 
-def test_the_flusher_asks_for_a_resync_while_the_outbox_marks_one(tmp_path: Path) -> None:
+def test_the_flusher_asks_for_a_resync_once_the_marked_outbox_has_room(tmp_path: Path) -> None:
     asked = threading.Event()
-    with Outbox(tmp_path, streams=(DISCOVERY,), bounds=Bounds(max_records=1)) as outbox:
+    with Outbox(tmp_path, streams=(DISCOVERY,), bounds=Bounds(max_records=2)) as outbox:
         stream = outbox[DISCOVERY]
         coalescer = Coalescer(stream, flush_seconds=0.01, on_resync_needed=asked.set)
         coalescer.start()
         try:
-            coalescer.offer(model.upsert("namespace", meta("a"), {}))
-            coalescer.offer(model.upsert("namespace", meta("b"), {}))  # past the bound
+            for name in "abc":  # past the bound: the oldest upsert is dropped
+                coalescer.offer(model.upsert("namespace", meta(name), {}))
+            wait_until(lambda: stream.resync_needed)
+            # Still full (the platform is away): a re-send now would only overflow again.
+            assert not asked.wait(0.3)
+            batch = stream.take(max_records=10, max_bytes=10**6)
+            assert batch is not None
+            stream.ack(batch)  # the platform is back and took it all
             assert asked.wait(5)
-            assert stream.resync_needed
         finally:
             coalescer.stop()
+
+
+def test_a_flusher_that_crashes_says_so_for_liveness(stream: StreamOutbox) -> None:
+    def broken() -> None:
+        raise RuntimeError("a bug in a producer's hook")
+
+    coalescer = Coalescer(stream, flush_seconds=0.01, before_flush=broken)
+    coalescer.start()
+    wait_until(lambda: coalescer.reporter.snapshot().health.fatal)
+    assert "flusher crashed" in (coalescer.reporter.snapshot().health.reason or "")

@@ -306,3 +306,27 @@ def test_anti_entropy_sends_everything_again_one_resource_at_a_time(
     wait_until(lambda: expected - {("cluster_metadata", "cluster")} <= resent(), timeout=30)
     kinds = {r["data"]["of"] for r in received.records[first:] if r["kind"] == "snapshot"}
     assert {"deployment", "namespace", "rbac", "helm_release"} <= kinds
+
+
+def test_records_held_for_their_relations_go_out_once_complete_before_their_snapshot(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    for n in range(5):
+        kube.create(cluster_objects.deployment(f"extra-{n}"))
+    # A tiny buffer: commits happen in the middle of the rebuild that releases held records.
+    collector = start(dataclasses.replace(SETTINGS, flush_max_records=3))
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()))
+    wait_until(lambda: "deployment" in {r["data"]["of"] for r in received.events("snapshot")})
+    deployments = [r for r in received.records if r["kind"] == "deployment"]
+    # Each Deployment once, already naming its Service and HPA: nothing half-built went out.
+    assert sorted(r["key"] for r in deployments) == sorted(
+        [f"{cluster_objects.NS}/web", *(f"{cluster_objects.NS}/extra-{n}" for n in range(5))]
+    )
+    web = next(r for r in deployments if r["key"] == f"{cluster_objects.NS}/web")
+    assert web["data"]["services"] == ["web"] and web["data"]["hpa"] is not None
+    order = [(r["kind"], r["data"].get("of")) for r in received.records]
+    last_deployment = max(i for i, slot in enumerate(order) if slot == ("deployment", None))
+    assert order.index(("snapshot", "deployment")) > last_deployment
+    assert collector.coalescer.reporter.snapshot().health.ok

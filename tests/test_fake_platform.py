@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from sandbox.platform import Delay, Drop, FakePlatform, Status
@@ -567,14 +568,16 @@ def test_templates_and_actions_are_served_from_what_was_set(
 def test_sandbox_stats_need_no_credentials_and_count_delivery(
     platform: FakePlatform, client: httpx.Client
 ) -> None:
-    same = record("shop/a", 1)
+    same, other = record("shop/a", 1), record("shop/b", 1)
     post_records(client, same)
-    post_records(client, same, record("shop/b", 1))
+    post_records(client, same, other)
     post_events(client, event("e-1"), event("e-1"))
     stats = httpx.get(f"{platform.url}/_sandbox/stats").json()
+    each = [len(msgspec.json.encode(r)) for r in (same, same, other)]
     assert stats == {
         "requests": 3,
         "records_received": 3,
+        "record_bytes_received": sum(each),
         "unique_record_ids": 2,
         "events_received": 2,
     }
@@ -663,6 +666,7 @@ def test_the_subprocess_prints_its_url_serves_stats_and_ignores_vanished_clients
             assert client.get("/_sandbox/stats").json() == {
                 "requests": 3,
                 "records_received": 2,
+                "record_bytes_received": 2 * len(msgspec.json.encode(same)),
                 "unique_record_ids": 1,
                 "events_received": 1,
             }

@@ -21,7 +21,8 @@ from scheduler.kubeconnect import from_configuration
 from scheduler.revertall import revert_all
 from scheduler.store import Store
 from shipper.client import ApiClient
-from shipper.outbox import Bounds
+from shipper.outbox import Bounds, Outbox
+from shipper.records import SCALING
 from shipper.token import TokenSource
 from tests.conftest import TOKEN
 from tests.scaling_harness import (
@@ -827,3 +828,27 @@ def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Ha
     assert (report.kube_reachable, report.failures, report.applies) == (False, 1, 0)
     assert h.reconciler.reporter.health.reason == "cannot list HPAs: reverts are waiting"
     assert h.events() == []
+
+
+def test_a_damaged_scaling_queue_gets_the_apply_events_of_open_windows_again(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    h = make_harness(kube, tmp_path)
+    h.api.templates = [template()]
+    h.api.actions = {"t-1": [action()]}
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    assert [e["id"] for e in h.events()] == [APPLY_4_20]
+    h.run(at(10))
+    assert h.events() == []  # the store knows the apply event is enqueued
+    h.outbox.close()
+
+    (tmp_path / "queue" / "scaling.db").write_bytes(b"garbage" * 1000)
+    h.outbox = Outbox(tmp_path / "queue", streams=[SCALING])  # quarantines the file
+    h.reconciler = h.make_reconciler()
+    assert h.stream.resync_needed
+    h.run(at(11))
+    assert [e["id"] for e in h.events()] == [APPLY_4_20]
+    assert not h.stream.resync_needed  # handled: no alert firing forever
+    h.close()
