@@ -22,9 +22,8 @@ ack can wait a moment for the outbox's lock). Warm-up is over when
 - the count reached the expected minimum: one record per object of every kind that always
   yields one (namespaces, Deployments, ReplicaSets, CronJobs, Jobs, Services, HPAs, Nodes,
   Ingresses, NetworkPolicies, RBAC objects, Helm releases); pods add `pod_error` events for
-  the few in trouble, and Deployments and their revisions are sent again when their
-  relations (current ReplicaSet, Services, HPA) arrive in a later flush window, so the real
-  count is higher and varies a little from run to run;
+  the few in trouble, and every list adds its kind's snapshot, so the real count is a
+  little higher;
 - and the count has not changed for `--quiet-seconds` (longer than the collector's 1 s flush
   window plus the shipper's linger); the bench also waits for the queue to drain, for
   `delivered_seconds` below.
