@@ -97,7 +97,7 @@ class KubeApi:
         return self._call(
             f"patch deployment {namespace}/{name}",
             lambda: self._apps.patch_namespaced_deployment(
-                name, namespace, patch, _content_type=MERGE_PATCH, **_RAW
+                name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
             ),
         )
 
@@ -147,7 +147,7 @@ class KubeApi:
         return self._call(
             f"create horizontalpodautoscaler {namespace}/{name}",
             lambda: self._autoscaling.create_namespaced_horizontal_pod_autoscaler(
-                namespace, body, **_RAW
+                namespace, body, **_WRITE
             ),
         )
 
@@ -155,7 +155,7 @@ class KubeApi:
         return self._call(
             f"patch horizontalpodautoscaler {namespace}/{name}",
             lambda: self._autoscaling.patch_namespaced_horizontal_pod_autoscaler(
-                name, namespace, patch, _content_type=MERGE_PATCH, **_RAW
+                name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
             ),
         )
 
@@ -204,7 +204,7 @@ class KubeApi:
         }
         self._call(
             f"create event for {involved.get('kind')} {namespace}/{name}",
-            lambda: self._core.create_namespaced_event(namespace, body, **_RAW),
+            lambda: self._core.create_namespaced_event(namespace, body, **_WRITE),
         )
 
     # the one place the client's errors are translated -----------------------------------
@@ -227,6 +227,9 @@ class KubeApi:
 
 
 _RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+# Our writes under our own name in managedFields, so GitOps tools can tell them apart.
+FIELD_MANAGER = "moonin-agent"
+_WRITE: dict[str, Any] = {**_RAW, "field_manager": FIELD_MANAGER}
 
 
 def _translate(what: str, exc: ApiException) -> KubeError:

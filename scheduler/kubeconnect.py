@@ -19,6 +19,8 @@ import os
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from shipper.version import VERSION
+
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
 REQUEST_TIMEOUT = (5.0, 20.0)
 
@@ -52,7 +54,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> client
 def from_configuration(configuration: client.Configuration) -> client.ApiClient:
     """An ApiClient for `configuration` with urllib3's hidden retries switched off."""
     configuration.retries = False
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = f"moonin-agent/{VERSION}"
+    return api
 
 
 def _in_cluster() -> bool:

@@ -852,3 +852,15 @@ def test_a_damaged_scaling_queue_gets_the_apply_events_of_open_windows_again(
     assert [e["id"] for e in h.events()] == [APPLY_4_20]
     assert not h.stream.resync_needed  # handled: no alert firing forever
     h.close()
+
+
+def test_every_write_names_the_agent_as_its_field_manager(h: Harness) -> None:
+    h.kube.create(deployment(name="solo", replicas=1))  # no HPA: one is created
+    h.kube.create(hpa(low=2, high=5))
+    h.kube.create(deployment(replicas=3))
+    h.api.actions = {"t-1": [action(), action("a-2", "solo")]}
+    h.kube.clear_requests()
+    h.run(at(9))
+    writes = [r for r in h.kube.requests if r.method in ("POST", "PATCH")]
+    assert {r.method for r in writes} == {"POST", "PATCH"}
+    assert all(r.query.get("fieldManager") == "moonin-agent" for r in writes)
