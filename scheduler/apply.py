@@ -280,9 +280,12 @@ def _create_provisional(
     cycle: Cycle, planned: Planned, deployment: Obj, hpas: list[Obj]
 ) -> Outcome:
     action = planned.action
+    # A revert that died between deleting the last window's HPA and restoring the replicas
+    # left them at that window's size; the journal still holds the size from before it.
+    pending = cycle.store.restore_of(action.namespace, action.deployment)
     originals = notes.Originals(
         provisional=True,
-        replicas=_replicas(deployment),
+        replicas=pending.replicas if pending is not None else _replicas(deployment),
         min_replicas=None,
         max_replicas=None,
         spec=None,

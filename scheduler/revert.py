@@ -115,9 +115,10 @@ def finish_restores(cycle: Cycle, managed_targets: set[tuple[str, str]]) -> None
     """Restore the Deployments whose provisional HPA is gone but whose replicas are not
     back yet (a crash or a 409 in the middle of a revert).
 
-    An entry whose Deployment is again (or still) the target of a managed HPA is stale: a
-    crash came between the journal and the delete, and a later window applied. Restoring
-    it would fight that HPA, so it is dropped."""
+    An entry whose Deployment is again (or still) the target of a managed HPA is dropped:
+    that HPA carries the same original replicas (a crash came before the delete, or a new
+    window's provisional HPA took them from this entry), its revert restores them, and
+    restoring now would fight it."""
     for pending in cycle.store.restores():
         if (pending.namespace, pending.deployment) in managed_targets:
             cycle.store.drop_restore(pending.namespace, pending.deployment)

@@ -124,6 +124,15 @@ class Store:
             ).fetchall()
         return [PendingRestore(*row) for row in rows]
 
+    def restore_of(self, namespace: str, deployment: str) -> PendingRestore | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT namespace, deployment, replicas, released FROM pending_restores"
+                " WHERE namespace = ? AND deployment = ?",
+                (namespace, deployment),
+            ).fetchone()
+        return PendingRestore(*row) if row else None
+
     def drop_restore(self, namespace: str, deployment: str) -> None:
         with self._lock, self._db:
             self._db.execute(

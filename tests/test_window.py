@@ -529,3 +529,350 @@ def test_a_malformed_template_is_invalid_with_its_decoding_error() -> None:
 def test_a_naive_now_is_refused() -> None:
     with pytest.raises(ValueError, match="aware"):
         evaluate(scheduled("0 8 * * *", 60), datetime(2026, 12, 2, 12))
+
+
+# --- tables: Sydney's clock changes, day fields and names, calendar crossings ----------------
+# Calendar facts (worked out by hand): Australia/Sydney is at +10:00 (AEST) in winter and
+# +11:00 (AEDT) in summer. 2026-04-01 is a Wednesday, so daylight saving ends on Sunday April 5:
+# at 03:00 AEDT (2026-04-04T16:00Z) the clock goes back to 02:00 AEST, and 02:00-02:59 happen
+# twice (first at 15:00Z-15:59Z, again at 16:00Z-16:59Z). 2026-10-01 is a Thursday, so it
+# starts on Sunday October 4: at 02:00 AEST (2026-10-03T16:00Z) the clock jumps to 03:00 AEDT,
+# and 02:00-02:59 do not exist. December 2026: the 6th is a Sunday, the 7th a Monday. 2028 is
+# a leap year; 2028-02-29 is a Tuesday.
+
+Expected = tuple[str, str | None, str | None]  # (reason, window_start, run_until) in UTC
+
+
+def outside() -> Expected:
+    return ("outside_window", None, None)
+
+
+@pytest.mark.parametrize(
+    ("cron", "duration", "now", "expected"),
+    [
+        # Spring forward (October 4). 02:30 does not exist: it fires when the gap ends,
+        # 03:00 AEDT = 16:00Z, and the hour-long window runs to 17:00Z.
+        pytest.param(
+            "30 2 * * *",
+            60,
+            "2026-10-03T16:30:00Z",
+            ("scheduled", "2026-10-03T16:00:00Z", "2026-10-03T17:00:00Z"),
+            id="gap-fires-at-gap-end",
+        ),
+        # 02:00 and 02:30 are both in the gap: one fire time at 16:00Z, so one 30-minute
+        # window that ends at 16:30Z (not two windows, not a 60-minute period).
+        pytest.param(
+            "0,30 2 * * *",
+            30,
+            "2026-10-03T16:20:00Z",
+            ("scheduled", "2026-10-03T16:00:00Z", "2026-10-03T16:30:00Z"),
+            id="two-gap-times-fire-once",
+        ),
+        pytest.param("0,30 2 * * *", 30, "2026-10-03T16:30:00Z", outside(), id="gap-window-ends"),
+        # The days around it keep their own offsets: 02:30 AEST on October 3 is 16:30Z of
+        # October 2; 02:30 AEDT on October 5 is 15:30Z of October 4.
+        pytest.param(
+            "30 2 * * *",
+            60,
+            "2026-10-02T17:00:00Z",
+            ("scheduled", "2026-10-02T16:30:00Z", "2026-10-02T17:30:00Z"),
+            id="day-before-gap-aest",
+        ),
+        pytest.param(
+            "30 2 * * *",
+            60,
+            "2026-10-04T15:45:00Z",
+            ("scheduled", "2026-10-04T15:30:00Z", "2026-10-04T16:30:00Z"),
+            id="day-after-gap-aedt",
+        ),
+        # Elapsed time across the gap: midnight AEST on October 4 is 14:00Z; 4 hours later
+        # is 18:00Z, which the wall clock calls 05:00 AEDT, not 04:00.
+        pytest.param(
+            "0 0 4 10 *",
+            240,
+            "2026-10-03T17:59:00Z",
+            ("scheduled", "2026-10-03T14:00:00Z", "2026-10-03T18:00:00Z"),
+            id="elapsed-across-gap",
+        ),
+        pytest.param("0 0 4 10 *", 240, "2026-10-03T18:00:00Z", outside(), id="gap-window-over"),
+        # Fall back (April 5). 02:30 happens at 15:30Z (AEDT) and again at 16:30Z (AEST):
+        # it fires once, at the first, and the second is no new window.
+        pytest.param(
+            "30 2 * * *",
+            30,
+            "2026-04-04T15:45:00Z",
+            ("scheduled", "2026-04-04T15:30:00Z", "2026-04-04T16:00:00Z"),
+            id="fold-fires-at-first-occurrence",
+        ),
+        pytest.param("30 2 * * *", 30, "2026-04-04T16:45:00Z", outside(), id="fold-not-twice"),
+        # 02:00 AEDT is 15:00Z; an hour later (16:00Z) the wall clock reads 02:00 again, and
+        # the window is over although "02:00-03:00" on the wall is not.
+        pytest.param("0 2 * * *", 60, "2026-04-04T16:30:00Z", outside(), id="fold-second-hour"),
+        # 03:00 happens once, after the fold: 03:00 AEST = 17:00Z.
+        pytest.param(
+            "0 3 * * *",
+            60,
+            "2026-04-04T17:30:00Z",
+            ("scheduled", "2026-04-04T17:00:00Z", "2026-04-04T18:00:00Z"),
+            id="after-fold-aest",
+        ),
+        # Elapsed time across the fold: midnight AEDT on April 5 is 13:00Z; 4 hours later is
+        # 17:00Z, which the wall clock calls 03:00 AEST, not 04:00.
+        pytest.param(
+            "0 0 5 4 *",
+            240,
+            "2026-04-04T16:59:00Z",
+            ("scheduled", "2026-04-04T13:00:00Z", "2026-04-04T17:00:00Z"),
+            id="elapsed-across-fold",
+        ),
+        pytest.param("0 0 5 4 *", 240, "2026-04-04T17:00:00Z", outside(), id="fold-window-over"),
+    ],
+)
+def test_sydney_spring_forward_and_fall_back(
+    cron: str, duration: int, now: str, expected: Expected
+) -> None:
+    activation = evaluate(scheduled(cron, duration, timezone="Australia/Sydney"), at(now))
+
+    assert window(activation) == expected
+    assert activation.active is (expected[0] == "scheduled")
+
+
+@pytest.mark.parametrize(
+    ("cron", "now", "active"),
+    [
+        # Day of week: 0 and 7 are both Sunday, and names are case-insensitive.
+        pytest.param("0 8 * * 0", "2026-12-06T08:30:00Z", True, id="0-is-sunday"),
+        pytest.param("0 8 * * 7", "2026-12-06T08:30:00Z", True, id="7-is-sunday"),
+        pytest.param("0 8 * * sun", "2026-12-06T08:30:00Z", True, id="sun-name"),
+        pytest.param("0 8 * * 7", "2026-12-07T08:30:00Z", False, id="7-is-not-monday"),
+        pytest.param("0 8 * * 5-7", "2026-12-06T08:30:00Z", True, id="fri-to-sun-by-7"),
+        pytest.param("0 8 * * 5-7", "2026-12-03T08:30:00Z", False, id="fri-to-sun-not-thu"),
+        pytest.param("0 8 * * Mon-FRI", "2026-12-02T08:30:00Z", True, id="weekday-names"),
+        pytest.param("0 8 * * MON-FRI", "2026-12-05T08:30:00Z", False, id="saturday-excluded"),
+        # Both day fields restricted: either matching is enough (the 1st, or a Monday).
+        pytest.param("0 8 1 * 1", "2026-12-01T08:30:00Z", True, id="or-day-of-month"),
+        pytest.param("0 8 1 * 1", "2026-12-07T08:30:00Z", True, id="or-day-of-week"),
+        pytest.param("0 8 1 * 1", "2026-12-02T08:30:00Z", False, id="or-neither"),
+        # A day field starting with `*` is unrestricted: both must match (odd days that are
+        # Mondays: the 7th is, the 14th is even, the 3rd is a Thursday).
+        pytest.param("0 8 */2 * 1", "2026-12-07T08:30:00Z", True, id="star-step-and"),
+        pytest.param("0 8 */2 * 1", "2026-12-14T08:30:00Z", False, id="star-step-even"),
+        pytest.param("0 8 */2 * 1", "2026-12-03T08:30:00Z", False, id="star-step-thursday"),
+        # Month names.
+        pytest.param("0 8 * dec *", "2026-12-02T08:30:00Z", True, id="month-name"),
+        pytest.param("0 8 * JAN-NOV *", "2026-12-02T08:30:00Z", False, id="month-range-names"),
+    ],
+)
+def test_day_fields_and_names_decide_the_day(cron: str, now: str, active: bool) -> None:
+    activation = evaluate(scheduled(cron, 60), at(now))
+
+    if active:
+        day = now[:11]
+        assert window(activation) == ("scheduled", f"{day}08:00:00Z", f"{day}09:00:00Z")
+    else:
+        assert_inactive(activation, "outside_window")
+
+
+@pytest.mark.parametrize(
+    ("cron", "duration", "zone", "now", "expected"),
+    [
+        # Midnight: 22:00 + 4 h ends at 02:00 the next day.
+        pytest.param(
+            "0 22 * * *",
+            240,
+            "UTC",
+            "2026-12-03T01:00:00Z",
+            ("scheduled", "2026-12-02T22:00:00Z", "2026-12-03T02:00:00Z"),
+            id="midnight",
+        ),
+        # Local midnight in Santiago (-03:00 in December): 22:00 on December 2 is 01:00Z on
+        # December 3, so the window starts on the next UTC day and ends at 05:00Z.
+        pytest.param(
+            "0 22 * * *",
+            240,
+            "America/Santiago",
+            "2026-12-03T04:00:00Z",
+            ("scheduled", "2026-12-03T01:00:00Z", "2026-12-03T05:00:00Z"),
+            id="local-midnight-santiago",
+        ),
+        # Month end: January 31 22:00 + 4 h is February 1 02:00.
+        pytest.param(
+            "0 22 31 1 *",
+            240,
+            "UTC",
+            "2026-02-01T01:00:00Z",
+            ("scheduled", "2026-01-31T22:00:00Z", "2026-02-01T02:00:00Z"),
+            id="month-end",
+        ),
+        pytest.param("0 22 31 1 *", 240, "UTC", "2026-02-01T02:00:00Z", outside(), id="month-over"),
+        # A day-31 cron in a 30-day month never fires that month: November 30 22:00 is no
+        # fire time, so December 1 01:00 is outside (October 31's window is long over).
+        pytest.param("0 22 31 * *", 240, "UTC", "2026-12-01T01:00:00Z", outside(), id="no-31st"),
+        # Year end: December 31 22:00 + 4 h is January 1 02:00 of the next year.
+        pytest.param(
+            "0 22 31 12 *",
+            240,
+            "UTC",
+            "2027-01-01T01:00:00Z",
+            ("scheduled", "2026-12-31T22:00:00Z", "2027-01-01T02:00:00Z"),
+            id="year-end",
+        ),
+        # New Year in Sydney (+11:00 in summer) is 13:00Z on December 31: the window of
+        # "January 1" is active while UTC is still in the old year.
+        pytest.param(
+            "0 0 1 1 *",
+            120,
+            "Australia/Sydney",
+            "2026-12-31T14:00:00Z",
+            ("scheduled", "2026-12-31T13:00:00Z", "2026-12-31T15:00:00Z"),
+            id="year-end-sydney-ahead-of-utc",
+        ),
+        # Leap day: February 29 2028 20:00 + 6 h is March 1 02:00.
+        pytest.param(
+            "0 20 29 2 *",
+            360,
+            "UTC",
+            "2028-03-01T01:00:00Z",
+            ("scheduled", "2028-02-29T20:00:00Z", "2028-03-01T02:00:00Z"),
+            id="leap-day",
+        ),
+        # No February 29 in 2027 (the last one, 2024, is long over): outside.
+        pytest.param("0 20 29 2 *", 360, "UTC", "2027-03-01T01:00:00Z", outside(), id="no-leap"),
+        # February 28 22:00 + 4 h ends on February 29 in a leap year...
+        pytest.param(
+            "0 22 28 2 *",
+            240,
+            "UTC",
+            "2028-02-29T01:00:00Z",
+            ("scheduled", "2028-02-28T22:00:00Z", "2028-02-29T02:00:00Z"),
+            id="feb-28-leap-year",
+        ),
+        # ...and on March 1 in a common year.
+        pytest.param(
+            "0 22 28 2 *",
+            240,
+            "UTC",
+            "2027-03-01T01:00:00Z",
+            ("scheduled", "2027-02-28T22:00:00Z", "2027-03-01T02:00:00Z"),
+            id="feb-28-common-year",
+        ),
+        # The leap day's weekday: 2028-02-29 is a Tuesday.
+        pytest.param(
+            "0 8 * 2 TUE",
+            60,
+            "UTC",
+            "2028-02-29T08:30:00Z",
+            ("scheduled", "2028-02-29T08:00:00Z", "2028-02-29T09:00:00Z"),
+            id="leap-day-is-tuesday",
+        ),
+        # Overlapping windows across a month end: 22:00 and 23:00 on January 31, 3 hours each,
+        # form one period from 22:00; run_until is the latest fire time's end, 02:00.
+        pytest.param(
+            "0 22,23 31 1 *",
+            180,
+            "UTC",
+            "2026-02-01T00:30:00Z",
+            ("scheduled", "2026-01-31T22:00:00Z", "2026-02-01T02:00:00Z"),
+            id="overlap-across-month-end",
+        ),
+    ],
+)
+def test_windows_crossing_midnight_month_and_year_ends_and_leap_days(
+    cron: str, duration: int, zone: str, now: str, expected: Expected
+) -> None:
+    activation = evaluate(scheduled(cron, duration, timezone=zone), at(now))
+
+    assert window(activation) == expected
+
+
+@pytest.mark.parametrize(
+    ("template_fields", "now", "expected"),
+    [
+        # valid_until cuts a window that crosses a month end at midnight: run_until is
+        # February 1 00:00, not 02:00.
+        pytest.param(
+            {"cron": "0 22 31 1 *", "duration_minutes": 240},
+            "2026-01-31T23:00:00Z",
+            ("scheduled", "2026-01-31T22:00:00Z", "2026-02-01T00:00:00Z"),
+            id="scheduled-capped-at-month-end",
+        ),
+        # A manual run across the year end, capped the same way.
+        pytest.param(
+            {"execution": running("2026-12-31T20:00:00Z", "2027-01-01T06:00:00Z")},
+            "2026-12-31T23:00:00Z",
+            ("manual", "2026-12-31T20:00:00Z", "2027-01-01T00:00:00Z"),
+            id="manual-capped-at-year-end",
+        ),
+        # At valid_until itself the template has expired, mid-window.
+        pytest.param(
+            {"cron": "0 22 31 1 *", "duration_minutes": 240},
+            "2026-02-01T00:00:00Z",
+            ("expired", None, None),
+            id="expired-at-the-cap",
+        ),
+    ],
+)
+def test_valid_until_caps_windows_that_cross_calendar_boundaries(
+    template_fields: dict[str, Any], now: str, expected: Expected
+) -> None:
+    field = "2027-01-01T00:00:00Z" if "execution" in template_fields else "2026-02-01T00:00:00Z"
+    capped = template(valid_until=field, timezone="UTC", **template_fields)
+
+    assert window(evaluate(capped, at(now))) == expected
+
+
+@pytest.mark.parametrize(
+    ("execution", "duration", "now", "expected"),
+    [
+        # Running across a Sydney clock change: manual windows are instants, no zone applies.
+        pytest.param(
+            running("2026-10-03T15:00:00Z", "2026-10-03T17:00:00Z"),
+            None,
+            "2026-10-03T16:30:00Z",
+            ("manual", "2026-10-03T15:00:00Z", "2026-10-03T17:00:00Z"),
+            id="running-across-dst",
+        ),
+        # Without run_until: started_at + duration, across a leap day (Feb 28 23:00 + 2 h).
+        pytest.param(
+            running("2028-02-28T23:00:00Z"),
+            120,
+            "2028-02-29T00:30:00Z",
+            ("manual", "2028-02-28T23:00:00Z", "2028-02-29T01:00:00Z"),
+            id="running-duration-leap-day",
+        ),
+        # Ended (run_until == now): ignored, and with no cron the template is outside.
+        pytest.param(
+            running("2026-12-31T22:00:00Z", "2027-01-01T00:00:00Z"),
+            None,
+            "2027-01-01T00:00:00Z",
+            ("outside_window", None, None),
+            id="ended-at-year-end",
+        ),
+        # A cancelled execution is ignored even inside its times.
+        pytest.param(
+            running("2026-12-31T22:00:00Z", "2027-01-01T02:00:00Z", status="cancelled"),
+            None,
+            "2027-01-01T00:00:00Z",
+            ("outside_window", None, None),
+            id="cancelled",
+        ),
+        # Invalid: running with neither run_until nor duration_minutes.
+        pytest.param(
+            running("2026-12-31T22:00:00Z"),
+            None,
+            "2027-01-01T00:00:00Z",
+            ("invalid", None, None),
+            id="invalid-no-end",
+        ),
+    ],
+)
+def test_manual_runs_running_ended_and_invalid(
+    execution: dict[str, Any], duration: int | None, now: str, expected: Expected
+) -> None:
+    manual = template(execution=execution, duration_minutes=duration)
+
+    activation = evaluate(manual, at(now))
+
+    assert window(activation) == expected
+    if expected[0] == "invalid":
+        assert activation.error_code == "invalid_template"
