@@ -56,6 +56,9 @@ class Bounds:
     max_bytes: int = 400 * 1024 * 1024
     chunk_records: int = 500
     chunk_bytes: int = 1024 * 1024
+    # Refused records kept for an operator; the oldest go first so a platform refusing
+    # everything cannot fill the volume.
+    dead_letter_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +360,14 @@ class StreamOutbox:
         with self._db:
             # Record ids are the key: a crash between this and the ack cannot double a letter.
             self._db.executemany("INSERT OR REPLACE INTO dead_letters VALUES (?, ?, ?, ?, ?)", rows)
+            pruned = queuefile.prune_dead_letters(self._db, self.bounds.dead_letter_bytes)
+        if pruned:
+            log.warning(
+                "dead_letters_pruned",
+                stream=self.stream,
+                removed=pruned,
+                kept_bytes=self.bounds.dead_letter_bytes,
+            )
 
     def _write_meta(self, **values: str) -> None:
         with self._db:

@@ -180,6 +180,21 @@ def count_dead_letters(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0]
 
 
+def prune_dead_letters(conn: sqlite3.Connection, max_bytes: int) -> int:
+    """Delete the oldest dead letters beyond `max_bytes` of records (the newest one always
+    stays); the number deleted."""
+    cursor = conn.execute(
+        "DELETE FROM dead_letters WHERE record_id IN ("
+        " SELECT record_id FROM ("
+        "  SELECT record_id, length(record) AS size, SUM(length(record)) OVER ("
+        "   ORDER BY dead_lettered_at DESC, record_id DESC) AS newer_and_this"
+        "  FROM dead_letters)"
+        " WHERE newer_and_this > ? AND newer_and_this > size)",
+        (max_bytes,),
+    )
+    return cursor.rowcount
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     record_id: str

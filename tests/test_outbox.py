@@ -123,6 +123,29 @@ def test_dead_letters_keep_the_record_with_status_and_answer_and_survive_the_ack
         assert stream.stats().dead_letters == 1
 
 
+def test_dead_letters_past_their_byte_bound_lose_the_oldest_and_the_newest_always_stays(
+    tmp_path: Path,
+) -> None:
+    bounds = Bounds(chunk_records=1, dead_letter_bytes=2500)
+    with Outbox(tmp_path, bounds=bounds) as outbox:
+        stream = outbox[DISCOVERY]
+        stream.put([record(f"a/{n}", size=1000) for n in range(1, 5)] + [record("b/1", size=5000)])
+        for _ in range(4):
+            batch = stream.take(max_records=1, max_bytes=10**6)
+            assert batch is not None
+            stream.dead_letter(batch.entries, status=422, response="refused")
+            stream.ack(batch)
+        # Two records of ~1 KB fit the bound: each one more pushes the oldest out.
+        assert on_disk(tmp_path)["dead"] == ["id-a/3", "id-a/4"]
+        batch = stream.take(max_records=1, max_bytes=10**6)
+        assert batch is not None
+        stream.dead_letter(batch.entries, status=413, response="too large")
+        stream.ack(batch)
+        # Larger than the whole bound on its own: kept, and everything older goes.
+        assert on_disk(tmp_path)["dead"] == ["id-b/1"]
+        assert stream.stats().dead_letters == 1
+
+
 def test_past_the_record_bound_the_oldest_upserts_go_first_and_resync_is_marked(
     tmp_path: Path,
 ) -> None:
