@@ -94,6 +94,9 @@ class Reconciler:
         self.cluster_id = cluster_id
         self.ignore = ignore if isinstance(ignore, IgnoreRules) else IgnoreRules(ignore)
         self.reporter = reporter or HealthReporter(COMPONENT)
+        # Windows skipped for their released marker that this process has logged: the
+        # marker skips them on every cycle, the log says so once.
+        self._released_noted: set[tuple[str, str, str]] = set()
 
     def run_once(self, now: datetime | None = None) -> CycleReport:
         """One full cycle at `now` (an aware datetime; default: the current time)."""
@@ -231,12 +234,23 @@ class Reconciler:
             return revert_reason(hpa, managed, cycle.now, view)
 
         try:
-            apply_action(cycle, planned, ignore=self.ignore, reason_for=reason_for)
+            outcome = apply_action(cycle, planned, ignore=self.ignore, reason_for=reason_for)
         except Exception:
             # A bug must not stop the other actions; it is loud in the log.
             cycle.count("apply_failures")
             log.exception(
                 "scaling_apply_crashed", template=planned.template_id, action=planned.action.id
+            )
+            return
+        if outcome == "released" and planned.owner not in self._released_noted:
+            self._released_noted.add(planned.owner)
+            log.info(
+                "scaling_window_released",
+                template=planned.template_id,
+                action=planned.action.id,
+                window_start=planned.window_start,
+                target=planned.action.target,
+                hint=f"{notes.RELEASED} keeps this window from being applied again",
             )
 
     # 3. the revert scan -------------------------------------------------------------------------

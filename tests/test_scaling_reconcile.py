@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import structlog
 from kubernetes import client as kubernetes_client
 
 from sandbox.kube import FakeKube
@@ -481,8 +482,12 @@ def test_an_hpa_changed_by_someone_else_is_released_as_overridden_and_not_applie
     assert revert["min_replicas"] is None and "7:20" in revert["message"]
 
     h.kube.clear_requests()
-    h.run(at(11))
+    with structlog.testing.capture_logs() as logs:
+        h.run(at(11))
+        h.run(at(12))
     assert h.writes() == [] and h.events() == []  # the same window stays released
+    skipped = [line for line in logs if line["event"] == "scaling_window_released"]
+    assert [(line["action"], line["window_start"]) for line in skipped] == [("a-1", WINDOW)]
 
     h.run(at(9, days=1))  # the next window applies, on top of what they set
     again = h.hpa()
