@@ -5,8 +5,8 @@ may carry: a container has no `args` or `command`, an env var no `value`, a prob
 handler contents, so those bytes are skipped by the decoder and never exist in memory as
 Python objects. Second, the helpers copy from those shapes into plain dicts, dropping the
 annotations that hold whole manifests (`last-applied-configuration`), redacting
-annotations whose key names a secret, truncating values past 2 KiB, and redacting the
-env values a recorded `kubectl set env` leaves in `kubernetes.io/change-cause`.
+annotations whose key names a secret, truncating values past 2 KiB, and keeping only the
+known-safe words of the command line recorded in `kubernetes.io/change-cause`.
 
 The label selector and condition shapes live here too: several kinds share them, and the
 condition shape is where heartbeat-like times (which would defeat coalescing) are left out.
@@ -34,13 +34,26 @@ _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configurat
 
 
 _SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
-# `kubectl ... --record` stores the whole command line, `kubectl set env A=B` included.
-_SET_ENV = re.compile(r"\bset\s+env\b")
-# The start of one argument that assigns: `NAME=`, `--flag=`, `-f=`.
-_ASSIGNMENT = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*=")
-# How `kubectl set env` also takes a variable: `--env=NAME=value`, `-e=NAME=value`.
-_ENV_FLAGS = ("--env=", "-e=")
+# Change causes (see `change_cause`). A word with no quote, brace, `=` or `$` in it.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+,-]*")
+_SET_IMAGE = re.compile(r"\bset\s+image\b")
+# `container=registry/image:tag` as `kubectl set image` takes it.
+_IMAGE_ASSIGNMENT = re.compile(r"[A-Za-z0-9*][A-Za-z0-9._-]*=[A-Za-z0-9][A-Za-z0-9._:/@-]*")
+# The start of a value that assigns a name: `NAME=`.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*=")
+# kubectl flags whose values say what changed and never hold a secret.
+_SAFE_VALUE_FLAGS = frozenset(
+    {
+        *("--all", "--cascade", "--containers", "-c", "--context", "--current-replicas"),
+        *("--dry-run", "--field-manager", "--filename", "-f", "--force", "--grace-period"),
+        *("--image", "--kustomize", "-k", "--local", "--namespace", "-n", "--output", "-o"),
+        *("--overwrite", "--record", "--recursive", "-R", "--replicas", "--revision"),
+        *("--selector", "-l", "--server-side", "--timeout", "--to-revision", "--type"),
+        "--wait",
+    }
+)
 _WHITESPACE = re.compile(r"(\s+)")
+_REDACTED_RUN = re.compile(r"\[REDACTED\](?:\s+\[REDACTED\])+")
 
 DOCKER_HUB = "docker.io"
 _LEGACY_DOCKER_HUBS = frozenset({"index.docker.io", "registry-1.docker.io"})
@@ -196,37 +209,53 @@ def annotation_value(key: str, value: str) -> str:
 
 
 def change_cause(value: str) -> str:
-    """A change cause without env values (`kubectl set env ... --record` records them).
+    """A recorded command line with only the words known to be safe kept.
 
-    The command line was recorded without its quotes, so a value may run over several
-    words. In a `set env` command every variable's value goes, and so does every later word
-    that is not a flag (it may be the rest of a value). In any other command an argument
-    that mentions a secret (`DB_PASSWORD=...`, `--token=...`, `--set=db.password=...`)
-    loses everything after its first `=`.
+    `kubectl ... --record` stores the command line without its quotes, so any argument
+    may hold a secret (env values, a patch body, `--from-literal`, a program's flags after
+    `--`) and a value may run over several words. Kept: plain words (`kubectl`, `set`,
+    `image`, `deployment/web`, `v1.2.3`), flag names, the values of the flags in
+    `_SAFE_VALUE_FLAGS`, and the images of `kubectl set image`. Any other value becomes
+    `[REDACTED]` (an assignment keeps its name: `DB_HOST=[REDACTED]`), and so does every
+    following word up to the next flag, since it may be the rest of that value.
+    Everything after `--` goes.
     """
     words = _WHITESPACE.split(value)
-    if _SET_ENV.search(value):
-        return "".join(_set_env_words(words))
-    return "".join(_redact_assignment(word) if _SECRET_KEY.search(word) else word for word in words)
-
-
-def _set_env_words(words: Iterable[str]) -> Iterable[str]:
-    in_values = False
+    set_image = _SET_IMAGE.search(value) is not None
+    out: list[str] = []
+    redacting = False  # inside a value that went: its later words go too
+    value_next = False  # the previous word was a flag whose value is the next word
+    after_dashes = False
     for word in words:
-        env_flag = next((flag for flag in _ENV_FLAGS if word.startswith(flag)), "")
-        assignment = _ASSIGNMENT.match(word, len(env_flag))
-        if assignment is not None and (env_flag or not word.startswith("-")):
-            in_values = True
-            yield f"{env_flag}{assignment.group()}{REDACTED}"
-        elif in_values and word.strip() and not word.startswith("-"):
-            yield REDACTED
+        if not word or word.isspace():
+            out.append(word)  # the separators, kept as they were
+        elif after_dashes:
+            out.append(REDACTED)
+        elif word == "--":
+            after_dashes = True
+            out.append(word)
+        elif word.startswith("-"):
+            name, assigns, flag_value = word.partition("=")
+            safe = name in _SAFE_VALUE_FLAGS
+            redacting = bool(assigns) and not safe
+            value_next = not assigns and not safe
+            out.append(word if safe or not assigns else f"{name}={_redact(flag_value)}")
+        elif redacting or value_next:
+            redacting, value_next = True, False
+            out.append(_redact(word))
+        elif _PLAIN_WORD.fullmatch(word) or (set_image and _IMAGE_ASSIGNMENT.fullmatch(word)):
+            out.append(word)
         else:
-            yield word
+            redacting = True
+            out.append(_redact(word))
+    # One `[REDACTED]` for a run of them: how many words a value had is nobody's business.
+    return _REDACTED_RUN.sub(REDACTED, "".join(out))
 
 
-def _redact_assignment(word: str) -> str:
-    assignment = _ASSIGNMENT.match(word)
-    return word if assignment is None else f"{assignment.group()}{REDACTED}"
+def _redact(value: str) -> str:
+    """`[REDACTED]`, after the name when the value assigns one (`NAME=[REDACTED]`)."""
+    assignment = _ASSIGNMENT.match(value)
+    return REDACTED if assignment is None else f"{assignment.group()}{REDACTED}"
 
 
 def truncate(value: str, limit: int = MAX_ANNOTATION_BYTES) -> str:

@@ -176,7 +176,11 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
                     ),
                     "db-password": plant("deployment-db-password-annotation"),
                     "kubernetes.io/change-cause": (
-                        f"deploy.sh --token={plant('deployment-change-cause-flag')}"
+                        f"deploy.sh --token={plant('deployment-change-cause-flag')} && "
+                        "kubectl patch deployment web -p "
+                        '{"spec":{"template":{"spec":{"containers":[{"name":"web","env":'
+                        f'[{{"name":"K","value":"{plant("deployment-change-cause-patch")}"}}]'
+                        "}]}}}}"
                     ),
                 },
                 "managedFields": managed_fields(plant("deployment-managed-fields")),
