@@ -178,8 +178,20 @@ class SourceSink:
             self._collector.after_apply(self, obj, affected)
 
     def emit(self, obj: Any) -> None:
-        records = self.normalizer.upserts(obj, self._collector.context)
         meta: ObjectMeta = obj.metadata
+        try:
+            records = self.normalizer.upserts(obj, self._collector.context)
+        except Exception as exc:
+            # One object the normalizer cannot handle must not stop its informer. The
+            # message could quote the object's contents, so only its type is logged.
+            log.error(
+                "normalize_failed",
+                kind=self.normalizer.kind,
+                namespace=meta.namespace,
+                name=meta.name,
+                error=type(exc).__name__,
+            )
+            return
         identity = None
         if self.source.keep is Keep.RECORDS:
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
@@ -211,10 +223,21 @@ class SourceSink:
     def remove(self, obj: Any) -> None:
         with self._collector.lock:
             meta: ObjectMeta = obj.metadata
+            if self._collector.ignored(self.normalizer.kind, meta):
+                return  # never collected (see `apply`), so nothing to delete
             affected = self._collector.relations.forget(self._source_kind, obj)
             self.objects.pop(meta.key, None)
-            self._produced.pop(self._name, meta.key)
-            self._collector.offer(self.normalizer.deletes(obj, self._collector.context))
+            produced = self._produced.pop(self._name, meta.key)
+            records = self.normalizer.deletes(obj, self._collector.context)
+            # Whatever it produced goes too, even where the normalizer no longer sees it as
+            # its kind's (a ReplicaSet orphaned from its Deployment still has a revision).
+            named = {(record.kind, record.key) for record in records}
+            records += [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in produced
+                if (kind, record_key) not in named
+            ]
+            self._collector.offer(records)
             self._collector.after_remove(self, meta.key, affected)
 
     def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:

@@ -11,11 +11,13 @@ from typing import Any
 
 import msgspec
 import pytest
+import structlog.testing
 
 from collector.collector import Collector, CollectorSettings
 from collector.filters import Filters
 from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
+from collector.normalize import namespace as namespace_kind
 from sandbox.kube import FakeKube
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY
@@ -182,6 +184,69 @@ def test_ignored_namespaces_and_resources_never_leave(
     keys = {key for _, key in received.latest()}
     assert "shop/debug" not in keys and "kube-system/coredns" not in keys
     assert "kube-system" not in keys
+    # Their deletes stay home too (a delete names the object as much as an upsert does).
+    kube.delete("deployments", "kube-system", "coredns")
+    kube.delete("deployments", "shop", "debug")
+    kube.patch("deployments", "shop", "web", {"spec": {"replicas": 4}})  # heard after them
+    wait_until(
+        lambda: received.latest()[("deployment", "shop/web")]["data"]["desired_replicas"] == 4
+    )
+    ignored = {"shop/debug", "kube-system/coredns", "kube-system"}
+    assert not [r for r in received.records if r["key"] in ignored]
+
+
+def test_an_orphaned_replicaset_deleted_later_deletes_its_revision(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    kube.create(cluster_objects.namespace())
+    web = kube.create(cluster_objects.deployment())
+    replicaset = kube.create(cluster_objects.replicaset(web["metadata"]["uid"]))
+    name = replicaset["metadata"]["name"]
+    start()
+    received = Received(outbox)
+    revision = ("revision", f"shop/{name}")
+    wait_until(lambda: revision in received.latest())
+    # `kubectl delete deployment --cascade=orphan`: the garbage collector strips the owner.
+    kube.delete("deployments", "shop", "web")
+    kube.patch("replicasets", "shop", name, {"metadata": {"ownerReferences": None}})
+    wait_until(lambda: received.latest()[("deployment", "shop/web")]["op"] == "delete")
+    kube.delete("replicasets", "shop", name)
+    wait_until(lambda: received.latest()[revision]["op"] == "delete")
+
+
+def test_an_object_the_normalizer_fails_on_is_skipped_and_its_informer_goes_on(
+    kube: FakeKube,
+    outbox: StreamOutbox,
+    start: Callable[..., Collector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    normalizer = namespace_kind.NORMALIZER
+    upserts = normalizer.upserts
+    secret = "do-not-log-this-value"
+
+    def failing(obj: Any, ctx: Any) -> Any:
+        if obj.metadata.name.startswith("broken"):
+            raise ValueError(f"invalid literal: {secret!r}")
+        return upserts(obj, ctx)
+
+    monkeypatch.setattr(normalizer, "upserts", failing)
+    kube.create(cluster_objects.namespace("broken"))
+    kube.create(cluster_objects.namespace("shop"))
+    with structlog.testing.capture_logs() as logs:
+        collector = start()
+        received = Received(outbox)
+        wait_until(lambda: ("namespace", "shop") in received.latest())
+        kube.create(cluster_objects.namespace("broken-too"))
+        kube.create(cluster_objects.namespace("later"))
+        wait_until(lambda: ("namespace", "later") in received.latest())
+    assert {key for kind, key in received.latest() if kind == "namespace"} == {"shop", "later"}
+    failed = [line for line in logs if line["event"] == "normalize_failed"]
+    assert [(line["name"], line["error"]) for line in failed] == [
+        ("broken", "ValueError"),
+        ("broken-too", "ValueError"),
+    ]
+    assert secret not in repr(logs)
+    assert all(reporter.snapshot().health.ok for reporter in collector.reporters())
 
 
 def test_a_forbidden_resource_does_not_stop_the_others(

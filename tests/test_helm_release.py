@@ -230,6 +230,9 @@ def _corrupt_payloads() -> dict[str, str]:
     good_gzip = gzip.compress(json.dumps(release_json()).encode())
     bad_yaml = release_json()
     bad_yaml["manifest"] = f"kind: Secret\nstringData: {{password: {PLANTED['manifest_secret']}\n"
+    # Nested too deep: the C loader stops scanning, the pure-Python one hits RecursionError.
+    deep_yaml = release_json()
+    deep_yaml["manifest"] = "kind: ConfigMap\ndata: " + "[" * 20_000 + "]" * 20_000 + "\n"
     return {
         "not base64": "!!not-base64!!",
         "inner not base64": api_encoded(b"@@@" + PLANTED["values"].encode()),
@@ -238,6 +241,7 @@ def _corrupt_payloads() -> dict[str, str]:
         "wrong shape": api_encoded(helm_encoded({"name": "shop", "version": "seven"})),
         "no revision": api_encoded(helm_encoded({"name": "shop", "config": PLANTED})),
         "bad manifest": api_encoded(helm_encoded(bad_yaml)),
+        "manifest nested too deep": api_encoded(helm_encoded(deep_yaml)),
     }
 
 
@@ -256,6 +260,19 @@ def test_a_corrupt_payload_gives_no_record_and_one_clean_warning(payload: str) -
     for planted in PLANTED.values():
         assert planted not in text
     assert "password" not in text
+
+
+def test_an_unquoted_date_that_does_not_exist_is_a_string_as_in_helm() -> None:
+    # Go's YAML keeps `2024-02-30` a string; a timestamp-resolving loader raises ValueError.
+    release = release_json()
+    release["manifest"] = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dates\n"
+        "data:\n  due: 2024-02-30\n  month: 2024-13-01\n"
+    )
+    [record] = HelmReleaseNormalizer().upserts(secret(api_encoded(helm_encoded(release))), CTX)
+    assert record.data["resources"] == [
+        {"api_version": "v1", "kind": "ConfigMap", "namespace": None, "name": "dates"}
+    ]
 
 
 def test_a_secret_without_release_data_is_reported() -> None:

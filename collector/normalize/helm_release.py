@@ -26,7 +26,7 @@ import binascii
 import re
 import zlib
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import structlog
@@ -47,6 +47,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _SECRET_NAME = re.compile(r"sh\.helm\.release\.v1\.(?P<release>.+)\.v(?P<revision>[0-9]+)")
 # The C loader when PyYAML has it: the same safe subset of YAML, much faster.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+class _ManifestLoader(_SAFE_LOADER):  # type: ignore[misc]
+    """The safe loader without timestamps: Helm's Go YAML keeps an unquoted date as a
+    string, so `2024-02-30` is fine in a manifest and must not fail the whole release."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP_TAG]
+        for first, resolvers in _SAFE_LOADER.yaml_implicit_resolvers.items()
+    }
 
 
 class Secret(msgspec.Struct, frozen=True):
@@ -194,8 +205,9 @@ def _gunzip(payload: bytes) -> bytes:
 def _resources(manifest: str) -> list[dict[str, str | None]]:
     """Each manifest document's identity; nothing else of it survives this function."""
     try:
-        documents = list(yaml.load_all(manifest, Loader=_SAFE_LOADER))
-    except yaml.YAMLError as e:
+        documents = list(yaml.load_all(manifest, Loader=_ManifestLoader))
+    except Exception as e:
+        # Not only YAMLError: a constructor can raise ValueError, deep nesting RecursionError.
         raise UndecodableRelease("manifest", type(e).__name__) from None
     resources = []
     for doc in documents:
