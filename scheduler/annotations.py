@@ -15,10 +15,12 @@ as absent.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -61,6 +63,7 @@ WINDOW_KEYS = (
 )
 # Released windows kept per object: enough for the few templates that can share an HPA.
 RELEASED_KEPT = 8
+_INTEGER = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 TRUE = "true"
 
 
@@ -109,7 +112,9 @@ def managed_hash(template_id: str, action_id: str, window_start: str, low: int, 
 
 
 def release_marker(template_id: str, action_id: str, window_start: str) -> str:
-    return f"{template_id}/{action_id}/{window_start}"
+    """`<template>/<action>/<window_start>`; ids are free text, so `%`, `,` (which
+    separates markers) and `/` in them are percent-encoded."""
+    return "/".join(quote(part, safe=":") for part in (template_id, action_id, window_start))
 
 
 def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -203,7 +208,9 @@ def _instant(text: str) -> datetime | None:
 
 
 def _int(text: str | None) -> int | None:
-    if text is None or not text.strip().lstrip("-").isdigit():
+    # A pattern, not `int()` alone: `int` takes "1_000" and non-ASCII digits too, and
+    # raises on what `isdigit` lets through ("²").
+    if text is None or not _INTEGER.fullmatch(text.strip()):
         return None
     return int(text)
 

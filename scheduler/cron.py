@@ -34,6 +34,7 @@ _DAY_NAMES = {
     name: number for number, name in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))
 }
 _NUMBER = re.compile(r"[0-9]+", re.ASCII)
+_MAX_DIGITS = 9
 _ONE_DAY = timedelta(days=1)
 
 
@@ -161,14 +162,14 @@ def _parse_item(field: _Field, item: str) -> range:
 
 
 def _parse_step(field: _Field, item: str, text: str) -> int:
-    if not _NUMBER.fullmatch(text) or int(text) == 0:
+    if not _NUMBER.fullmatch(text) or _number(field, text) == 0:
         raise CronError(field.name, f"bad step {text!r} in {item!r}: expected a whole number >= 1")
-    return int(text)
+    return _number(field, text)
 
 
 def _parse_value(field: _Field, item: str, text: str) -> int:
     if _NUMBER.fullmatch(text):
-        value = int(text)
+        value = _number(field, text)
         if not field.low <= value <= field.high:
             where = "" if item == text else f" in {item!r}"
             raise CronError(field.name, f"{value} is out of range {field.low}-{field.high}{where}")
@@ -179,6 +180,14 @@ def _parse_value(field: _Field, item: str, text: str) -> int:
         raise CronError(field.name, f"missing number in {item!r}")
     kind = {"month": "a number or month name", "day-of-week": "a number or day name"}
     raise CronError(field.name, f"{text!r} is not {kind.get(field.name, 'a number')}")
+
+
+def _number(field: _Field, digits: str) -> int:
+    """The value of a run of digits. Past 9 of them it is out of every field's range, and
+    `int` refuses strings of thousands of digits with a plain ValueError."""
+    if len(digits.lstrip("0")) > _MAX_DIGITS:
+        raise CronError(field.name, f"{digits[:_MAX_DIGITS]}... is out of range")
+    return int(digits)
 
 
 def fire_times_descending(

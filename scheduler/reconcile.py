@@ -55,9 +55,9 @@ COMPONENT = "scheduler"
 class TemplateSource(Protocol):
     """What the reconciler needs of `shipper.client.ApiClient`."""
 
-    def get_templates(self) -> list[dict[str, Any]]: ...
+    def get_templates(self) -> list[Any]: ...
 
-    def get_actions(self, template_id: str) -> list[dict[str, Any]]: ...
+    def get_actions(self, template_id: str) -> list[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,49 +185,69 @@ class Reconciler:
     def _plan(self, cycle: Cycle, view: TemplateView) -> list[Planned]:
         ranked: list[tuple[tuple[int, int, int], Planned]] = []
         for rank, state in enumerate(view.templates.values()):
-            if not state.activation.active or not isinstance(state.template, Template):
-                continue
             template = state.template
+            if not state.activation.active or not isinstance(template, Template):
+                continue
             try:
-                raw_actions = self.api.get_actions(template.id)
-            except MooninAPIError as exc:
-                # Its windows stay as they are (see TemplateView.owner_active).
-                cycle.count("moonin_failures")
-                log.warning(
-                    "scaling_actions_unavailable",
-                    template=template.id,
-                    status=exc.status,
-                    error=str(exc),
+                planned = self._plan_template(cycle, state, template)
+            except Exception:
+                # A bug must not keep the other templates from running; loud in the log.
+                cycle.count("apply_failures")
+                log.exception("scaling_plan_crashed", template=template.id)
+                continue
+            ranked.extend(
+                ((item.action.priority_up, rank, position), item)
+                for position, item in enumerate(planned)
+            )
+        ranked.sort(key=lambda item: item[0])
+        return [planned for _, planned in ranked]
+
+    def _plan_template(
+        self, cycle: Cycle, state: TemplateState, template: Template
+    ) -> list[Planned]:
+        """The valid actions of one active template (`state.template`), in its order; an
+        `error` event for each invalid one."""
+        try:
+            raw_actions = self.api.get_actions(template.id)
+        except MooninAPIError as exc:
+            # Its windows stay as they are (see TemplateView.owner_active).
+            cycle.count("moonin_failures")
+            log.warning(
+                "scaling_actions_unavailable",
+                template=template.id,
+                status=exc.status,
+                error=str(exc),
+            )
+            return []
+        window_start, run_until = state.window_start or "", state.run_until or ""
+        ids: set[str] = set()
+        planned: list[Planned] = []
+        for raw in raw_actions:
+            parsed = action_rules.parse(raw)
+            if parsed.id is not None:
+                ids.add(parsed.id)
+            if isinstance(parsed, action_rules.InvalidAction):
+                action_error(
+                    cycle,
+                    template_id=template.id,
+                    window_start=window_start,
+                    run_until=run_until,
+                    action=parsed,
+                    reason="invalid_action",
+                    message=parsed.message,
                 )
                 continue
-            window_start, run_until = state.window_start or "", state.run_until or ""
-            ids: set[str] = set()
-            for position, raw in enumerate(raw_actions):
-                parsed = action_rules.parse(raw)
-                if parsed.id is not None:
-                    ids.add(parsed.id)
-                if isinstance(parsed, action_rules.InvalidAction):
-                    action_error(
-                        cycle,
-                        template_id=template.id,
-                        window_start=window_start,
-                        run_until=run_until,
-                        action=parsed,
-                        reason="invalid_action",
-                        message=parsed.message,
-                    )
-                    continue
-                planned = Planned(
+            planned.append(
+                Planned(
                     template_id=template.id,
                     template_name=state.name,
                     window_start=window_start,
                     run_until=run_until,
                     action=parsed,
                 )
-                ranked.append(((parsed.priority_up, rank, position), planned))
-            state.action_ids = frozenset(ids)
-        ranked.sort(key=lambda item: item[0])
-        return [planned for _, planned in ranked]
+            )
+        state.action_ids = frozenset(ids)
+        return planned
 
     def _apply(self, cycle: Cycle, planned: Planned, view: TemplateView) -> None:
         def reason_for(hpa: Obj, managed: notes.Managed) -> events.RevertReason | None:
@@ -262,7 +282,6 @@ class Reconciler:
             cycle.count("kube_failures")
             log.warning("scaling_hpa_list_failed", status=exc.status, error=str(exc))
             return False
-        still_managed: set[tuple[str, str]] = set()
         for hpa, managed in managed_hpas(hpas):
             metadata = hpa["metadata"]
             where = {"namespace": metadata["namespace"], "hpa": metadata["name"]}
@@ -270,7 +289,6 @@ class Reconciler:
                 reenqueue_apply(cycle, hpa, managed)
                 reason = revert_reason(hpa, managed, cycle.now, view)
                 if reason is None:
-                    still_managed.add((metadata["namespace"], target_name(hpa) or ""))
                     continue
                 revert(cycle, hpa, managed, reason)
             except Conflict as exc:
@@ -282,7 +300,7 @@ class Reconciler:
             except Exception:
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
-        finish_restores(cycle, still_managed)
+        finish_restores(cycle)
         return True
 
     def _report_health(self, *, moonin_ok: bool, kube_ok: bool, at_bound: bool) -> None:

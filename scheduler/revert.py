@@ -5,8 +5,8 @@
   A provisional HPA taken over this way stays too: it is theirs now.
 - A provisional HPA: the Deployment's original replicas are journalled in the local store,
   the HPA is deleted (uid and resourceVersion preconditions), then the Deployment's
-  replicas are restored and the journal entry cleared. A crash in between leaves the entry,
-  and the next cycle (or `revert-all`) finishes it (`finish_restores`).
+  replicas are restored and the journal entry cleared. A crash or a failed request in
+  between leaves the entry, and `finish_restores` (every cycle, and `revert-all`) ends it.
 - A pre-existing HPA: min and max back to the originals, our annotations removed.
 
 The revert event is put into the outbox before the first write, so a crash after the write
@@ -20,6 +20,7 @@ write fails; the caller logs it and moves on to the next HPA.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 import msgspec
@@ -28,7 +29,7 @@ import structlog
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
-from scheduler.kubeapi import NotFound, Obj
+from scheduler.kubeapi import KubeError, NotFound, Obj
 from scheduler.store import PendingRestore
 
 log = structlog.get_logger("scheduler.revert")
@@ -111,37 +112,48 @@ def revert(
     log.info("scaling_reverted", template=managed.template_id, action=managed.action_id, **where)
 
 
-def finish_restores(cycle: Cycle, managed_targets: set[tuple[str, str]]) -> None:
+def finish_restores(cycle: Cycle) -> None:
     """Restore the Deployments whose provisional HPA is gone but whose replicas are not
-    back yet (a crash or a 409 in the middle of a revert).
+    back yet (a crash, a 409 or a failed request in the middle of a revert).
 
-    An entry whose Deployment is again (or still) the target of a managed HPA is dropped:
-    that HPA carries the same original replicas (a crash came before the delete, or a new
-    window's provisional HPA took them from this entry), its revert restores them, and
-    restoring now would fight it."""
-    for pending in cycle.store.restores():
-        if (pending.namespace, pending.deployment) in managed_targets:
-            cycle.store.drop_restore(pending.namespace, pending.deployment)
+    An entry whose Deployment is again (or still) the target of an HPA is dropped instead:
+    a managed one carries the same original replicas (the delete did not happen, or a new
+    window's provisional HPA took them from this entry) and its revert journals them
+    again; one we do not manage owns the replicas now. Restoring under either would fight
+    it. The HPAs are listed afresh, after this cycle's reverts."""
+    pending = cycle.store.restores()
+    if not pending:
+        return
+    try:
+        targeted = {
+            (hpa["metadata"]["namespace"], target_name(hpa)) for hpa in cycle.kube.list_hpas()
+        }
+    except KubeError as exc:
+        log.warning("replicas_restore_deferred", error=str(exc))  # the next cycle tries
+        return
+    for entry in pending:
+        if (entry.namespace, entry.deployment) in targeted:
+            cycle.store.drop_restore(entry.namespace, entry.deployment)
             continue
         try:
-            deployment = _restore_replicas(cycle, pending)
+            deployment = _restore_replicas(cycle, entry)
         except NotFound:
-            cycle.store.drop_restore(pending.namespace, pending.deployment)
+            cycle.store.drop_restore(entry.namespace, entry.deployment)
             continue
         except Exception as exc:
             cycle.count("revert_failures")
             log.warning(
                 "replicas_restore_failed",
-                namespace=pending.namespace,
-                deployment=pending.deployment,
+                namespace=entry.namespace,
+                deployment=entry.deployment,
                 error=str(exc),
             )
             continue
-        cycle.store.drop_restore(pending.namespace, pending.deployment)
+        cycle.store.drop_restore(entry.namespace, entry.deployment)
         cycle.record(
             deployment,
             reason=REVERTED,
-            message=f"replicas restored to {pending.replicas} (provisional HPA removed)",
+            message=f"replicas restored to {entry.replicas} (provisional HPA removed)",
         )
 
 
@@ -211,21 +223,17 @@ def _delete_provisional(
         pending = PendingRestore(namespace, deployment, managed.originals.replicas, marker)
         # Journalled before the delete: once the HPA is gone, nothing else remembers it.
         cycle.store.add_restore(pending)
-    try:
+    # A failed delete raises and keeps the entry: a timeout or a 5xx may come after the
+    # delete went through, and then the entry is all that remembers the replicas.
+    # `finish_restores` sees whether the HPA is gone.
+    # NotFound: deleted by someone else, or by us just before a crash; the restore runs.
+    with suppress(NotFound):
         cycle.kube.delete_hpa(
             namespace,
             metadata["name"],
             uid=metadata["uid"],
             resource_version=metadata["resourceVersion"],
         )
-    except NotFound:
-        pass  # deleted by someone else, or by us just before a crash: the restore still runs
-    except Exception:
-        # The HPA is still there and still scaling: restoring replicas under it would
-        # fight it. The next cycle journals again before it retries the delete.
-        if pending is not None:
-            cycle.store.drop_restore(namespace, pending.deployment)
-        raise
     if pending is None:
         return
     try:

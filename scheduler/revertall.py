@@ -79,7 +79,7 @@ def revert_all(
             else:
                 failed[key] = error
                 log.warning("revert_all_failed", hpa=key, error=error)
-        finish_restores(cycle, set())
+        finish_restores(cycle)
     finally:
         store.commit()
     return RevertAllReport(reverted=reverted, failed=failed)

@@ -75,7 +75,7 @@ class TemplateView:
         return state.action_ids is None or action_id in state.action_ids
 
 
-def read_templates(raw_templates: list[dict[str, Any]], now: datetime) -> TemplateView:
+def read_templates(raw_templates: list[Any], now: datetime) -> TemplateView:
     """Decode and evaluate each template on its own, so one that cannot be read does not
     hide the others."""
     view = TemplateView()

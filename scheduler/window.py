@@ -94,8 +94,14 @@ def _evaluate(template: Template, now: datetime) -> Activation:
     start, end = window
     if template.valid_until is not None:
         end = min(end, template.valid_until)
+    # In UTC here, where an overflow is caught: `started_at` may carry an offset that
+    # takes it out of the years a datetime can hold.
     return Activation(
-        template_id=template.id, active=True, reason=reason, window_start=start, run_until=end
+        template_id=template.id,
+        active=True,
+        reason=reason,
+        window_start=start.astimezone(UTC),
+        run_until=end.astimezone(UTC),
     )
 
 

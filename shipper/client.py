@@ -57,11 +57,13 @@ _json = msgspec.json.Encoder()
 
 
 class _Templates(msgspec.Struct):
-    templates: list[dict[str, Any]]
+    # Elements stay untyped: the scheduler reads each on its own, so one bad element
+    # does not hide the others.
+    templates: list[Any]
 
 
 class _Actions(msgspec.Struct):
-    actions: list[dict[str, Any]]
+    actions: list[Any]
 
 
 _TEMPLATES = msgspec.json.Decoder(_Templates)
@@ -163,12 +165,12 @@ class ApiClient:
             return {}
         return self._decode(_OBJECT, content, "/heartbeat")
 
-    def get_templates(self) -> list[dict[str, Any]]:
+    def get_templates(self) -> list[Any]:
         """The cluster's scaling templates, as the platform sent them."""
         content = self._request("GET", "/templates", "templates")
         return self._decode(_TEMPLATES, content, "/templates").templates
 
-    def get_actions(self, template_id: str) -> list[dict[str, Any]]:
+    def get_actions(self, template_id: str) -> list[Any]:
         """The actions of one template, as the platform sent them."""
         path = f"/templates/{_segment(template_id)}/actions"
         content = self._request("GET", path, "actions")

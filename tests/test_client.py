@@ -502,7 +502,6 @@ MALFORMED = [
     b"[]",
     b'{"templates": {"t-1": {}}}',
     b'{"templates": null}',
-    b'{"templates": ["t-1"]}',
     b'{"actions": []}',
 ]
 
@@ -517,13 +516,23 @@ def test_a_malformed_templates_answer_is_retried_later(content: bytes) -> None:
     assert str(caught.value).startswith(f"malformed answer from {CLUSTER_URL}/templates")
 
 
-@pytest.mark.parametrize("content", [b"{", b'{"actions": 3}', b'{"actions": [1]}', b"null"])
+@pytest.mark.parametrize("content", [b"{", b'{"actions": 3}', b'{"actions": {}}', b"null"])
 def test_a_malformed_actions_answer_is_retried_later(content: bytes) -> None:
     with (
         make_client(Recorder(httpx.Response(200, content=content))) as client,
         pytest.raises(RetryLater, match="malformed answer from"),
     ):
         client.get_actions("t-1")
+
+
+def test_list_elements_are_passed_on_as_sent_for_the_scheduler_to_judge_one_by_one() -> None:
+    # One element that is not an object must not hide the others (and their error events).
+    templates = b'{"templates": ["t-1", null, {"id": "t-2"}]}'
+    with make_client(Recorder(httpx.Response(200, content=templates))) as client:
+        assert client.get_templates() == ["t-1", None, {"id": "t-2"}]
+    actions = b'{"actions": [1, {"id": "a-1"}]}'
+    with make_client(Recorder(httpx.Response(200, content=actions))) as client:
+        assert client.get_actions("t-1") == [1, {"id": "a-1"}]
 
 
 @pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'"resync"'])

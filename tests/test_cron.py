@@ -70,6 +70,10 @@ def test_day_of_week_0_and_7_are_both_sunday() -> None:
     assert parse("0 0 * * 1-7").weekdays == {0, 1, 2, 3, 4, 5, 6}
 
 
+def test_leading_zeros_do_not_count_towards_the_digit_limit() -> None:
+    assert parse("0000000000005 * * * *").minutes == (5,)
+
+
 def test_fields_may_be_separated_by_any_whitespace() -> None:
     assert parse("  0\t8 * *   * ").hours == (8,)
 
@@ -115,6 +119,9 @@ def test_fields_may_be_separated_by_any_whitespace() -> None:
         ("* * * * JAN", "day-of-week", "'JAN' is not a number or day name"),
         ("* * * * MONDAY", "day-of-week", "'MONDAY' is not a number or day name"),
         ("* * MON * *", "day-of-month", "'MON' is not a number"),
+        # Past 4,300 digits `int` raises a plain ValueError; far fewer are out of range.
+        ("1" * 5000 + " * * * *", "minute", "111111111... is out of range"),
+        ("*/" + "2" * 5000 + " * * * *", "minute", "222222222... is out of range"),
     ],
 )
 def test_expressions_outside_the_dialect_name_the_field_and_the_problem(

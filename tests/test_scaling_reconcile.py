@@ -17,7 +17,7 @@ from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
 from scheduler.events import event_id
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import KubeApi, KubeError, Obj
 from scheduler.kubeconnect import from_configuration
 from scheduler.revertall import revert_all
 from scheduler.store import Store
@@ -765,6 +765,25 @@ def test_a_failed_delete_of_a_provisional_hpa_is_retried_without_touching_replic
     assert h.events() == []
 
 
+def test_a_delete_that_went_through_but_failed_to_answer_still_restores_the_replicas(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    delete = h.kube_api.delete_hpa
+
+    def deleted_then_timed_out(*args: Any, **kwargs: Any) -> None:
+        delete(*args, **kwargs)
+        raise KubeError("delete horizontalpodautoscaler shop/web: read timed out", status=None)
+
+    monkeypatch.setattr(h.kube_api, "delete_hpa", deleted_then_timed_out)
+    h.run(at(18, 1))
+    # The journal entry outlived the failed call; this cycle saw the HPA gone and restored.
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 2
+    assert h.store.restores() == []
+
+
 def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycle(
     h: Harness,
 ) -> None:
@@ -869,3 +888,95 @@ def test_every_write_names_the_agent_as_its_field_manager(h: Harness) -> None:
     writes = [r for r in h.kube.requests if r.method in ("POST", "PATCH")]
     assert {r.method for r in writes} == {"POST", "PATCH"}
     assert all(r.query.get("fieldManager") == "moonin-agent" for r in writes)
+
+
+# --- bad data in one place does not stop the rest ----------------------------------------------
+
+
+def _applied_on_a_pre_existing_hpa(h: Harness) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+
+
+@pytest.mark.parametrize(
+    ("bad", "reported"),
+    [
+        pytest.param(
+            template("t-bad", cron="0 0 * * " + "1" * 5000),
+            [("error", "invalid_cron")],
+            id="5000-digit cron",
+        ),
+        pytest.param(
+            template(
+                "t-bad",
+                cron=None,
+                execution={
+                    "id": "x-1",
+                    "status": "running",
+                    "started_at": "0001-01-01T00:30:00+01:00",  # year 0 in UTC
+                    "run_until": "2099-01-01T00:00:00Z",
+                },
+            ),
+            [("error", "invalid_template")],
+            id="started_at before year 1 in UTC",
+        ),
+        pytest.param(None, [], id="null in the templates list"),
+    ],
+)
+def test_a_template_that_cannot_be_evaluated_does_not_stop_the_others(
+    h: Harness, bad: Any, reported: list[tuple[str, str]]
+) -> None:
+    _applied_on_a_pre_existing_hpa(h)
+    h.api.templates = [bad, template()]
+    h.api.actions["t-bad"] = [action("a-9", "other")]
+    # 12:00: t-1's window stays; 19:00: it has ended and is reverted.
+    assert h.run(at(12)).failures == 0
+    assert ours(h.hpa())[notes.MANAGED] == "true"
+    report = h.run(at(19))
+    assert (report.reverts, report.failures) == (1, 0)
+    assert ours(h.hpa()) == {}
+    assert types(h.events()) == [*reported, ("revert", "expired")]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["--1", "\u00b2", "1_000", "9" * 5000],
+    ids=["double minus", "superscript two", "underscore", "5000 digits"],
+)
+def test_an_unreadable_priority_annotation_does_not_stop_the_revert_scan(
+    h: Harness, value: str
+) -> None:
+    _applied_on_a_pre_existing_hpa(h)
+    h.kube.create(deployment("api", replicas=1))
+    other = hpa("api", "api")
+    other["metadata"]["annotations"] = {
+        notes.MANAGED: "true",
+        notes.TEMPLATE_ID: "t-x",
+        notes.ACTION_ID: "a-x",
+        notes.PRIORITY_DOWN: value,
+    }
+    h.kube.create(other)
+    report = h.run(at(19))
+    assert report.reverts >= 1
+    assert ours(h.hpa()) == {}  # t-1's window on web was reverted
+
+
+@pytest.mark.parametrize(
+    ("template_id", "action_id"), [("t,1", "a-1"), ("t-1", "a,1"), ("t/1", "a/1"), ("t%2C1", "a")]
+)
+def test_ids_with_separators_keep_their_window_released(
+    h: Harness, template_id: str, action_id: str
+) -> None:
+    h.api.templates = [template(template_id)]
+    h.api.actions = {template_id: [action(action_id)]}
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.kube.patch("horizontalpodautoscalers", NS, "web", {"spec": {"minReplicas": 7}})
+    h.run(at(10))  # released as overridden
+    h.run(at(11))  # and left as they set it
+    spec = h.hpa()["spec"]
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (7, 20)
+    assert notes.MANAGED not in ours(h.hpa())
