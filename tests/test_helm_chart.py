@@ -45,6 +45,8 @@ CREDENTIALS = {"projectId": "p-1", "clusterId": "c-1", "clusterToken": "t0ken-ab
 # Kinds the Kubernetes schemas do not know: custom resources, checked on their own below.
 CUSTOM_KINDS = frozenset({"ServiceMonitor"})
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
+# A private CA's certificate, as an operator behind a TLS-inspecting proxy gives it.
+CA_PEM = trustme.CA().cert_pem.bytes().decode().strip()
 
 
 def _values(**sections: Any) -> dict[str, Any]:
@@ -63,6 +65,7 @@ CUSTOM_CONFIG = {
     "collectJobLogs": True,
     "cloudMetadata": False,
     "extra": {"batch_max_records": 200, "linger_seconds": 0.5, "queue_max_records": 5000000},
+    "caBundle": CA_PEM,
 }
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -247,6 +250,32 @@ def test_the_chart_declares_the_project_version_as_its_app_version(chart: helm.C
 def test_the_image_tag_defaults_to_the_app_version(default: Rendered, chart: helm.Chart) -> None:
     images = {c["image"] for w in default.workloads() for c in _containers(w)}
     assert images == {f"ghcr.io/moonin/moonin-agent:{chart.metadata['appVersion']}"}
+
+
+def test_a_long_release_name_keeps_every_name_and_label_within_kubernetes_limits(
+    chart: helm.Chart,
+) -> None:
+    release = "moonin-agent-production-eu-west-1-cluster-a1-blue"  # 49 characters
+    values = _values(persistence={"enabled": True})
+    manifests = chart.render(copy.deepcopy(values), name=release, namespace=NAMESPACE)
+    objects = [
+        obj
+        for path, text in manifests.items()
+        if path.endswith(".yaml")
+        for obj in yaml.safe_load_all(text)
+        if obj
+    ]
+    for obj in objects:
+        labels = dict(obj["metadata"].get("labels", {}))
+        if obj["kind"] in WORKLOAD_KINDS:
+            labels.update(obj["spec"]["template"]["metadata"]["labels"])
+        assert all(len(value) <= 63 for value in labels.values()), labels
+        # DNS labels: a Service's name, and a Job's (its pods get it as a label).
+        if obj["kind"] in ("Service", "Job"):
+            assert len(obj["metadata"]["name"]) <= 63, obj["metadata"]["name"]
+    # A StatefulSet's pods carry controller-revision-hash: <name>-<hash of up to 10>.
+    (statefulset,) = [obj for obj in objects if obj["kind"] == "StatefulSet"]
+    assert len(statefulset["metadata"]["name"]) <= 52
 
 
 def test_values_without_credentials_are_refused_naming_what_is_missing(chart: helm.Chart) -> None:
@@ -685,6 +714,10 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         assert settings.queue_max_bytes == (104857600 if custom else 419430400)
         assert settings.cloud_metadata is (False if custom else None)
         assert settings.batch_max_records == (200 if custom else 500)
+        if custom:  # the PEM given, in a file the agent validated
+            assert settings.ca_bundle and Path(settings.ca_bundle).read_text().strip() == CA_PEM
+        else:
+            assert settings.ca_bundle is None
         if role == "discovery":
             assert settings.discovery_api_url == "https://api-discover.moonin.app"
             expected = result.values.get("discovery", {}).get("leaderElection", True)
@@ -784,10 +817,17 @@ def test_the_uninstall_hook_may_scale_only_this_release_s_scaling_deployment(
     assert deployment_rules
     for rule in deployment_rules:
         assert rule["resourceNames"] == [f"{RELEASE}-scaling"]
+    assert {verb for rule in deployment_rules for verb in rule["verbs"]} == {"patch"}
+    # Exactly the calls revert-all makes (scheduler/kubeapi.py), cluster-wide.
     rules = _rules_of(default, f"{RELEASE}-uninstall")
-    assert "create" not in _grants(rules, "autoscaling", "horizontalpodautoscalers")
-    assert _grants(rules, "autoscaling", "horizontalpodautoscalers") >= {"patch", "delete"}
-    assert _grants(rules, "", "events") == {"create", "patch"}
+    assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
+        "get",
+        "list",
+        "patch",
+        "delete",
+    }
+    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "", "events") == {"create"}
 
 
 # --- the hook's script, against a fake API server -----------------------------------------------

@@ -5,18 +5,19 @@
 {{- end }}
 
 {{/*
-44 characters leave room for the suffixes ("-revert-scaling", "-discovery" and the
-controller's hashes) within the 63 that Service names and label values allow.
+42 characters leave room for the suffixes within the 63 that names and label values
+allow: "-revert-scaling" on the hook Job, and "-discovery" on the StatefulSet, whose name
+must stay within 52 since its pods' controller-revision-hash label adds up to 11.
 */}}
 {{- define "moonin-agent.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 44 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 42 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 44 | trimSuffix "-" }}
+{{- .Release.Name | trunc 42 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 44 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 42 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -132,6 +133,10 @@ CLUSTER_TOKEN_FILE, which wins and is re-read, so a rotated Secret needs no rest
       fieldPath: metadata.namespace
 - name: MALLOC_ARENA_MAX
   value: "2"
+{{- if $root.Values.config.caBundle }}
+- name: MOONIN_CA_BUNDLE
+  value: {{ include "moonin-agent.configMountDir" $root }}/ca.crt
+{{- end }}
 {{- if eq .role "discovery" }}
 - name: LEADER_ELECTION
   value: {{ ternary "true" "false" $settings.leaderElection | quote }}
