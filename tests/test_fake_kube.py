@@ -842,6 +842,25 @@ def test_dropping_watches_cuts_the_connection_mid_stream(
     deployments.release_conn()
 
 
+def test_a_reset_ends_open_watches_and_forgets_them_at_once(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    pods = core.list_namespaced_pod(
+        NS,
+        watch=True,
+        resource_version=str(kube.current_rv),
+        timeout_seconds=30,
+        _preload_content=False,
+    )
+    kube.wait_for_watches(1, "pods")
+    kube.reset()
+    # Not counted any more, even before the stream's thread has ended it: the next test's
+    # `wait_for_watches` waits for a watch of its own.
+    assert kube.open_watches() == 0
+    assert list(raw_events(pods)) == []  # ended cleanly, with nothing after the reset
+    pods.release_conn()
+
+
 def test_a_stalled_watch_sends_nothing_and_only_a_client_read_timeout_ends_it(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:

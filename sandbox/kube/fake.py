@@ -155,8 +155,7 @@ class FakeKube:
         The resourceVersion keeps counting up, so an RV remembered from before the reset
         is too old (410) rather than accidentally valid.
         """
-        self._store.clear()
-        self._store.post(None, lambda _: STOP)
+        self._store.clear(last_item=STOP)
         self.release_stalled()
         self._pager.expire_all()
         self._faults.clear()

@@ -450,14 +450,19 @@ class Store:
                 kind.floor = max(kind.floor, rv)
             return rv
 
-    def clear(self) -> None:
-        """Drop every object and all history; the RV keeps counting up (it never goes back)."""
+    def clear(self, last_item: object) -> None:
+        """Drop every object and all history; the RV keeps counting up (it never goes back).
+        Open watches get `last_item` and are forgotten at once, so `watch_count` counts
+        only watches opened after this, however long their threads take to end."""
         with self.lock:
             for kind in self._kinds.values():
                 kind.objects.clear()
                 kind.history.clear()
                 kind.order = None
                 kind.floor = self._rv
+                for subscription in kind.subscribers:
+                    subscription.queue.put(last_item)
+                kind.subscribers.clear()
 
 
 def _scope(resource: Resource, namespace: str | None) -> str:
