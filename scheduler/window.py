@@ -171,7 +171,15 @@ def _schedule(expression: str) -> cron.CronSchedule:
         raise _Invalid("invalid_cron", f"cron {expression!r}: {exc}") from None
 
 
+# Files a system's zone directory holds beside the IANA zones: this machine's own zone,
+# and copies of the zones under other rules. None of them is a zone a template can mean.
+_NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+_NOT_ZONE_PREFIXES = ("posix/", "right/")
+
+
 def _zone(name: str) -> tzinfo:
+    if name in _NOT_ZONES or name.startswith(_NOT_ZONE_PREFIXES):
+        raise _Invalid("invalid_timezone", f"{name!r} is not an IANA time zone name")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):

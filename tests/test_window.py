@@ -248,7 +248,14 @@ def test_an_invalid_cron_is_reported_with_the_field_at_fault() -> None:
     assert "'0 8 * * 1-8'" in (activation.error or "")
 
 
-@pytest.mark.parametrize("zone", ["Mars/Olympus_Mons", "America", "", "../etc/passwd", "/UTC"])
+@pytest.mark.parametrize(
+    "zone",
+    [
+        *("Mars/Olympus_Mons", "America", "", "../etc/passwd", "/UTC"),
+        # In a system's zone directory, but not zones a template can mean.
+        *("localtime", "posixrules", "Factory", "right/Europe/Berlin", "posix/Europe/Berlin"),
+    ],
+)
 def test_an_unknown_time_zone_is_invalid(zone: str) -> None:
     activation = evaluate(scheduled("0 8 * * *", 600, timezone=zone), at("2026-12-02T09:00:00Z"))
 
