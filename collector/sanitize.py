@@ -36,6 +36,9 @@ _DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configurat
 _SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 # Change causes (see `change_cause`). A word with no quote, brace, `=` or `$` in it.
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+,-]*")
+# A safe flag's value: a plain word, a selector (`app=web,tier!=db`), or empty. No `?`, so
+# a URL with a query string (where tokens travel) is not one.
+_SAFE_FLAG_VALUE = re.compile(r"[A-Za-z0-9._:/@+,=!*-]*")
 _SET_IMAGE = re.compile(r"\bset\s+image\b")
 # `container=registry/image:tag` as `kubectl set image` takes it.
 _IMAGE_ASSIGNMENT = re.compile(r"[A-Za-z0-9*][A-Za-z0-9._-]*=[A-Za-z0-9][A-Za-z0-9._:/@-]*")
@@ -215,10 +218,10 @@ def change_cause(value: str) -> str:
     may hold a secret (env values, a patch body, `--from-literal`, a program's flags after
     `--`) and a value may run over several words. Kept: plain words (`kubectl`, `set`,
     `image`, `deployment/web`, `v1.2.3`), flag names, the values of the flags in
-    `_SAFE_VALUE_FLAGS`, and the images of `kubectl set image`. Any other value becomes
-    `[REDACTED]` (an assignment keeps its name: `DB_HOST=[REDACTED]`), and so does every
-    following word up to the next flag, since it may be the rest of that value.
-    Everything after `--` goes.
+    `_SAFE_VALUE_FLAGS` (unless they name a secret), and the images of `kubectl set
+    image`; never a URL with credentials. Any other value becomes `[REDACTED]` (an
+    assignment keeps its name: `DB_HOST=[REDACTED]`), and so does every following word up
+    to the next flag, since it may be the rest of that value. Everything after `--` goes.
     """
     words = _WHITESPACE.split(value)
     set_image = _SET_IMAGE.search(value) is not None
@@ -237,19 +240,38 @@ def change_cause(value: str) -> str:
         elif word.startswith("-"):
             name, assigns, flag_value = word.partition("=")
             safe = name in _SAFE_VALUE_FLAGS
-            redacting = bool(assigns) and not safe
+            kept = not assigns or (safe and _safe_flag_value(flag_value))
+            redacting = not kept
             value_next = not assigns and not safe
-            out.append(word if safe or not assigns else f"{name}={_redact(flag_value)}")
+            out.append(word if kept else f"{name}={_redact(flag_value)}")
         elif redacting or value_next:
             redacting, value_next = True, False
             out.append(_redact(word))
-        elif _PLAIN_WORD.fullmatch(word) or (set_image and _IMAGE_ASSIGNMENT.fullmatch(word)):
+        elif _plain(word) or (set_image and _IMAGE_ASSIGNMENT.fullmatch(word)):
             out.append(word)
         else:
             redacting = True
             out.append(_redact(word))
     # One `[REDACTED]` for a run of them: how many words a value had is nobody's business.
     return _REDACTED_RUN.sub(REDACTED, "".join(out))
+
+
+def _plain(word: str) -> bool:
+    """A name or a version, not a URL with credentials (`https://user:pass@host`)."""
+    return _PLAIN_WORD.fullmatch(word) is not None and not _has_credentials(word)
+
+
+def _safe_flag_value(value: str) -> bool:
+    """A known-safe flag's value that names no secret either (`-f x.yaml?token=`)."""
+    return (
+        _SAFE_FLAG_VALUE.fullmatch(value) is not None
+        and not _SECRET_KEY.search(value)
+        and not _has_credentials(value)
+    )
+
+
+def _has_credentials(text: str) -> bool:
+    return "://" in text and "@" in text
 
 
 def _redact(value: str) -> str:

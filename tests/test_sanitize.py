@@ -156,6 +156,22 @@ def test_change_cause_hides_values_in_flag_form_and_values_with_spaces() -> None
             "kubectl apply --filename=deploy/web.yaml --record=true --server-side",
         ),
         ("Deploy v1.4.2 by pipeline 1234", "Deploy v1.4.2 by pipeline 1234"),
+        (
+            f"kubectl apply --filename=https://example.com/web.yaml?token={SECRET} --record",
+            "kubectl apply --filename=[REDACTED] --record",
+        ),
+        (
+            f"kubectl apply -f https://ci:{SECRET}@git.example.com/web.yaml -n shop",
+            "kubectl apply -f [REDACTED] -n shop",
+        ),
+        (
+            "kubectl rollout restart deployment --selector=app=web,tier!=db -n shop",
+            "kubectl rollout restart deployment --selector=app=web,tier!=db -n shop",
+        ),
+        (
+            "kubectl set image deployment/web web=nginx@sha256:0123abcd --record=true",
+            "kubectl set image deployment/web web=nginx@sha256:0123abcd --record=true",
+        ),
     ],
 )
 def test_change_cause_keeps_only_words_known_to_be_safe(cause: str, shipped: str) -> None:
