@@ -192,6 +192,15 @@ class SourceSink:
                 error=type(exc).__name__,
             )
             return
+        if self.normalizer.kind not in NOT_SNAPSHOTTED and not any(
+            record.op == "upsert" for record in records
+        ):
+            # It no longer yields its kind's record (a ReplicaSet orphaned from its
+            # Deployment, a release Secret that stopped decoding): what it produced goes.
+            records = records + [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in self._produced.pop(self._name, meta.key)
+            ]
         identity = None
         if self.source.keep is Keep.RECORDS:
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])

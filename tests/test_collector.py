@@ -195,23 +195,39 @@ def test_ignored_namespaces_and_resources_never_leave(
     assert not [r for r in received.records if r["key"] in ignored]
 
 
-def test_an_orphaned_replicaset_deleted_later_deletes_its_revision(
+def test_an_orphaned_replicaset_deletes_its_revision(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
     kube.create(cluster_objects.namespace())
     web = kube.create(cluster_objects.deployment())
     replicaset = kube.create(cluster_objects.replicaset(web["metadata"]["uid"]))
     name = replicaset["metadata"]["name"]
-    start()
+    collector = start()
     received = Received(outbox)
     revision = ("revision", f"shop/{name}")
     wait_until(lambda: revision in received.latest())
     # `kubectl delete deployment --cascade=orphan`: the garbage collector strips the owner.
+    # The ReplicaSet lives on, but it is no revision of anything any more.
     kube.delete("deployments", "shop", "web")
     kube.patch("replicasets", "shop", name, {"metadata": {"ownerReferences": None}})
-    wait_until(lambda: received.latest()[("deployment", "shop/web")]["op"] == "delete")
-    kube.delete("replicasets", "shop", name)
     wait_until(lambda: received.latest()[revision]["op"] == "delete")
+    assert received.latest()[("deployment", "shop/web")]["op"] == "delete"
+    # Deleted later, it has nothing left to delete; the next snapshot does not list it.
+    (informer,) = [i for i in collector.informers if i.resource.plural == "replicasets"]
+
+    def events() -> int:
+        return informer.reporter.snapshot().counters.get("events", 0)
+
+    heard = events()
+    kube.delete("replicasets", "shop", name)
+    wait_until(lambda: events() > heard)
+    time.sleep(SETTINGS.flush_seconds * 4)  # a record it made would be flushed by now
+    received.drain()
+    assert [r["op"] for r in received.records if (r["kind"], r["key"]) == revision] == [
+        "upsert",
+        "delete",
+    ]
+    assert f"shop/{name}" not in collector.state.produced.keys_of_kind("revision")
 
 
 def test_an_object_the_normalizer_fails_on_is_skipped_and_its_informer_goes_on(
