@@ -34,7 +34,8 @@ from shipper import queuefile
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
 SCHEMA_VERSION = 1
 
-_TABLES = ("produced", "sent", "pods", "meta")
+_FORGETTABLE = ("produced", "sent", "pods")
+_TABLES = (*_FORGETTABLE, "meta")
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE produced (
@@ -83,9 +84,10 @@ class StateStore:
         self.pods = PodMemos(self)
 
     def forget_all(self) -> None:
-        """Start over: nothing is known to have been sent, no object or pod is remembered."""
+        """Start over: nothing is known to have been sent, no object or pod is remembered.
+        The marks stay: they say whose store this is (the trust rule), not what was sent."""
         with self.lock:
-            for table in _TABLES:
+            for table in _FORGETTABLE:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.commit()
 

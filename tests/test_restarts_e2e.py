@@ -87,11 +87,17 @@ def test_the_view_converges_after_kills_an_outage_and_changes_nobody_watched(
     assert image == "web:3.0"
 
 
+@pytest.mark.parametrize("election", ["without leader election", "with leader election"])
 def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
+    election: str,
     kube: FakeKube,
     platform: FakePlatform,
     discovery_agents: Callable[[], subprocess.Popen[str]],
+    discovery_env: dict[str, str],
 ) -> None:
+    if election == "with leader election":
+        # As the chart runs it: the store is trusted because this pod led last.
+        discovery_env.update(LEADER_ELECTION="true", POD_NAMESPACE="moonin", POD_NAME="pod-a")
     expected = populate_with_a_second_namespace(kube)
     agent = discovery_agents()
     wait_until(lambda: set(view(platform)) == expected)
