@@ -94,7 +94,13 @@ class LeaderElector:
         self._observed: tuple[str | None, str | None] | None = None
         self._observed_at = 0.0
         self._stopped = threading.Event()
+        self._state_lock = threading.Lock()  # leadership changes: the round and the watchdog
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        # A request can hang far longer than the renew deadline (30 s timeout): the
+        # watchdog ends leadership on time whatever the round is waiting for.
+        self._watchdog = threading.Thread(
+            target=self._watch_deadline, name="leader-deadline", daemon=True
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -106,11 +112,13 @@ class LeaderElector:
 
     def start(self) -> None:
         self._thread.start()
+        self._watchdog.start()
 
     def stop(self) -> None:
         """Stop electing; a held Lease is released so a successor starts at once."""
         self._stopped.set()
         self._thread.join(self.settings.retry_seconds * 2 + 5)
+        self._watchdog.join(2)
         if self._leader:
             self._lose("stopping")
             self._release()
@@ -138,16 +146,30 @@ class LeaderElector:
                 log.warning("lease_unreachable", error=str(exc))
         else:
             self.reporter.set(Health.healthy())
-        now = time.monotonic()
         if held:
-            self._last_renewed = now
-            if not self._leader:
+            with self._state_lock:
+                self._last_renewed = time.monotonic()
+                acquired = not self._leader
                 self._leader = True
+            if acquired:
                 self.reporter.count("leadership_acquired")
                 log.info("leadership_acquired", identity=self.settings.identity)
                 self._on_started()
-        elif self._leader and now - self._last_renewed > self.settings.renew_deadline_seconds:
+        elif self._overdue():
             self._lose("renew deadline passed")
+
+    def _watch_deadline(self) -> None:
+        period = min(1.0, self.settings.renew_deadline_seconds / 10)
+        while not self._stopped.wait(period):
+            if self._overdue():
+                self._lose("renew deadline passed")
+
+    def _overdue(self) -> bool:
+        """Leading, but not renewed within the renew deadline (shorter than the lease, so
+        this replica stops before another may take over)."""
+        with self._state_lock:
+            since = time.monotonic() - self._last_renewed
+            return self._leader and since > self.settings.renew_deadline_seconds
 
     def _try_acquire_or_renew(self) -> bool:
         try:
@@ -203,7 +225,10 @@ class LeaderElector:
         return True
 
     def _lose(self, why: str) -> None:
-        self._leader = False
+        with self._state_lock:
+            if not self._leader:
+                return  # the round and the watchdog may both find it lost
+            self._leader = False
         self.reporter.count("leadership_lost")
         log.warning("leadership_lost", identity=self.settings.identity, reason=why)
         self._on_stopped()

@@ -127,6 +127,31 @@ def test_an_unreachable_api_ends_leadership_after_the_renew_deadline(
     wait_until(a.started.is_set, timeout=5)  # and it comes back when the API does
 
 
+def test_a_renewal_that_hangs_ends_leadership_at_the_renew_deadline(
+    kube: FakeKube, replicas: Callable[..., Replica], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The API server stops answering mid-request (a black-holed connection): the request
+    # would wait for its 30 s timeout, long past the lease another replica then takes.
+    a = replicas("pod-a", lease_seconds=3.0, renew_deadline_seconds=1.0, retry_seconds=0.1)
+    a.elector.start()
+    wait_until(a.started.is_set)
+    answer = threading.Event()
+    get = a.api.get
+
+    def hanging(*args: object, **kwargs: object) -> bytes:
+        answer.wait(30)
+        return get(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(a.api, "get", hanging)
+    wait_until(a.stopped.is_set, timeout=5)
+    # Ended while the request still hangs: the round never got to look at the clock.
+    assert not answer.is_set() and not a.elector.is_leader
+    answer.set()  # the request comes back: the round goes on, and may lead again
+    monkeypatch.setattr(a.api, "get", get)
+    a.started.clear()
+    wait_until(a.started.is_set, timeout=5)
+
+
 def test_a_crash_of_the_election_thread_stops_collection_and_reports_unhealthy(
     kube: FakeKube, replicas: Callable[..., Replica], monkeypatch: pytest.MonkeyPatch
 ) -> None:
