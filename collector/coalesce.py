@@ -116,6 +116,12 @@ class Coalescer:
         if full:
             self.flush()
 
+    @property
+    def empty(self) -> bool:
+        """Nothing buffered: every record offered so far was committed (or coalesced away)."""
+        with self._lock:
+            return not self._pending
+
     def forget_all(self) -> None:
         """Forget what was sent, so the next state of every object is enqueued (resync)."""
         with self._lock:

@@ -107,6 +107,11 @@ NOT_SNAPSHOTTED = frozenset({pod_error.KIND})  # events, not objects
 SNAPSHOT_PART_BYTES = 256 * 1024  # keys per part: well inside a batch's byte limit
 
 
+def _cannot_list(informer: Informer[Any]) -> bool:
+    """Forbidden or failing now; it retries on its own and its health says why."""
+    return not informer.reporter.snapshot().health.ok
+
+
 def snapshot_parts(keys: list[str]) -> list[list[str]]:
     """Split sorted keys into parts of about SNAPSHOT_PART_BYTES; no keys is one empty part
     (the kind has no objects left)."""
@@ -418,7 +423,7 @@ class Collector:
             for informer in phase:
                 informer.start()
             for informer in phase:
-                if not informer.wait_synced(self.settings.warm_up_timeout_seconds):
+                if not self._wait_listed(informer, self.settings.warm_up_timeout_seconds):
                     log.warning("warm_up_slow", resource=informer.resource.plural)
                 if self._stopped.is_set():
                     return
@@ -426,6 +431,17 @@ class Collector:
         for informer in rest:
             if not self._stopped.is_set():
                 informer.start()
+
+    def _wait_listed(self, informer: Informer[Any], timeout: float) -> bool:
+        """Until the informer has listed once or cannot list now (forbidden, failing: its
+        health says so and it retries on its own); False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while not informer.wait_synced(0.1):
+            if _cannot_list(informer):
+                return True
+            if self._stopped.is_set() or time.monotonic() > deadline:
+                return False
+        return True
 
     def list_once(self) -> list[str]:
         """List every resource once and flush (see the module docstring); returns the
@@ -469,11 +485,17 @@ class Collector:
         """Forget what was sent and relist everything (idempotent while one is running)."""
         with self.lock:
             if self._resync_pending:
+                self._settle_resync()
+            if self._resync_pending:
                 return
             log.info("resync_started")
             self.reporter.count("resyncs")
             self.coalescer.forget_all()
-            self._resync_pending = {i.resource.plural for i in self.informers if i.alive}
+            # What cannot list now relists when it recovers, with its fingerprints gone;
+            # waiting for it would keep every later resync from starting.
+            self._resync_pending = {
+                i.resource.plural for i in self.informers if i.alive and not _cannot_list(i)
+            }
         for informer in self.informers:
             informer.request_relist()
         self.api.abort_streams()
@@ -495,7 +517,7 @@ class Collector:
                 with self.lock:
                     self.state.sent.clear(kind)
                 informer.request_relist()
-                self.api.abort_streams()  # watches resume from their resourceVersion
+                self.api.abort_streams(informer.resource.path)  # only its own watch
                 deadline = time.monotonic() + self.settings.warm_up_timeout_seconds
                 while informer.reporter.snapshot().counters.get("lists", 0) == lists:
                     if self._stopped.wait(0.2):
@@ -512,12 +534,24 @@ class Collector:
 
     def listed(self, sink: SourceSink, resource_version: str, listed_at: str) -> None:
         self._snapshot(sink, resource_version, listed_at)
-        if not self._resync_pending:
+        if self._resync_pending:
+            self._resync_pending.discard(sink.source.resource.plural)
+            self._settle_resync()
+
+    def _settle_resync(self) -> None:
+        """(Lock held, a resync running.) Stop waiting for what cannot list now; once
+        nothing is left, commit what the resync produced, and only then clear the outbox's
+        mark: a crash before that finds the mark and resyncs again."""
+        by_plural = {i.resource.plural: i for i in self.informers}
+        self._resync_pending = {
+            plural for plural in self._resync_pending if not _cannot_list(by_plural[plural])
+        }
+        if self._resync_pending:
             return
-        self._resync_pending.discard(sink.source.resource.plural)
-        if not self._resync_pending:
+        self.coalescer.flush()
+        if self.coalescer.empty:
             self.coalescer.outbox.clear_resync_needed()
-            log.info("resync_done")
+        log.info("resync_done")
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -533,7 +567,11 @@ class Collector:
             return
         lists = self._lists_since_snapshot.setdefault(kind, {})
         lists[sink.source.resource.plural] = listed_at
-        if set(lists) != sources:
+        # A source that cannot list (rbac: ClusterRoles forbidden) is not waited for: its
+        # keys in the snapshot are the ones it produced before.
+        unlisted = {i.resource.plural for i in self.informers if i.resource.plural in sources}
+        unlisted -= set(lists)
+        if any(not _cannot_list(i) for i in self.informers if i.resource.plural in unlisted):
             return
         del self._lists_since_snapshot[kind]
         taken = (resource_version, min(lists.values()))
@@ -605,7 +643,7 @@ class Collector:
         """Whether each of these resources has listed once (or failed to: not forever)."""
         for informer in self.informers:
             waiting = informer.resource in needed - self._listed_resources
-            if waiting and (informer.wait_synced(0) or not informer.reporter.snapshot().health.ok):
+            if waiting and (informer.wait_synced(0) or _cannot_list(informer)):
                 self._listed_resources.add(informer.resource)
         return needed <= self._listed_resources
 

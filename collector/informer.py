@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 import structlog
 
-from collector.kube import Forbidden, Gone, KubeApi, KubeError
+from collector.kube import Aborted, Forbidden, Gone, KubeApi, KubeError
 from collector.model import ObjectMeta
 from collector.resources import Resource
 from shipper.backoff import Backoff
@@ -188,6 +188,11 @@ class Informer(Generic[T]):
                 self.reporter.count("relists")
                 log.info("informer_relist", resource=self.resource.plural, reason=str(exc))
                 need_list = True
+            except Aborted:
+                # Ended on purpose (a relist wanted here or elsewhere): resume at once, from
+                # the resourceVersion reached, or with a list when one was asked for.
+                if self._stopped.is_set():
+                    return
             except Forbidden as exc:
                 self._degraded(f"forbidden: {self.resource.plural}", exc, level="error")
                 need_list = True

@@ -67,6 +67,10 @@ class TooManyRequests(KubeError):
     pass
 
 
+class Aborted(KubeError):
+    """A watch ended by `abort_streams()` on purpose, not a failure of the API server."""
+
+
 _BY_STATUS: dict[int, type[KubeError]] = {
     410: Gone,
     403: Forbidden,
@@ -100,6 +104,7 @@ class KubeApi:
             trust_env=False,
         )
         self._open_streams: set[httpx.Response] = set()
+        self._aborted_streams: set[httpx.Response] = set()  # marked before their socket goes
         self._streams_lock = threading.Lock()
 
     def close(self) -> None:
@@ -149,22 +154,29 @@ class KubeApi:
             self._open_streams.add(response)
         try:
             if cancelled():
-                raise KubeError(f"GET {path}: cancelled")
+                raise Aborted(f"GET {path}: cancelled")
             if response.status_code >= 300:
                 response.read()
                 raise _status_error(response, "GET", path)
-            yield _lines(response, path)
+            yield _lines(response, path, aborted=lambda: response in self._aborted_streams)
         finally:
             with self._streams_lock:
                 self._open_streams.discard(response)
+                self._aborted_streams.discard(response)
             response.close()
 
-    def abort_streams(self) -> None:
-        """End every open watch (stop, leadership lost, a relist wanted): their readers raise
-        at once. Closing the response alone would leave a reader blocked in `recv` until the
-        next byte or its read timeout; shutting the socket down wakes it."""
+    def abort_streams(self, path: str | None = None) -> None:
+        """End every open watch, or those of one `path` (stop, leadership lost, a relist
+        wanted): their readers raise `Aborted` at once. Closing the response alone would
+        leave a reader blocked in `recv` until the next byte or its read timeout; shutting
+        the socket down wakes it."""
         with self._streams_lock:
-            streams = list(self._open_streams)
+            streams = [
+                response
+                for response in self._open_streams
+                if path is None or response.request.url.path == path
+            ]
+            self._aborted_streams.update(streams)
         for response in streams:
             stream = response.extensions.get("network_stream")
             sock = stream.get_extra_info("socket") if stream is not None else None
@@ -203,19 +215,19 @@ class KubeApi:
         return response
 
 
-def _lines(response: httpx.Response, path: str) -> Iterator[bytes]:
+def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) -> Iterator[bytes]:
     try:
         for line in response.iter_lines():
             if line:
                 yield line.encode()
-    except (httpx.HTTPError, httpx.StreamError) as exc:
-        raise _translate(exc, "GET", path) from exc
     except Exception as exc:
-        if not response.is_closed:
-            raise
-        # Closed under the reader by abort_streams(): whatever the transport raised then,
-        # it only means "this watch is over".
-        raise KubeError(f"GET {path}: aborted") from exc
+        if aborted():
+            # Ended under the reader by abort_streams(): whatever the transport raised
+            # then, it only means "this watch is over".
+            raise Aborted(f"GET {path}: aborted") from exc
+        if isinstance(exc, httpx.HTTPError | httpx.StreamError):
+            raise _translate(exc, "GET", path) from exc
+        raise
 
 
 def _translate(exc: Exception, method: str, path: str) -> KubeError:

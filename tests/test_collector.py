@@ -13,13 +13,15 @@ import msgspec
 import pytest
 import structlog.testing
 
+from collector import model
 from collector.collector import Collector, CollectorSettings
 from collector.filters import Filters
 from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
+from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
 from sandbox.kube import FakeKube
-from shipper.outbox import Outbox, StreamOutbox
+from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.records import DISCOVERY
 from tests import cluster_objects
 from tests.test_informer import FAST
@@ -302,6 +304,88 @@ def test_a_resync_resends_every_object_and_clears_the_outbox_mark(
     wait_until(lambda: expected <= resent())
     wait_until(lambda: not collector.resync_in_progress)
     assert not outbox.resync_needed
+
+
+def test_the_resync_mark_is_cleared_only_once_the_resent_records_are_in_the_outbox(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    cluster_objects.populate(kube)
+    with Outbox(tmp_path / "queue", streams=(DISCOVERY,), bounds=Bounds(max_records=60)) as box:
+        stream = box[DISCOVERY]
+        # Upserts dropped at the bound (the platform was away): the durable mark is set.
+        stream.put(model.upsert("namespace", ObjectMeta(name=f"n{i}"), {}) for i in range(61))
+        assert stream.resync_needed
+        Received(stream).drain()
+        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+        # A long flush window: only the resync's own commit can put what it re-sends.
+        collector = Collector(
+            api, stream, settings=dataclasses.replace(SETTINGS, flush_seconds=30.0)
+        )
+        collector.start()
+        try:
+            assert collector.wait_synced(10)
+            collector.coalescer.flush()
+            received = Received(stream)
+            received.drain()
+            collector.resync()
+            wait_until(lambda: not stream.resync_needed)
+            # A crash from here on loses nothing: what the resync re-sent is queued.
+            received.drain()
+            kinds = {r["kind"] for r in received.records}
+            assert {"namespace", "deployment", "snapshot"} <= kinds
+            assert collector.coalescer.empty
+        finally:
+            collector.stop()
+            api.close()
+
+
+@pytest.mark.parametrize("forbidden", ["networkpolicies", "clusterroles"])
+def test_a_forbidden_resource_neither_blocks_resyncs_nor_snapshots_nor_warm_up(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector], forbidden: str
+) -> None:
+    kube.forbid(forbidden)
+    kube.forbid("cronjobs")  # a warm-up resource, before every later phase
+    cluster_objects.populate(kube)
+    # Waiting out the warm-up timeout would take longer than any wait below allows.
+    collector = start(dataclasses.replace(SETTINGS, warm_up_timeout_seconds=120))
+    received = Received(outbox)
+    wait_until(lambda: ("service", "shop/web") in received.latest(), timeout=10)
+
+    def snapshot_kinds() -> set[str]:
+        return {r["data"]["of"] for r in received.events("snapshot")}
+
+    # rbac's snapshot goes out although one of its four sources cannot list.
+    wait_until(lambda: {"rbac", "service", "deployment"} <= snapshot_kinds(), timeout=10)
+    # A resync finishes without the forbidden ones, and a later one runs in full.
+    for _ in range(2):
+        sent = len(received.records)
+        collector.resync()
+        wait_until(lambda: not collector.resync_in_progress, timeout=10)
+        received.drain()
+        resent = {(r["kind"], r["key"]) for r in received.records[sent:] if r["op"] == "upsert"}
+        assert ("deployment", "shop/web") in resent and ("namespace", "shop") in resent
+    assert not [key for kind, key in received.latest() if kind == "cronjob"]
+
+
+def test_anti_entropy_leaves_the_other_informers_watching(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    with structlog.testing.capture_logs() as logs:
+        collector = start(dataclasses.replace(SETTINGS, anti_entropy_seconds=1.0))
+        assert collector.wait_synced(10)
+
+        def rounds() -> int:
+            return collector.reporter.snapshot().counters.get("anti_entropy_rounds", 0)
+
+        wait_until(lambda: rounds() >= 1, timeout=60)
+    # Each informer relisted its own resource; none saw its watch fail on the way.
+    assert [line for line in logs if line["event"] == "informer_failing"] == []
+    failures = {
+        i.resource.plural: i.reporter.snapshot().counters.get("failures", 0)
+        for i in collector.informers
+    }
+    assert set(failures.values()) == {0}, failures
 
 
 def test_warm_up_lists_namespaces_deployments_and_cronjobs_before_anything_else(
