@@ -107,9 +107,7 @@ class DiscoveryRole:
         if elect:
             self.elector = LeaderElector(
                 self.api,
-                LeaseSettings(
-                    namespace=settings.pod_namespace or "default", identity=self.identity
-                ),
+                LeaseSettings(namespace=lease_namespace(settings), identity=self.identity),
                 on_started=self._start_term,
                 on_stopped=self._stop_term,
             )

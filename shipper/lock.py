@@ -11,6 +11,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from shipper.queuefile import QueueFileError
+
 LOCK_FILE_NAME = "agent.lock"
 
 
@@ -24,7 +26,14 @@ class DirectoryLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            # A claim owned by root without an fsGroup, a read-only volume, a directory in
+            # the way: the process cannot use this directory at all.
+            raise QueueFileError(
+                f"cannot create the lock file {self.path}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -34,6 +43,9 @@ class DirectoryLock:
                 f"queue directory {self.path.parent} is in use by another moonin-agent "
                 f"process (pid {holder}); each process needs its own QUEUE_DIR"
             ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise QueueFileError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd

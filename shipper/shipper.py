@@ -89,6 +89,8 @@ class StreamShipper:
 
     def stop(self, *, drain_seconds: float) -> bool:
         """Ship what is queued for at most `drain_seconds`, then stop. True if it stopped."""
+        if self._thread.ident is None:
+            return True  # never started (start-up failed after the outbox opened)
         self._stop_at = time.monotonic() + drain_seconds
         self._stop_requested.set()
         self.outbox.wake()

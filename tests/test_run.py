@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -113,6 +115,46 @@ def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> No
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "PROJECT_ID" in result.stderr
+
+
+def _taken_port() -> socket.socket:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+@pytest.mark.parametrize("failure", ["health port taken", "lock file unusable"])
+def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_1(
+    platform: FakePlatform, tmp_path: Path, failure: str
+) -> None:
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    env = agent_env(platform, queue)
+    with closing(_taken_port()) as taken:
+        if failure == "health port taken":
+            env["HEALTH_ADDR"] = f"127.0.0.1:{taken.getsockname()[1]}"
+            expected = "HEALTH_ADDR"
+        else:  # what a root-owned claim or a read-only volume does to the lock file
+            (queue / "agent.lock").mkdir()
+            expected = "agent.lock"
+        result = run_cli("run", "--role", "discovery", env=env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and expected in lines[0]
+
+
+def test_leader_election_without_a_namespace_for_the_lease_is_a_configuration_error(
+    platform: FakePlatform, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # Outside a pod there is no service account to take the namespace from.
+    env = agent_env(platform, tmp_path / "queue", KUBECONFIG=str(kubeconfig))
+    env.update(LEADER_ELECTION="true", POD_NAME="pod-a")
+    env.pop("POD_NAMESPACE", None)
+    result = run_cli("run", "--role", "discovery", env=env)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "POD_NAMESPACE" in result.stderr
 
 
 def test_plain_http_is_refused_without_the_switch(platform: FakePlatform, tmp_path: Path) -> None:
