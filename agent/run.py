@@ -149,7 +149,6 @@ def open_delivery(
             outbox[stream],
             post,
             settings=shipping or shipper_settings(settings),
-            token=token,
         )
     return delivery
 

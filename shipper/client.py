@@ -49,6 +49,10 @@ BODY_SNIPPET = 500  # characters of an error response kept on the exception
 # Enough raw bytes to fill the snippet even with multi-byte characters, and no more:
 # an error page can be large, and only its beginning is ever kept.
 _SNIPPET_BYTES = BODY_SNIPPET * 4
+REDACTED = "[redacted]"
+# A body cut inside a token loses the token's start from this many characters on; a
+# shorter ending cannot be told from ordinary text, and gives nothing away.
+_SHORTEST_TOKEN_PART = 4
 
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # httpx would percent-encode these into a host name that can never resolve.
@@ -235,12 +239,17 @@ class ApiClient:
         finally:
             if self._observe is not None:
                 self._observe(endpoint, outcome, time.perf_counter() - started)
+        error = _status_error(
+            method,
+            url,
+            response.status_code,
+            response.headers,
+            self._redact(snippet, limit=BODY_SNIPPET),
+        )
         if response.status_code in (401, 403):
             # A rotated Secret: the next call, whichever it is, carries the new token.
-            self._token.reload()
-        raise _status_error(
-            method, url, response.status_code, response.headers, self._redact(snippet)
-        )
+            error.token_rotated = self._token.reload()
+        raise error
 
     def _transport_error(self, error: httpx.RequestError, method: str, url: str) -> MooninAPIError:
         failure = _certificate_failure(error)
@@ -264,18 +273,29 @@ class ApiClient:
             # nothing is lost by asking again later, so it is retried rather than paused.
             raise RetryLater(
                 f"malformed answer from {self._url(path)}: {self._redact(str(e))}",
-                body=self._redact(content[:_SNIPPET_BYTES].decode("utf-8", "replace"))[
-                    :BODY_SNIPPET
-                ],
+                body=self._redact(
+                    content[:_SNIPPET_BYTES].decode("utf-8", "replace"), limit=BODY_SNIPPET
+                ),
             ) from e
 
     def _url(self, path: str) -> str:
         return f"{self._base}{self._cluster_path}{path}"
 
-    def _redact(self, text: str) -> str:
-        for secret in self._token.secrets():
-            text = text.replace(secret, "[redacted]")
-        return text
+    def _redact(self, text: str, *, limit: int | None = None) -> str:
+        """`text` without any token held so far. With `limit`, the text is the start of a
+        longer body: it is cut to `limit` characters only after redacting, and an ending
+        that begins a token (the read stopped inside it) goes too."""
+        secrets = self._token.secrets()
+        for secret in secrets:
+            text = text.replace(secret, REDACTED)
+        if limit is None:
+            return text
+        for secret in secrets:
+            for size in range(len(secret) - 1, _SHORTEST_TOKEN_PART - 1, -1):
+                if text.endswith(secret[:size]):
+                    text = text[:-size] + REDACTED
+                    break
+        return text[:limit]
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -342,9 +362,8 @@ def _read_prefix(response: httpx.Response) -> str:
         buffer += chunk
         if len(buffer) >= _SNIPPET_BYTES:
             break
-    return bytes(buffer[:_SNIPPET_BYTES]).decode(response.encoding or "utf-8", "replace")[
-        :BODY_SNIPPET
-    ]
+    # Cut to BODY_SNIPPET characters only after redaction (see ApiClient._redact).
+    return bytes(buffer[:_SNIPPET_BYTES]).decode(response.encoding or "utf-8", "replace")
 
 
 def _certificate_failure(error: BaseException) -> str | None:

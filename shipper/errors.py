@@ -20,6 +20,9 @@ class MooninAPIError(Exception):
         super().__init__(message)
         self.status = status
         self.body = body  # already cut short: safe to log and to store with a dead letter
+        # A 401/403 made the client re-read the token file and find a new token: the next
+        # request carries it, so it is worth trying at once.
+        self.token_rotated = False
 
 
 class RejectedBody(MooninAPIError):

@@ -6,8 +6,9 @@ on failure follows the contract's status classes (`shipper.errors`):
 
 - `RejectedBody` (400/413/422): split the batch in halves until the records at fault are
   alone; those go to the dead-letter table, the rest is delivered.
-- `StreamPaused` (401/403/other 4xx): keep everything, report the stream unhealthy, re-read
-  the token file and retry with backoff. Logged once per state change.
+- `StreamPaused` (401/403/other 4xx): keep everything, report the stream unhealthy and
+  retry with backoff; at once when the client found a rotated token file on that answer.
+  Logged once per state change.
 - `RetryLater` (408/429/5xx, network): back off with full jitter, honouring `Retry-After`.
 
 There is no time-based giving up: the outbox is the retry buffer. A batch that is still
@@ -28,7 +29,6 @@ from shipper.errors import MooninAPIError, RejectedBody, RetryLater, StreamPause
 from shipper.health import Health, HealthReporter
 from shipper.outbox import Batch, StreamOutbox
 from shipper.queuefile import Entry
-from shipper.token import TokenSource
 
 log = structlog.get_logger("shipper")
 
@@ -64,14 +64,12 @@ class StreamShipper:
         post: PostBatch,
         *,
         settings: ShipperSettings,
-        token: TokenSource | None = None,
         reporter: HealthReporter | None = None,
     ) -> None:
         self.outbox = outbox
         self.stream = outbox.stream
         self._post = post
         self._settings = settings
-        self._token = token
         self.reporter = reporter or HealthReporter(f"shipper.{self.stream}")
         self._backoff = Backoff(
             initial=settings.backoff_initial_seconds, maximum=settings.backoff_max_seconds
@@ -181,7 +179,7 @@ class StreamShipper:
         if self.reporter.set(Health.degraded(reason)):
             event = "stream_paused" if paused else "stream_retrying"
             log.warning(event, stream=self.stream, status=exc.status, error=str(exc))
-        if paused and self._token is not None and self._token.reload():
+        if paused and exc.token_rotated:
             log.info("token_reloaded", stream=self.stream)
             return  # a rotated token deserves an immediate try
         retry_after = exc.retry_after if isinstance(exc, RetryLater) else None

@@ -581,6 +581,36 @@ def test_an_old_token_is_redacted_after_rotation(tmp_path: Path) -> None:
     assert "token" not in caught.value.body.replace("[redacted]", "")
 
 
+LONG_TOKEN = "tok-" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("status", [403, 200])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # ASCII: the token straddles the 500 characters kept.
+        "x" * 490 + LONG_TOKEN + " is wrong",
+        # Four-byte characters: the 2,000 bytes read end inside the token, and 10 of its
+        # characters would still be within the 500 kept.
+        "\U0001f600" * 490 + LONG_TOKEN + " is wrong",
+    ],
+    ids=["cut at 500 characters", "read stops at 2,000 bytes"],
+)
+def test_no_part_of_the_token_survives_where_the_kept_body_is_cut(status: int, body: str) -> None:
+    # An error body, or a 2xx that does not decode: both keep the start of the body.
+    answer = httpx.Response(status, content=body.encode())
+    token = TokenSource(value=LONG_TOKEN)
+    with (
+        make_client(Recorder(answer), token=token) as client,
+        pytest.raises(MooninAPIError) as caught,
+    ):
+        client.get_templates()
+    kept = caught.value.body
+    assert kept.startswith(body[:490]) and len(kept) <= 500
+    for size in range(4, len(LONG_TOKEN) + 1):
+        assert LONG_TOKEN[:size] not in kept, size
+
+
 def test_the_token_source_repr_hides_the_token() -> None:
     assert TOKEN not in repr(TokenSource(value=TOKEN))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -48,7 +49,13 @@ def scaling_event(n: int) -> ScalingEvent:
 class Pipeline:
     """An outbox with both streams and a started shipper for each, as `run` wires them."""
 
-    def __init__(self, directory: Path, platform: FakePlatform, token: TokenSource) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        platform: FakePlatform,
+        token: TokenSource,
+        settings: ShipperSettings = FAST,
+    ) -> None:
         self.outbox = Outbox(directory, bounds=Bounds(chunk_records=FAST.batch_max_records))
         self.token = token
         self.clients = {
@@ -65,11 +72,10 @@ class Pipeline:
             DISCOVERY: StreamShipper(
                 self.outbox[DISCOVERY],
                 self.clients[DISCOVERY].post_records,
-                settings=FAST,
-                token=token,
+                settings=settings,
             ),
             SCALING: StreamShipper(
-                self.outbox[SCALING], self.clients[SCALING].post_events, settings=FAST, token=token
+                self.outbox[SCALING], self.clients[SCALING].post_events, settings=settings
             ),
         }
         for shipper in self.shippers.values():
@@ -189,6 +195,26 @@ def test_rejected_credentials_pause_until_the_rotated_token_file_is_read(
         token_file.write_text(TOKEN + "\n")  # the Secret was rotated
         wait_until(lambda: "ev-00001" in platform.events())
         wait_until(lambda: built.shippers[SCALING].reporter.health.ok)
+    finally:
+        built.close()
+
+
+def test_a_token_rotated_before_the_401_is_used_at_once_not_after_a_backoff(
+    tmp_path: Path, platform: FakePlatform
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("old-token\n")
+    token = TokenSource(file=str(token_file))
+    # Backoff long enough that only an immediate retry can deliver within the wait below.
+    slow = dataclasses.replace(FAST, backoff_initial_seconds=60, backoff_max_seconds=60)
+    built = Pipeline(tmp_path / "queue", platform, token, settings=slow)
+    try:
+        token_file.write_text(TOKEN + "\n")  # rotated; the source still holds the old one
+        with structlog.testing.capture_logs() as logs:
+            built.outbox[SCALING].put([scaling_event(1)])
+            wait_until(lambda: "ev-00001" in platform.events(), timeout=10)
+        assert [r.status for r in platform.requests if r.route == "events"][:2] == [401, 200]
+        assert "token_reloaded" in [line["event"] for line in logs]
     finally:
         built.close()
 
