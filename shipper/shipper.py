@@ -17,6 +17,8 @@ unacked when the process stops is resumed by the outbox on the next start.
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -108,7 +110,7 @@ class StreamShipper:
                 if batch is None:
                     return
                 self._deliver(batch)
-                self.outbox.ack(batch)
+                self._until_written(functools.partial(self.outbox.ack, batch))
         except _Stopped:
             log.info("shipper_stopped_with_batch_unacked", stream=self.stream)
         except Exception:
@@ -167,7 +169,11 @@ class StreamShipper:
             log.info("stream_delivering", stream=self.stream)
 
     def _dead_letter(self, entries: Sequence[Entry], exc: MooninAPIError) -> None:
-        self.outbox.dead_letter(entries, status=exc.status, response=exc.body or str(exc))
+        self._until_written(
+            lambda: self.outbox.dead_letter(
+                entries, status=exc.status, response=exc.body or str(exc)
+            )
+        )
         log.error(
             "record_dead_lettered", stream=self.stream, status=exc.status, response=exc.body[:200]
         )
@@ -184,6 +190,19 @@ class StreamShipper:
             return  # a rotated token deserves an immediate try
         retry_after = exc.retry_after if isinstance(exc, RetryLater) else None
         self._sleep(self._backoff.next_delay(at_least=retry_after))
+
+    def _until_written(self, write: Callable[[], None]) -> None:
+        """Retry a write to the queue file (an ack, a dead letter) until it succeeds. A full
+        disk or an I/O error is a condition to report and wait out, not a reason to end the
+        thread; the batch stays in the file meanwhile (sent again later, answered 409)."""
+        while True:
+            try:
+                write()
+                return
+            except sqlite3.OperationalError as exc:
+                if self.reporter.set(Health.degraded(f"cannot write the queue file: {exc}")):
+                    log.error("outbox_write_failed", stream=self.stream, error=str(exc))
+                self._sleep(self._backoff.next_delay())
 
     # -- helpers -----------------------------------------------------------------------
 

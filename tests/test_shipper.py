@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog.testing
@@ -215,6 +217,34 @@ def test_a_token_rotated_before_the_401_is_used_at_once_not_after_a_backoff(
             wait_until(lambda: "ev-00001" in platform.events(), timeout=10)
         assert [r.status for r in platform.requests if r.route == "events"][:2] == [401, 200]
         assert "token_reloaded" in [line["event"] for line in logs]
+    finally:
+        built.close()
+
+
+def test_a_full_disk_at_the_ack_is_waited_out_and_nothing_is_lost(
+    tmp_path: Path, platform: FakePlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = Pipeline(tmp_path / "queue", platform, TokenSource(value=TOKEN))
+    try:
+        stream = built.outbox[DISCOVERY]
+        ack = stream.ack
+        refusals = [sqlite3.OperationalError("database or disk is full")] * 3
+
+        def full_disk_then_room(batch: Any) -> None:
+            if refusals:
+                raise refusals.pop()
+            ack(batch)
+
+        monkeypatch.setattr(stream, "ack", full_disk_then_room)
+        shipper = built.shippers[DISCOVERY]
+        with structlog.testing.capture_logs() as logs:
+            stream.put([record(n) for n in range(5)])
+            wait_until(lambda: not shipper.reporter.health.ok)
+            assert "cannot write the queue file" in (shipper.reporter.health.reason or "")
+            wait_until(lambda: stream.stats().records == 0)
+        assert shipper.alive  # waited it out instead of ending the thread
+        assert delivered_ids(platform) == [f"rec-{n:05d}" for n in range(5)]
+        assert [line["event"] for line in logs].count("outbox_write_failed") == 1
     finally:
         built.close()
 
