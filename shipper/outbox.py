@@ -41,6 +41,7 @@ from shipper.health import Health, HealthReporter
 from shipper.lock import DirectoryLock
 from shipper.queuefile import Chunk, ChunkInfo, Entry, QueueFileError, StreamStats
 from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode
+from shipper.reserve import DiskReserve
 
 log = structlog.get_logger("shipper.outbox")
 
@@ -91,9 +92,11 @@ class StreamOutbox:
         *,
         bounds: Bounds,
         reporter: HealthReporter | None = None,
+        reserve: DiskReserve | None = None,
     ) -> None:
         self.stream = stream
         self.bounds = bounds
+        self._reserve = reserve
         self.reporter = reporter or HealthReporter(f"outbox.{stream}")
         self.path = queuefile.stream_path(directory, stream)
         self._lock = threading.RLock()
@@ -343,18 +346,35 @@ class StreamOutbox:
         in two transactions, and its status flip grows the record by a byte, which makes
         SQLite rewrite the whole chunk (hundreds of KB) only to delete it right after.
         """
-        with self._db:
-            self._db.executemany(
-                f"DELETE FROM {queuefile.QUEUE_TABLE} WHERE _id = ?", [(pqid,) for pqid in pqids]
-            )
+        rows = [(pqid,) for pqid in pqids]
+        delete = f"DELETE FROM {queuefile.QUEUE_TABLE} WHERE _id = ?"
+        try:
+            with self._db:
+                self._db.executemany(delete, rows)
+        except sqlite3.OperationalError as exc:
+            # A full volume: the reserve's space lets this delete (and the next ones) go.
+            full = exc.sqlite_errorcode == sqlite3.SQLITE_FULL
+            if not (full and self._reserve is not None and self._reserve.release()):
+                raise
+            log.warning("disk_reserve_released", stream=self.stream, error=str(exc))
+            with self._db:
+                self._db.executemany(delete, rows)
 
     def _shrink_if_drained(self) -> None:
         if self._ready or self._taken or self._freed_since_shrink < SHRINK_AFTER_BYTES:
             return
-        self._queue.shrink_disk_usage()
-        # VACUUM went through the WAL; truncating it is what gives the space back.
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            self._queue.shrink_disk_usage()
+            # VACUUM went through the WAL; truncating it is what gives the space back.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            # VACUUM needs room for a copy; the freed pages are reused meanwhile, and the
+            # next drain tries again. The ack itself went through.
+            log.warning("queue_shrink_failed", stream=self.stream, error=str(exc))
+            return
         self._freed_since_shrink = 0
+        if self._reserve is not None:
+            self._reserve.ensure()
 
     def _store_dead_letters(self, rows: list[tuple[object, ...]]) -> None:
         with self._db:
@@ -405,10 +425,14 @@ class Outbox:
             raise QueueFileError(f"cannot create queue directory {self.directory}: {exc}") from exc
         self._lock = DirectoryLock(self.directory)
         self._lock.acquire()
+        self.reserve = DiskReserve(self.directory)
+        self.reserve.ensure()
         self.streams: dict[str, StreamOutbox] = {}
         try:
             for name in streams:
-                self.streams[name] = StreamOutbox(self.directory, name, bounds=bounds or Bounds())
+                self.streams[name] = StreamOutbox(
+                    self.directory, name, bounds=bounds or Bounds(), reserve=self.reserve
+                )
         except BaseException:
             self.close()
             raise

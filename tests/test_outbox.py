@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from shipper import queuefile
 from shipper.lock import QueueDirectoryBusy
-from shipper.outbox import Bounds, Outbox
+from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.queuefile import QueueFileError
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
 
@@ -144,6 +147,75 @@ def test_dead_letters_past_their_byte_bound_lose_the_oldest_and_the_newest_alway
         # Larger than the whole bound on its own: kept, and everything older goes.
         assert on_disk(tmp_path)["dead"] == ["id-b/1"]
         assert stream.stats().dead_letters == 1
+
+
+class FullVolume:
+    """The queue file's connection on a full volume: a DELETE fails as SQLite fails then,
+    until `room()` says space was freed."""
+
+    def __init__(self, real: sqlite3.Connection, room: Callable[[], bool]) -> None:
+        self.real = real
+        self.room = room
+        self.refused = 0
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.real.__enter__()
+
+    def __exit__(self, *exc: object) -> bool | None:
+        return self.real.__exit__(*exc)  # type: ignore[arg-type]
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:
+        return self.real.execute(*args)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        if sql.startswith("DELETE") and not self.room():
+            self.refused += 1
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise error
+        return self.real.executemany(sql, rows)
+
+
+@contextmanager
+def full_volume(stream: StreamOutbox, room: Callable[[], bool]) -> Iterator[FullVolume]:
+    full = FullVolume(stream._db, room)
+    stream._db = full  # type: ignore[assignment]
+    try:
+        yield full
+    finally:
+        stream._db = full.real
+
+
+def test_on_a_full_volume_the_reserve_makes_room_for_the_ack_and_comes_back_after(
+    tmp_path: Path,
+) -> None:
+    with Outbox(tmp_path, bounds=Bounds(chunk_records=1)) as outbox:
+        reserve = tmp_path / "disk-reserve"
+        assert reserve.stat().st_size == 1024 * 1024  # held from the start
+        stream = outbox[DISCOVERY]
+        # Enough to make the drain worth a shrink (4 MiB freed).
+        stream.put([record(f"a/{n}", size=600_000) for n in range(8)])
+        with full_volume(stream, room=lambda: not reserve.exists()) as full:
+            while (batch := stream.take(max_records=1, max_bytes=10**7)) is not None:
+                stream.ack(batch)
+        assert full.refused == 1  # the first delete met the full volume, then had room
+        assert on_disk(tmp_path)["queued"] == []
+        # The drain shrank the file, so the space is held back again for the next time.
+        assert reserve.stat().st_size == 1024 * 1024
+
+
+def test_with_the_reserve_used_up_a_full_volume_fails_the_ack_and_keeps_the_batch(
+    tmp_path: Path,
+) -> None:
+    with Outbox(tmp_path) as outbox:
+        (tmp_path / "disk-reserve").unlink()  # released at an earlier full volume
+        stream = outbox[DISCOVERY]
+        stream.put([record("a/1")])
+        batch = stream.take(max_records=1, max_bytes=10**6)
+        assert batch is not None
+        with full_volume(stream, room=lambda: False), pytest.raises(sqlite3.OperationalError):
+            stream.ack(batch)
+        assert on_disk(tmp_path)["queued"] == ["a/1"]  # nothing lost; the shipper retries
 
 
 def test_past_the_record_bound_the_oldest_upserts_go_first_and_resync_is_marked(
