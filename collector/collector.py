@@ -549,9 +549,10 @@ class Collector:
         if self._resync_pending:
             return
         self.coalescer.flush()
-        if self.coalescer.empty:
+        committed = self.coalescer.empty  # else the outbox refused them: the mark stays
+        if committed:
             self.coalescer.outbox.clear_resync_needed()
-        log.info("resync_done")
+        log.info("resync_done", committed=committed)
 
     # -- snapshots -----------------------------------------------------------------------
 
