@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the agent (configured by the environment)")
     run.add_argument("--role", required=True, choices=["discovery", "scaling", "all"])
     run.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="scaling: log each HPA and Deployment change instead of making it, and queue "
+        "no event (discovery only reads the cluster anyway)",
+    )
     _cluster_arguments(run)
 
     preview = commands.add_parser(
@@ -76,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
         "for at most SHUTDOWN_SHIP_SECONDS; configured like `run --role scaling`",
     )
     revert_all.add_argument("--config", help="config.yaml path (default: $CONFIG_FILE)")
+    revert_all.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="log each change it would make and print the report; write nothing",
+    )
     _cluster_arguments(revert_all)
     evaluate = scaling_commands.add_parser(
         "evaluate",
@@ -141,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         settings = config.load_settings(args.role, os.environ, config_file=args.config)
     except config.ConfigError as exc:
         return _fail(str(exc))
-    return run.run(settings, kubeconfig=args.kubeconfig, context=args.context)
+    return run.run(settings, kubeconfig=args.kubeconfig, context=args.context, dry_run=args.dry_run)
 
 
 def _preview(args: argparse.Namespace) -> int:
@@ -184,7 +195,9 @@ def _revert_all(args: argparse.Namespace) -> int:
         settings = config.load_settings("scaling", os.environ, config_file=args.config)
     except config.ConfigError as exc:
         return _fail(str(exc))
-    return scaling.revert_all_now(settings, kubeconfig=args.kubeconfig, context=args.context)
+    return scaling.revert_all_now(
+        settings, kubeconfig=args.kubeconfig, context=args.context, dry_run=args.dry_run
+    )
 
 
 def _queue(args: argparse.Namespace) -> int:

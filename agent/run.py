@@ -209,7 +209,13 @@ class HealthWatch:
             self._last[snap.component] = state
 
 
-def run(settings: Settings, *, kubeconfig: str | None = None, context: str | None = None) -> int:
+def run(
+    settings: Settings,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    dry_run: bool = False,
+) -> int:
     tuned = allocator.tune()  # before any thread allocates: see agent/allocator.py
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
@@ -265,6 +271,7 @@ def run(settings: Settings, *, kubeconfig: str | None = None, context: str | Non
                     kube=kube,
                     outbox=delivery.outbox[SCALING],
                     api=delivery.clients[SCALING],
+                    dry_run=dry_run,
                 )
             )
     except (ConfigError, ValueError) as exc:

@@ -18,6 +18,7 @@ from kubernetes import client
 from agent.config import Settings
 from agent.logs import configure_logging
 from scheduler.job import ScalingJob
+from scheduler.revertall import RevertAllReport
 from scheduler.store import FILE_NAME
 from shipper.client import ApiClient
 from shipper.health import HealthReporter
@@ -31,14 +32,20 @@ log = structlog.get_logger("agent.scaling")
 
 
 def revert_all_now(
-    settings: Settings, *, kubeconfig: str | None = None, context: str | None = None
+    settings: Settings,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    dry_run: bool = False,
 ) -> int:
     """`moonin-agent scaling revert-all`: revert every managed HPA now (reason `manual`),
     queue the revert events in this process's queue directory and ship them for at most
     `shutdown_ship_seconds`; what is not delivered by then waits there. Prints one JSON
-    object (`reverted`, `failed`); exit 0 when every HPA was reverted."""
+    object (`reverted`, `failed`); exit 0 when every HPA was reverted. `dry_run` logs
+    each change instead, and writes nothing: no queue, no store, no event."""
     from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
     from scheduler import kubeconnect
+    from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
     from scheduler.revertall import revert_all
     from scheduler.store import Store
 
@@ -49,6 +56,20 @@ def revert_all_now(
     except kubeconnect.KubeConnectError as exc:
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIGURATION
+    if dry_run:
+        log.info("dry_run", changes="logged as dry_run_change, not made")
+        store = Store(IN_MEMORY)
+        try:
+            report = revert_all(
+                kube=DryRunKube(kube),
+                outbox=DryRunEvents(),
+                store=store,
+                cluster_id=settings.cluster_id,
+            )
+        finally:
+            store.close()
+            kube.close()
+        return _print_report(report)
     try:
         delivery = open_delivery(settings, token)
         store = Store(Path(settings.queue_dir) / FILE_NAME)
@@ -64,6 +85,10 @@ def revert_all_now(
         store.close()
         delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
         kube.close()
+    return _print_report(report)
+
+
+def _print_report(report: RevertAllReport) -> int:
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
@@ -79,14 +104,19 @@ class ScalingRole:
         kube: client.ApiClient,
         outbox: StreamOutbox,
         api: ApiClient,
+        dry_run: bool = False,
     ) -> None:
+        from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
+
         self._kube = kube
         self._interval = settings.reconcile_interval_seconds
+        self._dry_run = dry_run
         self.job = ScalingJob(
-            kube=kube,
+            # A dry run logs each change instead of making it, and keeps nothing.
+            kube=DryRunKube(kube) if dry_run else kube,
             api=api,
-            outbox=outbox,
-            store_path=Path(settings.queue_dir) / FILE_NAME,
+            outbox=DryRunEvents() if dry_run else outbox,
+            store_path=IN_MEMORY if dry_run else Path(settings.queue_dir) / FILE_NAME,
             cluster_id=settings.cluster_id,
             ignore_resources=settings.ignore_resources,
             interval=settings.reconcile_interval_seconds,
@@ -94,7 +124,7 @@ class ScalingRole:
 
     def start(self) -> None:
         self.job.start()
-        log.info("scaling_started", interval_seconds=self._interval)
+        log.info("scaling_started", interval_seconds=self._interval, dry_run=self._dry_run)
 
     def stop(self) -> None:
         """Let a cycle in progress finish (an HPA write completes), then stop."""

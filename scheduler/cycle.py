@@ -12,18 +12,35 @@ logged and counted, never a reason to undo or skip the scaling write it describe
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import structlog
 
 from scheduler.kubeapi import KubeApi, KubeError, Obj
 from scheduler.store import Store
 from shipper.health import HealthReporter
-from shipper.outbox import StreamOutbox
 from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler")
+
+
+class EventSink(Protocol):
+    """Where a cycle's events go: the scaling outbox stream (`StreamOutbox`), or the
+    dry run's log (`scheduler.dryrun.DryRunEvents`)."""
+
+    @property
+    def resync_needed(self) -> bool: ...
+
+    @property
+    def at_bound(self) -> bool: ...
+
+    def put(self, events: Iterable[ScalingEvent]) -> None: ...
+
+    def clear_resync_needed(self) -> None: ...
+
 
 APPLIED = "MooninScalingApplied"
 REVERTED = "MooninScalingReverted"
@@ -32,7 +49,7 @@ REVERTED = "MooninScalingReverted"
 @dataclass
 class Cycle:
     kube: KubeApi
-    outbox: StreamOutbox
+    outbox: EventSink
     store: Store
     cluster_id: str
     now: datetime

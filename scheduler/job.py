@@ -22,11 +22,12 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from kubernetes import client
 
+from scheduler.cycle import EventSink
 from scheduler.ignore import IgnoreRules
+from scheduler.kubeapi import KubeApi
 from scheduler.reconcile import COMPONENT, Reconciler, TemplateSource
 from scheduler.store import Store
 from shipper.health import HealthReporter
-from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("scheduler.job")
 
@@ -102,9 +103,9 @@ class ScalingJob:
     def __init__(
         self,
         *,
-        kube: client.ApiClient,
+        kube: client.ApiClient | KubeApi,
         api: TemplateSource,
-        outbox: StreamOutbox,
+        outbox: EventSink,
         store_path: str | Path,
         cluster_id: str,
         ignore_resources: Iterable[str] = (),

@@ -36,7 +36,7 @@ from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
-from scheduler.cycle import Cycle
+from scheduler.cycle import Cycle, EventSink
 from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import Conflict, KubeApi, KubeError, Obj
 from scheduler.revert import bounds, finish_restores, is_overridden, revert, target_name
@@ -45,7 +45,6 @@ from scheduler.templates import Template
 from scheduler.view import TemplateState, TemplateView, read_templates, revert_reason
 from shipper.errors import MooninAPIError
 from shipper.health import Health, HealthReporter
-from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("scheduler")
 
@@ -81,7 +80,7 @@ class Reconciler:
         *,
         kube: KubeApi | client.ApiClient,
         api: TemplateSource,
-        outbox: StreamOutbox,
+        outbox: EventSink,
         store: Store,
         cluster_id: str,
         ignore: IgnoreRules | Iterable[str] = (),

@@ -25,14 +25,13 @@ import structlog
 from kubernetes import client
 
 from scheduler import annotations as notes
-from scheduler.cycle import Cycle
+from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import Conflict, KubeApi, KubeError, NotFound, Obj
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, is_overridden, revert
 from scheduler.store import Store
 from shipper.health import HealthReporter
-from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("scheduler.revert_all")
 
@@ -50,7 +49,7 @@ class RevertAllReport:
 def revert_all(
     *,
     kube: KubeApi | client.ApiClient,
-    outbox: StreamOutbox,
+    outbox: EventSink,
     store: Store,
     cluster_id: str,
     now: datetime | None = None,

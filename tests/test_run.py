@@ -56,9 +56,11 @@ def agent_env(platform: FakePlatform, queue_dir: Path, **extra: str) -> dict[str
     return env
 
 
-def start_agent(env: dict[str, str], role: str = "discovery") -> subprocess.Popen[str]:
+def start_agent(
+    env: dict[str, str], role: str = "discovery", *options: str
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", role],
+        [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", role, *options],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

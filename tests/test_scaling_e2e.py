@@ -102,3 +102,58 @@ def test_revert_all_reverts_a_window_in_progress_and_ships_its_event(
     assert marker.startswith("t-1/a-1/")
     [revert] = [e for e in platform.events().values() if e["type"] == "revert"]
     assert revert["reason"] == "manual"
+
+
+def test_dry_runs_log_each_change_and_write_nothing(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    kube.create(h.namespace())
+    kube.create(h.deployment(replicas=2))  # no HPA: a real run would create one
+    started = datetime.now(UTC)
+    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
+    ends = stamp(started + timedelta(hours=1))
+    platform.set_templates([h.template(cron=None, execution={**execution, "run_until": ends})])
+    platform.set_actions("t-1", [h.action(low=4, high=20)])
+    queue = tmp_path / "queue"
+    env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.2")
+    kube.clear_requests()
+    agent = start_agent(env, "scaling", "--dry-run")
+    try:
+        wait_until(lambda: sum(r.route == "templates" for r in platform.requests) >= 3)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stderr = stop_within(agent, 30)
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    changes = [line for line in lines if line["event"] == "dry_run_change"]
+    intended = {(c["verb"], c["kind"]) for c in changes}
+    assert {("create", "horizontalpodautoscaler"), ("patch", "deployment")} <= intended
+    # Nothing changes, so every cycle means the same create again: the first says it all.
+    create = next(c for c in changes if c["verb"] == "create")
+    assert (create["spec"]["minReplicas"], create["spec"]["maxReplicas"]) == (4, 20)
+    assert any(line["event"] == "dry_run_event" and line["type"] == "apply" for line in lines)
+    # Nothing written: no Kubernetes write, no event sent, no scaling store.
+    assert [r for r in kube.requests if r.method != "GET"] == []
+    assert kube.list("horizontalpodautoscalers") == []
+    assert kube.get("deployments", h.NS, "web")["spec"]["replicas"] == 2
+    assert platform.events() == {}
+    assert not (queue / "scaling-state.db").exists()
+
+    # revert-all --dry-run over a window really applied: it says what it would revert.
+    agent = start_agent(env, "scaling")
+    try:
+        wait_until(lambda: kube.list("horizontalpodautoscalers") != [])
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+    before = kube.list("horizontalpodautoscalers"), kube.get("deployments", h.NS, "web")
+    writes = sum(r.method != "GET" for r in kube.requests)
+    hook_queue = tmp_path / "hook"
+    result = run_cli(
+        "scaling", "revert-all", "--dry-run", env={**env, "QUEUE_DIR": str(hook_queue)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"reverted": [f"{h.NS}/web"], "failed": {}}
+    assert "dry_run_change" in result.stderr
+    assert sum(r.method != "GET" for r in kube.requests) == writes
+    assert (kube.list("horizontalpodautoscalers"), kube.get("deployments", h.NS, "web")) == before
+    assert not hook_queue.exists()
