@@ -72,8 +72,10 @@ QUEUE_DEPTH = "moonin_agent_queue_records"
 DEAD_LETTERS = "moonin_agent_queue_dead_letters"
 
 # Inherited variables that would point the agent elsewhere or change what it shows: its
-# own settings, and proxies (a proxy cannot reach this machine's 127.0.0.1).
-_DROPPED_PREFIXES = ("CLUSTER_", "QUEUE_", "MOONIN_", "BATCH_", "POD_")
+# own settings, proxies (a proxy cannot reach this machine's 127.0.0.1), and the pod's
+# cluster (run in a pod, the agent would otherwise take the real API server over the
+# fake one).
+_DROPPED_PREFIXES = ("CLUSTER_", "QUEUE_", "MOONIN_", "BATCH_", "POD_", "KUBERNETES_")
 _DROPPED_SUFFIXES = ("API_URL", "_PROXY")
 _DROPPED_NAMES = frozenset(
     {
@@ -382,7 +384,12 @@ class Demo:
         with open(self._log_path, "wb") as log:
             # The child inherits the file; this process needs no handle of its own.
             self._agent = subprocess.Popen(
-                [sys.executable, "-m", "agent.cli", "run", "--role", "all"],
+                # --kubeconfig too: a kubeconfig given on the command line wins over a
+                # service account, wherever the demo runs.
+                [
+                    *(sys.executable, "-m", "agent.cli", "run", "--role", "all"),
+                    *("--kubeconfig", str(kubeconfig)),
+                ],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

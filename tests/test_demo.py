@@ -88,6 +88,8 @@ def test_the_agent_inherits_no_setting_that_would_point_it_elsewhere(tmp_path: P
         "IGNORE_RESOURCES": "deployment/*",
         "POD_NAMESPACE": "moonin",
         "https_proxy": "http://proxy.example:3128",
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
     }
     env = agent_environment(
         inherited,
@@ -101,6 +103,8 @@ def test_the_agent_inherits_no_setting_that_would_point_it_elsewhere(tmp_path: P
         assert name not in env
     for name in ("MOONIN_CA_BUNDLE", "IGNORE_RESOURCES", "POD_NAMESPACE", "https_proxy"):
         assert name not in env
+    # Run in a pod, the real cluster must stay out of reach.
+    assert "KUBERNETES_SERVICE_HOST" not in env and "KUBERNETES_SERVICE_PORT" not in env
     assert env["DISCOVERY_API_URL"] == env["SCALING_API_URL"] == "http://127.0.0.1:1234"
     assert env["HEALTH_ADDR"] == "127.0.0.1:4321"
     assert env["QUEUE_DIR"] == str(tmp_path / "queue")
