@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import structlog
@@ -18,7 +19,8 @@ from kubernetes import client
 from agent.config import Settings
 from agent.logs import configure_logging
 from scheduler.job import ScalingJob
-from scheduler.revertall import RevertAllReport
+from scheduler.kubeapi import KubeError
+from scheduler.revertall import revert_all
 from scheduler.store import FILE_NAME
 from shipper.client import ApiClient
 from shipper.health import HealthReporter
@@ -46,7 +48,6 @@ def revert_all_now(
     from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
     from scheduler import kubeconnect
     from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
-    from scheduler.revertall import revert_all
     from scheduler.store import Store
 
     token = TokenSource(value=settings.token, file=settings.token_file)
@@ -60,7 +61,7 @@ def revert_all_now(
         log.info("dry_run", changes="logged as dry_run_change, not made")
         store = Store(IN_MEMORY)
         try:
-            report = revert_all(
+            return _revert_and_report(
                 kube=DryRunKube(kube),
                 outbox=DryRunEvents(),
                 store=store,
@@ -69,7 +70,6 @@ def revert_all_now(
         finally:
             store.close()
             kube.close()
-        return _print_report(report)
     try:
         delivery = open_delivery(settings, token)
         store = Store(Path(settings.queue_dir) / FILE_NAME)
@@ -78,17 +78,24 @@ def revert_all_now(
         return EXIT_STARTUP_FAILED
     delivery.start()
     try:
-        report = revert_all(
+        return _revert_and_report(
             kube=kube, outbox=delivery.outbox[SCALING], store=store, cluster_id=settings.cluster_id
         )
     finally:
         store.close()
         delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
         kube.close()
-    return _print_report(report)
 
 
-def _print_report(report: RevertAllReport) -> int:
+def _revert_and_report(**revert_all_arguments: Any) -> int:
+    """Run `revert_all` and print its report; an unreachable cluster is one line, exit 1."""
+    from agent.run import EXIT_STARTUP_FAILED
+
+    try:
+        report = revert_all(**revert_all_arguments)
+    except KubeError as exc:
+        print(f"moonin-agent: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILED
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"

@@ -112,6 +112,8 @@ def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
         document = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise KubeConfigError(f"kubeconfig {path}: cannot be read: {exc}") from exc
+    if not isinstance(document, dict):
+        raise KubeConfigError(f"kubeconfig {path}: not a kubeconfig (expected a mapping)")
     name = context_name or document.get("current-context")
     if not name:
         raise KubeConfigError(f"kubeconfig {path}: no current-context; pass --context")

@@ -64,7 +64,10 @@ def parse_at(text: str | None) -> datetime:
         raise EvaluateError(
             f"--at: {text!r} has no UTC offset; add Z or +hh:mm (e.g. 2026-12-02T08:00:00Z)"
         )
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise EvaluateError(f"--at: {text!r} is outside the years 1-9999 in UTC") from None
 
 
 def read_payload(path: str) -> bytes:

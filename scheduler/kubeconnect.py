@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -43,7 +44,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> client
                 client_configuration=configuration,
                 persist_config=False,
             )
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
+    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         detail = " ".join(str(exc).splitlines()) or type(exc).__name__
         message = f"cannot load the cluster configuration ({where}): {detail}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
 from shipper.version import VERSION
 from tests.test_crash import WORKER, _worker_env
+from tests.test_run import agent_env, run_cli
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -142,3 +144,59 @@ def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     delivered = Counter(received["id"] for received in platform.received_records())
     assert sorted(delivered) == sorted(f"live-{n}" for n in range(total))
     assert max(delivered.values()) == 1
+
+
+# -- ordinary bad input to the cluster-facing commands --------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("case", "exit_code", "says"),
+    [
+        ("revert-all, cluster unreachable", 1, "list horizontalpodautoscalers"),
+        ("revert-all, kubeconfig not YAML", 2, "cannot load the cluster configuration"),
+        ("preview, kubeconfig a list", 2, "not a kubeconfig"),
+        ("evaluate, --at past year 9999 in UTC", 2, "outside the years 1-9999"),
+    ],
+)
+def test_bad_input_to_a_command_is_one_line_not_a_traceback(
+    platform: FakePlatform, tmp_path: Path, case: str, exit_code: int, says: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    env = agent_env(platform, tmp_path / "queue")
+    if case.startswith("revert-all, cluster"):
+        cluster = {"server": f"http://127.0.0.1:{_closed_port()}"}
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": cluster}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "current-context": "c",
+                }
+            )
+        )
+        args = ["scaling", "revert-all", "--kubeconfig", str(kubeconfig)]
+    elif case.startswith("revert-all"):
+        kubeconfig.write_text("garbage: [\n")
+        args = ["scaling", "revert-all", "--kubeconfig", str(kubeconfig)]
+    elif case.startswith("preview"):
+        kubeconfig.write_text("- a\n")
+        args = ["preview", "--kubeconfig", str(kubeconfig)]
+    else:
+        templates = tmp_path / "templates.json"
+        templates.write_text('{"templates": []}')
+        args = ["scaling", "evaluate", "--templates", str(templates)]
+        args += ["--at", "9999-12-31T23:59:59-05:00"]
+    result = run_cli(*args, env=env)
+    assert result.returncode == exit_code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and says in lines[0]
