@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from kubernetes import client
 
 from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, KubeApi, Obj
 from shipper.records import ScalingEvent
@@ -27,9 +26,6 @@ DRY_RUN_UID = "dry-run"
 
 
 class DryRunKube(KubeApi):
-    def __init__(self, api_client: client.ApiClient) -> None:
-        super().__init__(api_client)
-
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "deployment", namespace, name, patch=_shown(patch))
         return merge_patch(self.get_deployment(namespace, name), patch)
