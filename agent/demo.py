@@ -387,8 +387,14 @@ class Demo:
                 # --kubeconfig too: a kubeconfig given on the command line wins over a
                 # service account, wherever the demo runs.
                 [
-                    *(sys.executable, "-m", "agent.cli", "run", "--role", "all"),
-                    *("--kubeconfig", str(kubeconfig)),
+                    sys.executable,
+                    "-m",
+                    "agent.cli",
+                    "run",
+                    "--role",
+                    "all",
+                    "--kubeconfig",
+                    str(kubeconfig),
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,

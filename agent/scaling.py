@@ -10,7 +10,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import structlog
@@ -18,10 +17,12 @@ from kubernetes import client
 
 from agent.config import Settings
 from agent.logs import configure_logging
+from scheduler.cycle import EventSink
+from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
 from scheduler.job import ScalingJob
-from scheduler.kubeapi import KubeError
+from scheduler.kubeapi import KubeApi, KubeError
 from scheduler.revertall import revert_all
-from scheduler.store import FILE_NAME
+from scheduler.store import FILE_NAME, Store
 from shipper.client import ApiClient
 from shipper.health import HealthReporter
 from shipper.lock import QueueDirectoryBusy
@@ -47,8 +48,6 @@ def revert_all_now(
     each change instead, and writes nothing: no queue, no store, no event."""
     from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
     from scheduler import kubeconnect
-    from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
-    from scheduler.store import Store
 
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
@@ -57,45 +56,30 @@ def revert_all_now(
     except kubeconnect.KubeConnectError as exc:
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIGURATION
+    delivery = None
+    outbox: EventSink
     if dry_run:
         log.info("dry_run", changes="logged as dry_run_change, not made")
-        store = Store(IN_MEMORY)
+        target, outbox, store = DryRunKube(kube), DryRunEvents(), Store(IN_MEMORY)
+    else:
         try:
-            return _revert_and_report(
-                kube=DryRunKube(kube),
-                outbox=DryRunEvents(),
-                store=store,
-                cluster_id=settings.cluster_id,
-            )
-        finally:
-            store.close()
-            kube.close()
+            delivery = open_delivery(settings, token)
+            store = Store(Path(settings.queue_dir) / FILE_NAME)
+        except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
+            print(f"moonin-agent: {exc}", file=sys.stderr)
+            return EXIT_STARTUP_FAILED
+        delivery.start()
+        target, outbox = KubeApi(kube), delivery.outbox[SCALING]
     try:
-        delivery = open_delivery(settings, token)
-        store = Store(Path(settings.queue_dir) / FILE_NAME)
-    except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
+        report = revert_all(kube=target, outbox=outbox, store=store, cluster_id=settings.cluster_id)
+    except KubeError as exc:  # the cluster cannot be reached: one line, exit 1
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILED
-    delivery.start()
-    try:
-        return _revert_and_report(
-            kube=kube, outbox=delivery.outbox[SCALING], store=store, cluster_id=settings.cluster_id
-        )
     finally:
         store.close()
-        delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
+        if delivery is not None:
+            delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
         kube.close()
-
-
-def _revert_and_report(**revert_all_arguments: Any) -> int:
-    """Run `revert_all` and print its report; an unreachable cluster is one line, exit 1."""
-    from agent.run import EXIT_STARTUP_FAILED
-
-    try:
-        report = revert_all(**revert_all_arguments)
-    except KubeError as exc:
-        print(f"moonin-agent: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILED
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
@@ -113,8 +97,6 @@ class ScalingRole:
         api: ApiClient,
         dry_run: bool = False,
     ) -> None:
-        from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
-
         self._kube = kube
         self._interval = settings.reconcile_interval_seconds
         self._dry_run = dry_run

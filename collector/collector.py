@@ -542,9 +542,10 @@ class Collector:
         """(Lock held, a resync running.) Stop waiting for what cannot list now; once
         nothing is left, commit what the resync produced, and only then clear the outbox's
         mark: a crash before that finds the mark and resyncs again."""
-        by_plural = {i.resource.plural: i for i in self.informers}
         self._resync_pending = {
-            plural for plural in self._resync_pending if not _cannot_list(by_plural[plural])
+            i.resource.plural
+            for i in self.informers
+            if i.resource.plural in self._resync_pending and not _cannot_list(i)
         }
         if self._resync_pending:
             return
@@ -570,9 +571,8 @@ class Collector:
         lists[sink.source.resource.plural] = listed_at
         # A source that cannot list (rbac: ClusterRoles forbidden) is not waited for: its
         # keys in the snapshot are the ones it produced before.
-        unlisted = {i.resource.plural for i in self.informers if i.resource.plural in sources}
-        unlisted -= set(lists)
-        if any(not _cannot_list(i) for i in self.informers if i.resource.plural in unlisted):
+        waiting = (i for i in self.informers if i.resource.plural in sources.difference(lists))
+        if any(not _cannot_list(i) for i in waiting):
             return
         del self._lists_since_snapshot[kind]
         taken = (resource_version, min(lists.values()))

@@ -56,7 +56,7 @@ _SAFE_VALUE_FLAGS = frozenset(
     }
 )
 _WHITESPACE = re.compile(r"(\s+)")
-_REDACTED_RUN = re.compile(r"\[REDACTED\](?:\s+\[REDACTED\])+")
+_REDACTED_RUN = re.compile(rf"{re.escape(REDACTED)}(?:\s+{re.escape(REDACTED)})+")
 
 DOCKER_HUB = "docker.io"
 _LEGACY_DOCKER_HUBS = frozenset({"index.docker.io", "registry-1.docker.io"})

@@ -162,9 +162,10 @@ def _parse_item(field: _Field, item: str) -> range:
 
 
 def _parse_step(field: _Field, item: str, text: str) -> int:
-    if not _NUMBER.fullmatch(text) or _number(field, text) == 0:
+    step = _number(field, text) if _NUMBER.fullmatch(text) else 0
+    if step == 0:
         raise CronError(field.name, f"bad step {text!r} in {item!r}: expected a whole number >= 1")
-    return _number(field, text)
+    return step
 
 
 def _parse_value(field: _Field, item: str, text: str) -> int:

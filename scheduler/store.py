@@ -45,6 +45,9 @@ _SCHEMA = (
 )
 
 
+_SELECT_RESTORES = "SELECT namespace, deployment, replicas, released FROM pending_restores"
+
+
 @dataclass(frozen=True, slots=True)
 class PendingRestore:
     namespace: str
@@ -118,17 +121,13 @@ class Store:
 
     def restores(self) -> list[PendingRestore]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT namespace, deployment, replicas, released FROM pending_restores"
-                " ORDER BY namespace, deployment"
-            ).fetchall()
+            rows = self._db.execute(f"{_SELECT_RESTORES} ORDER BY namespace, deployment").fetchall()
         return [PendingRestore(*row) for row in rows]
 
     def restore_of(self, namespace: str, deployment: str) -> PendingRestore | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT namespace, deployment, replicas, released FROM pending_restores"
-                " WHERE namespace = ? AND deployment = ?",
+                f"{_SELECT_RESTORES} WHERE namespace = ? AND deployment = ?",
                 (namespace, deployment),
             ).fetchone()
         return PendingRestore(*row) if row else None

@@ -53,8 +53,6 @@ class DiskReserve:
         """Give the space back; False when there was none held."""
         try:
             self.path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError:
+        except OSError:  # gone already, or not ours to remove
             return False
         return True

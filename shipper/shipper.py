@@ -170,8 +170,8 @@ class StreamShipper:
 
     def _dead_letter(self, entries: Sequence[Entry], exc: MooninAPIError) -> None:
         self._until_written(
-            lambda: self.outbox.dead_letter(
-                entries, status=exc.status, response=exc.body or str(exc)
+            functools.partial(
+                self.outbox.dead_letter, entries, status=exc.status, response=exc.body or str(exc)
             )
         )
         log.error(
@@ -194,7 +194,8 @@ class StreamShipper:
     def _until_written(self, write: Callable[[], None]) -> None:
         """Retry a write to the queue file (an ack, a dead letter) until it succeeds. A full
         disk or an I/O error is a condition to report and wait out, not a reason to end the
-        thread; the batch stays in the file meanwhile (sent again later, answered 409)."""
+        thread. The delivered batch stays in the file meanwhile; only a restart before the
+        write succeeds sends it again (answered 409)."""
         while True:
             try:
                 write()

@@ -460,8 +460,8 @@ class Store:
                 kind.history.clear()
                 kind.order = None
                 kind.floor = self._rv
-                for subscription in kind.subscribers:
-                    subscription.queue.put(last_item)
+            self.post(None, lambda _: last_item)
+            for kind in self._kinds.values():
                 kind.subscribers.clear()
 
 
