@@ -204,6 +204,24 @@ def test_on_a_full_volume_the_reserve_makes_room_for_the_ack_and_comes_back_afte
         assert reserve.stat().st_size == 1024 * 1024
 
 
+def test_a_shrink_that_fails_for_lack_of_space_does_not_fail_the_ack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Outbox(tmp_path, bounds=Bounds(chunk_records=1)) as outbox:
+        stream = outbox[DISCOVERY]
+
+        def no_room_for_a_copy() -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(stream._queue, "shrink_disk_usage", no_room_for_a_copy)
+        # Enough to make the drain worth a shrink (4 MiB freed).
+        stream.put([record(f"a/{n}", size=600_000) for n in range(8)])
+        while (batch := stream.take(max_records=1, max_bytes=10**7)) is not None:
+            stream.ack(batch)
+        assert on_disk(tmp_path)["queued"] == []
+        assert stream.stats().records == 0
+
+
 def test_with_the_reserve_used_up_a_full_volume_fails_the_ack_and_keeps_the_batch(
     tmp_path: Path,
 ) -> None:

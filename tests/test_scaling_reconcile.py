@@ -980,3 +980,26 @@ def test_ids_with_separators_keep_their_window_released(
     spec = h.hpa()["spec"]
     assert (spec["minReplicas"], spec["maxReplicas"]) == (7, 20)
     assert notes.MANAGED not in ours(h.hpa())
+
+
+def test_a_template_whose_planning_crashes_is_logged_and_the_others_still_apply(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.api.templates = [template("t-bug"), template()]
+    get_actions = h.api.get_actions
+
+    def a_bug_for_one(template_id: str) -> list[dict[str, Any]]:
+        if template_id == "t-bug":
+            raise RuntimeError("a bug, not an API failure")
+        return get_actions(template_id)
+
+    monkeypatch.setattr(h.api, "get_actions", a_bug_for_one)
+    with structlog.testing.capture_logs() as logs:
+        report = h.run(at(9))
+    assert (report.applies, report.failures) == (1, 1)
+    assert ours(h.hpa())[notes.TEMPLATE_ID] == "t-1"
+    assert [line["template"] for line in logs if line["event"] == "scaling_plan_crashed"] == [
+        "t-bug"
+    ]
