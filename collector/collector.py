@@ -357,7 +357,8 @@ class Collector:
             if sink.normalizer.kind not in NOT_SNAPSHOTTED:
                 kind_sources = self._snapshot_sources.setdefault(sink.normalizer.kind, set())
                 kind_sources.add(sink.source.resource.plural)
-        self._lists_since_snapshot: dict[str, dict[str, str]] = {}  # kind -> source -> start
+        # kind -> source -> (resourceVersion, start) of its list since the kind's last snapshot
+        self._lists_since_snapshot: dict[str, dict[str, tuple[str, str]]] = {}
         # Kind -> (what it waits for, resourceVersion, listed_at) of a snapshot held back.
         self._held_snapshots: dict[str, tuple[frozenset[Resource], str, str]] = {}
         self._version: str | None = None
@@ -564,22 +565,30 @@ class Collector:
         last snapshot; `listed_at` is then the earliest list's start, so nothing created
         during the lists is forgotten by the platform."""
         kind = sink.normalizer.kind
-        sources = self._snapshot_sources.get(kind)
-        if sources is None:
+        if kind not in self._snapshot_sources:
             return
         lists = self._lists_since_snapshot.setdefault(kind, {})
-        lists[sink.source.resource.plural] = listed_at
-        # A source that cannot list (rbac: ClusterRoles forbidden) is not waited for: its
-        # keys in the snapshot are the ones it produced before.
-        waiting = (i for i in self.informers if i.resource.plural in sources.difference(lists))
-        if any(not _cannot_list(i) for i in waiting):
+        lists.pop(sink.source.resource.plural, None)  # the latest list goes last
+        lists[sink.source.resource.plural] = (resource_version, listed_at)
+        self._snapshot_if_complete(kind)
+
+    def _snapshot_if_complete(self, kind: str) -> None:
+        """Send the kind's snapshot once every source has listed since the last one. A
+        source that cannot list (rbac: ClusterRoles forbidden) is not waited for, its keys
+        in the snapshot being the ones it produced before; since it may fail only after the
+        others listed, this is checked again before each flush too."""
+        lists = self._lists_since_snapshot[kind]
+        unlisted = self._snapshot_sources[kind].difference(lists)
+        if any(i.resource.plural in unlisted and not _cannot_list(i) for i in self.informers):
             return
         del self._lists_since_snapshot[kind]
-        taken = (resource_version, min(lists.values()))
-        if self._listed(sink.source.waits_for):
+        last = next(reversed(lists))
+        taken = (lists[last][0], min(started for _, started in lists.values()))
+        waits_for = self.sinks[last].source.waits_for
+        if self._listed(waits_for):
             self._send_snapshot(kind, *taken)
         else:  # after the records held back, once they are released (`_rebuild_stale`)
-            self._held_snapshots[kind] = (sink.source.waits_for, *taken)
+            self._held_snapshots[kind] = (waits_for, *taken)
 
     def _send_snapshot(self, kind: str, resource_version: str, listed_at: str) -> None:
         keys = self.state.produced.keys_of_kind(kind)
@@ -650,8 +659,9 @@ class Collector:
 
     def _rebuild_stale(self) -> None:
         """Before each flush: rebuild the records of Deployments whose relations changed and
-        of Jobs whose pods did (once per window however many changes), and release what was
-        held back once its dependencies have listed."""
+        of Jobs whose pods did (once per window however many changes), release what was held
+        back once its dependencies have listed, and stop waiting (snapshots, a resync) for
+        resources that cannot list."""
         with self.lock:
             if self._rebuilding:
                 return  # a flush that the rebuild's own records set off: it only commits
@@ -673,6 +683,11 @@ class Collector:
             if self._listed(waits_for):
                 del self._held_snapshots[kind]
                 self._send_snapshot(kind, *taken)
+        # What waits for a resource that has since turned out unable to list.
+        for kind in list(self._lists_since_snapshot):
+            self._snapshot_if_complete(kind)
+        if self._resync_pending:
+            self._settle_resync()
 
     def _rebuild_deployments(self, keys: set[str]) -> None:
         deployments = self.sinks[resources.DEPLOYMENTS.plural]

@@ -495,3 +495,35 @@ def test_records_held_for_their_relations_go_out_once_complete_before_their_snap
     last_deployment = max(i for i, slot in enumerate(order) if slot == ("deployment", None))
     assert order.index(("snapshot", "deployment")) > last_deployment
     assert collector.coalescer.reporter.snapshot().health.ok
+
+
+def test_a_snapshot_waiting_for_a_source_that_fails_later_goes_out_once_it_fails(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    collector = start()
+    received = Received(outbox)
+
+    def rbac_snapshots() -> int:
+        return sum(1 for r in received.events("snapshot") if r["data"]["of"] == "rbac")
+
+    wait_until(lambda: rbac_snapshots() == 1)
+    informers = {i.resource.plural: i for i in collector.informers}
+    kube.forbid("clusterroles")
+    # Three of the four RBAC sources list again; ClusterRoles' watch is still open and
+    # healthy, so the snapshot waits for it.
+    others = ("roles", "rolebindings", "clusterrolebindings")
+    lists = {plural: informers[plural].reporter.snapshot().counters["lists"] for plural in others}
+    for plural in others:
+        informers[plural].request_relist()
+        collector.api.abort_streams(informers[plural].resource.path)
+    wait_until(
+        lambda: all(informers[p].reporter.snapshot().counters["lists"] > lists[p] for p in others)
+    )
+    time.sleep(SETTINGS.flush_seconds * 4)
+    assert rbac_snapshots() == 1
+    # Only now does ClusterRoles find it cannot list: no list will come to trigger the
+    # snapshot, the check before each flush does.
+    collector.api.abort_streams(informers["clusterroles"].resource.path)
+    wait_until(lambda: not informers["clusterroles"].reporter.snapshot().health.ok)
+    wait_until(lambda: rbac_snapshots() == 2)
