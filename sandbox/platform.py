@@ -7,10 +7,17 @@ like the real one on the wire, including its failures. This one keeps the platfo
 contract defines, records every request, and can be scripted to fail per route: a status,
 a delay, a dropped connection, an outage of one route or of the whole listener.
 
+It can also answer with hostility, as a broken platform or a proxy in front of it might: a
+body that drips one byte at a time and may never end (`Drip`), a gzip bomb (`GzipBomb`), an
+oversized plain body (`HugeBody`) and a redirect (`Redirect`). Streamed answers stop quietly
+when the client goes away, and at once on `reset()` or `down()`; `bytes_sent(route)` says
+how many body bytes actually left, and `open_streams()` how many are still being written.
+
 In-process use (tests):
 
     with FakePlatform() as platform:
         platform.script("records", Status(503), Drop())
+        platform.fail_all("templates", Drip(every=0.5))  # a 200 that never finishes
         ...  # point the agent at platform.url
         assert platform.view()[("deployment", "shop/web")]["data"] == ...
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import itertools
 import signal
 import socket
 import ssl
@@ -32,8 +40,8 @@ import threading
 import time
 import traceback
 import zlib
-from collections import deque
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler
@@ -87,7 +95,55 @@ class Drop:
     apply: bool = False
 
 
-Fault = Status | Delay | Drop
+@dataclass(frozen=True)
+class Drip:
+    """A 200 whose body bytes arrive one at a time, each after a pause of `every` seconds.
+
+    With `body=None` the body never ends: `{"templates": [` then spaces forever, with no
+    Content-Length and `Connection: close` (not chunked, so every byte on the wire is a body
+    byte). With a `body`, it carries that Content-Length and ends once all of it was sent.
+    With `headers=True` the status line and header block are dripped too, so the answer
+    itself is late. The drip ends when a write fails (the client left), or on `reset()` or
+    `down()`.
+    """
+
+    every: float
+    body: bytes | None = None
+    headers: bool = False
+
+
+@dataclass(frozen=True)
+class GzipBomb:
+    """A 200 with `Content-Encoding: gzip` whose small body inflates to `inflated` bytes.
+
+    The compressed bytes are built once per size and cached; `script` and `fail_all` build
+    them, so the answer itself starts at once (2 GiB takes ~10 s to build, ~2 MB to send).
+    """
+
+    inflated: int
+
+
+@dataclass(frozen=True)
+class HugeBody:
+    """A plain 200 JSON body of `size` bytes, generated while it is sent.
+
+    `{"templates": [`, spaces, `]}`: valid JSON if read whole (from 17 bytes up).
+    """
+
+    size: int
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """Answer `code` with `Location: location` and a small JSON body."""
+
+    location: str
+    code: int = 307
+
+
+Fault = Status | Delay | Drop | Drip | GzipBomb | HugeBody | Redirect
+# Faults whose body is written while it is generated, by the connection's thread.
+_Streamed = Drip | GzipBomb | HugeBody
 
 
 # --- recording --------------------------------------------------------------------------
@@ -132,6 +188,9 @@ class _Reply:
     status: int
     body: bytes = b"{}"
     headers: tuple[tuple[str, str], ...] = ()
+    # A streamed answer: written by the handler, until done or until `cancelled` is set.
+    stream: _Streamed | None = None
+    cancelled: threading.Event | None = None
 
 
 def _json_reply(status: int, payload: Any, *headers: tuple[str, str]) -> _Reply:
@@ -282,6 +341,57 @@ def _gunzip(raw: bytes) -> bytes:
         raise _bad(f"body is not valid gzip: {exc}") from None
 
 
+# --- hostile bodies ---------------------------------------------------------------------
+
+# What an agent expecting templates starts to parse; the rest is whitespace, so a client
+# that stops early has read a prefix of valid JSON.
+_JSON_PREFIX = b'{"templates": ['
+_JSON_SUFFIX = b"]}"
+_CHUNK = 64 * 1024
+_SPACES = b" " * _CHUNK
+
+_bombs: dict[int, bytes] = {}
+_bombs_lock = threading.Lock()
+
+
+def _padded_json(size: int) -> Iterator[bytes]:
+    """`size` bytes of `{"templates": [   ...   ]}` in chunks, never all in memory."""
+    if size < len(_JSON_PREFIX) + len(_JSON_SUFFIX):
+        yield (_JSON_PREFIX + _JSON_SUFFIX)[:size]
+        return
+    yield _JSON_PREFIX
+    spaces = size - len(_JSON_PREFIX) - len(_JSON_SUFFIX)
+    while spaces > 0:
+        chunk = _SPACES[: min(spaces, _CHUNK)]
+        spaces -= len(chunk)
+        yield chunk
+    yield _JSON_SUFFIX
+
+
+def _gzip_bomb(inflated: int) -> bytes:
+    """The gzip of `inflated` bytes of a JSON prefix and spaces, built once per size."""
+    with _bombs_lock:  # two racing requests build it once
+        bomb = _bombs.get(inflated)
+        if bomb is None:
+            # Compressed piece by piece: the inflated bytes never exist in memory.
+            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+            left = inflated
+            pieces = [compressor.compress(_JSON_PREFIX[:left])]
+            left -= len(_JSON_PREFIX[:left])
+            block = b" " * (1 << 20)
+            while left > 0:
+                pieces.append(compressor.compress(block[: min(left, len(block))]))
+                left -= min(left, len(block))
+            pieces.append(compressor.flush())
+            bomb = _bombs[inflated] = b"".join(pieces)
+        return bomb
+
+
+def _prepare(fault: Fault | None) -> None:
+    if isinstance(fault, GzipBomb):
+        _gzip_bomb(fault.inflated)
+
+
 def _decode_body(raw: bytes, encoding: str, limit: int | None) -> bytes:
     encoding = encoding.strip().lower()
     if encoding == "gzip":
@@ -350,6 +460,9 @@ class FakePlatform:
         self._thread: threading.Thread | None = None
         self._lifecycle = threading.Lock()
         self._lock = threading.Lock()
+        # Set by reset() and down() (then replaced): ends the streamed answers under way.
+        self._cancel_streams = threading.Event()
+        self._open_streams = 0  # not reset: it counts threads still writing
         self._clear()
 
     # lifecycle -------------------------------------------------------------------------
@@ -396,6 +509,8 @@ class FakePlatform:
                 return
             server.shutdown()
             server.server_close()
+            with self._lock:
+                self._end_streams()
             server.cut_connections()
             thread.join()
             self._server = self._thread = None
@@ -421,12 +536,15 @@ class FakePlatform:
     def script(self, route: str, *faults: Fault) -> None:
         """Queue faults for `route`, consumed one per request, before any fail_all fault."""
         _check_route(route)
+        for fault in faults:
+            _prepare(fault)
         with self._lock:
             self._scripts[route].extend(faults)
 
     def fail_all(self, route: str, fault: Fault | None) -> None:
         """Apply `fault` to every request on `route` (after its script) until set to None."""
         _check_route(route)
+        _prepare(fault)
         with self._lock:
             if fault is None:
                 self._persistent.pop(route, None)
@@ -447,6 +565,8 @@ class FakePlatform:
             self._clear()
 
     def _clear(self) -> None:
+        self._end_streams()
+        self._bytes_sent: Counter[str] = Counter()
         self.token = self._initial_token
         self.heartbeat_answer: dict[str, Any] = {}
         self.reject_record: Callable[[dict[str, Any]], bool] | None = None
@@ -496,6 +616,19 @@ class FakePlatform:
         with self._lock:
             return list(self._received_events)
 
+    def bytes_sent(self, route: str) -> int:
+        """Body bytes written to the socket for the requests of `route` since reset(): what
+        left the platform, not what the client read. A write counts as it starts (a client
+        that has read a body always finds it counted) and is taken back if it fails."""
+        _check_route(route)
+        with self._lock:
+            return self._bytes_sent[route]
+
+    def open_streams(self) -> int:
+        """Streamed (Drip, GzipBomb, HugeBody) answers still being written."""
+        with self._lock:
+            return self._open_streams
+
     @property
     def last_heartbeat(self) -> dict[str, Any] | None:
         with self._lock:
@@ -514,10 +647,11 @@ class FakePlatform:
 
     # serving (called from the connection threads) --------------------------------------
 
-    def _serve(self, incoming: _Incoming) -> _Reply:
+    def _serve(self, incoming: _Incoming) -> tuple[str | None, _Reply]:
+        """The route (for counting bytes sent) and the reply."""
         route, cluster_id, template_id = _match(incoming.method, incoming.path)
         if route is not None and route.startswith("_sandbox/"):
-            return self._sandbox_reply(route)
+            return route, self._sandbox_reply(route)
         try:
             reply = self._answer(incoming, route, cluster_id, template_id)
         except _Refusal as refusal:
@@ -527,7 +661,7 @@ class FakePlatform:
             traceback.print_exc()
             reply = _error_reply(500, "the fake platform failed; see its stderr")
         self._record(incoming, route, reply)
-        return reply
+        return route, reply
 
     def _answer(
         self,
@@ -540,11 +674,16 @@ class FakePlatform:
             raise _Refusal(404, "no such endpoint")
         if route == "method":
             raise _Refusal(405, f"{incoming.method} is not allowed here")
-        fault = self._next_fault(route)
+        fault, cancelled = self._next_fault(route)
         if isinstance(fault, Delay):
             time.sleep(fault.seconds)
         elif isinstance(fault, Status):
             return _fault_reply(fault)
+        elif isinstance(fault, Redirect):
+            body = _encode({"error": f"moved to {fault.location}"})
+            return _Reply(fault.code, body, (("Location", fault.location),))
+        elif isinstance(fault, _Streamed):
+            return _Reply(200, b"", stream=fault, cancelled=cancelled)
         elif isinstance(fault, Drop):
             if fault.apply:
                 with contextlib.suppress(_Refusal):
@@ -552,10 +691,12 @@ class FakePlatform:
             return _DROPPED
         return self._authorized_answer(incoming, route, cluster_id, template_id)
 
-    def _next_fault(self, route: str) -> Fault | None:
+    def _next_fault(self, route: str) -> tuple[Fault | None, threading.Event]:
+        """The fault for this request, and the event that a reset() after it will set."""
         with self._lock:
             script = self._scripts[route]
-            return script.popleft() if script else self._persistent.get(route)
+            fault = script.popleft() if script else self._persistent.get(route)
+            return fault, self._cancel_streams
 
     def _authorized_answer(
         self,
@@ -705,6 +846,22 @@ class FakePlatform:
 
     # bookkeeping -----------------------------------------------------------------------
 
+    def _end_streams(self) -> None:
+        # Under self._lock (or in __init__).
+        self._cancel_streams.set()
+        self._cancel_streams = threading.Event()
+
+    def _count_sent(self, route: str, size: int, cancelled: threading.Event | None) -> None:
+        """Add `size` (negative: take back a failed write) to the body bytes of `route`."""
+        with self._lock:
+            # A stream cut by reset() must not count into the next test's numbers.
+            if route in ROUTES and not (cancelled is not None and cancelled.is_set()):
+                self._bytes_sent[route] += size
+
+    def _stream_opened(self, change: int) -> None:
+        with self._lock:
+            self._open_streams += change
+
     def _record(self, incoming: _Incoming, route: str | None, reply: _Reply) -> None:
         status = None if reply is _DROPPED else reply.status
         with self._lock:
@@ -789,21 +946,23 @@ class _Handler(BaseHTTPRequestHandler):
         incoming = _Incoming.read(
             self.command, self.path, headers, raw, arrived, platform.max_body_bytes
         )
-        reply = platform._serve(incoming)
+        route, reply = platform._serve(incoming)
         if reply is _DROPPED:
             self._drop()
+        elif reply.stream is not None:
+            self._stream(route or "", reply.stream, reply.cancelled or threading.Event())
         else:
-            self._write(reply)
+            self._write(reply, route or "")
 
     def _read_body(self) -> bytes | None:
         try:
             return read_request_body(self)
         except InvalidLength:
             self.close_connection = True
-            self._write(_error_reply(400, "invalid Content-Length"))
+            self._write(_error_reply(400, "invalid Content-Length"), "")
             return None
 
-    def _write(self, reply: _Reply) -> None:
+    def _write(self, reply: _Reply, route: str) -> None:
         self.send_response(reply.status)
         for name, value in reply.headers:
             self.send_header(name, value)
@@ -813,7 +972,87 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        platform = self.server.platform
+        platform._count_sent(route, len(body), None)
+        try:
+            self.wfile.write(body)
+            self.wfile.flush()  # here, so that a failed write is known and not counted
+        except OSError:
+            platform._count_sent(route, -len(body), None)
+            raise
+
+    # Streamed answers go straight to the socket, unbuffered, so a byte written is a byte
+    # sent, and a client that left surfaces as an OSError at the write that follows.
+
+    def _stream(self, route: str, fault: _Streamed, cancelled: threading.Event) -> None:
+        platform = self.server.platform
+        platform._stream_opened(1)
+        try:
+            if isinstance(fault, Drip):
+                self._drip(route, fault, cancelled)
+            elif isinstance(fault, GzipBomb):
+                bomb = _gzip_bomb(fault.inflated)
+                head = self._head(("Content-Encoding", "gzip"), ("Content-Length", str(len(bomb))))
+                self._send(head, "", cancelled)
+                view = memoryview(bomb)
+                for start in range(0, len(bomb), _CHUNK):
+                    self._send(view[start : start + _CHUNK], route, cancelled)
+            else:
+                self._send(self._head(("Content-Length", str(fault.size))), "", cancelled)
+                for chunk in _padded_json(fault.size):
+                    self._send(chunk, route, cancelled)
+        except (OSError, _StreamEnded):
+            # The client went away, or reset()/down() ended the answer: neither is an error
+            # of the fake, and the half-sent answer leaves the connection unusable.
+            self.close_connection = True
+        finally:
+            platform._stream_opened(-1)
+
+    def _drip(self, route: str, fault: Drip, cancelled: threading.Event) -> None:
+        if fault.body is None:
+            self.close_connection = True  # the body ends only with the connection
+            head = self._head(("Connection", "close"))
+            body: Iterator[int] = itertools.chain(_JSON_PREFIX, itertools.repeat(ord(" ")))
+        else:
+            head = self._head(("Content-Length", str(len(fault.body))))
+            body = iter(fault.body)
+        if fault.headers:
+            for byte in head:
+                self._pause(fault.every, cancelled)
+                self._send(bytes((byte,)), "", cancelled)
+        else:
+            self._send(head, "", cancelled)
+        for byte in body:
+            self._pause(fault.every, cancelled)
+            self._send(bytes((byte,)), route, cancelled)
+
+    def _head(self, *headers: tuple[str, str]) -> bytes:
+        """A 200's status line and headers, as bytes to send (or drip) by hand."""
+        lines = [
+            f"{self.protocol_version} 200 OK",
+            f"Server: {self.server_version}",
+            f"Date: {self.date_time_string()}",
+            "Content-Type: application/json",
+            *(f"{name}: {value}" for name, value in headers),
+        ]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _send(self, data: bytes | memoryview, route: str, cancelled: threading.Event) -> None:
+        """Write `data`, counted as body bytes of `route` (not when route is "")."""
+        if cancelled.is_set():
+            raise _StreamEnded
+        count = self.server.platform._count_sent
+        count(route, len(data), cancelled)
+        try:
+            self.connection.sendall(data)
+        except OSError:
+            count(route, -len(data), cancelled)
+            raise
+
+    @staticmethod
+    def _pause(seconds: float, cancelled: threading.Event) -> None:
+        if cancelled.wait(seconds):
+            raise _StreamEnded
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -822,6 +1061,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # benchmarks push 10^5 requests; a line each would be the bottleneck
+
+
+class _StreamEnded(Exception):
+    """reset() or down() ended a streamed answer part way."""
 
 
 class _Server(LoopbackServer):

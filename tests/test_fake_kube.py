@@ -6,8 +6,10 @@ httpx where the client cannot express a request."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sandbox.kube import ApiError, FakeKube
 from sandbox.kube.synthetic import SyntheticSpec, populate
+from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 NS = "shop"
@@ -151,6 +154,95 @@ def in_thread(target: Callable[[], Any]) -> dict[str, Any]:
 
 def names(items: list[Any]) -> list[str]:
     return [item.metadata.name for item in items]
+
+
+class RawAnswer:
+    """One request on a connection of its own, its answer read by a thread as it arrives:
+    `pieces` holds each read with its `time.monotonic()`, `ended` turns true when the server
+    closes (or resets) the connection. Made for watching a dripped answer trickle in."""
+
+    def __init__(
+        self, kube: FakeKube, method: str, path: str, body: bytes = b"", content_type: str = ""
+    ) -> None:
+        self.pieces: list[tuple[float, bytes]] = []
+        self.ended = False
+        self._socket = socket.create_connection(("127.0.0.1", kube.port), timeout=60)
+        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+        if content_type:
+            lines.append(f"Content-Type: {content_type}")
+        self.sent = time.monotonic()  # before the server can have seen the request
+        self._socket.sendall("\r\n".join(lines).encode() + b"\r\n\r\n" + body)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while piece := self._socket.recv(65536):
+                self.pieces.append((time.monotonic(), piece))
+        except OSError:
+            pass
+        self.ended = True
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(piece for _, piece in list(self.pieces))
+
+    @property
+    def head(self) -> bytes | None:
+        """The status line and headers, once they have all arrived."""
+        data = self.data
+        end = data.find(b"\r\n\r\n")
+        return None if end < 0 else data[: end + 4]
+
+    @property
+    def body(self) -> bytes:
+        head = self.head
+        return b"" if head is None else self.data[len(head) :]
+
+    @property
+    def complete(self) -> bool:
+        head = self.head
+        if head is None:
+            return False
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        return len(self.body) >= length
+
+    def arrival(self, offset: int) -> float:
+        """When the answer's byte at `offset` was read (no sooner than it was sent)."""
+        seen = 0
+        for at, piece in list(self.pieces):
+            seen += len(piece)
+            if offset < seen:
+                return at
+        raise IndexError(offset)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture
+def raw() -> Iterator[Callable[..., RawAnswer]]:
+    opened: list[RawAnswer] = []
+
+    def start(kube: FakeKube, method: str, path: str, *args: Any) -> RawAnswer:
+        answer = RawAnswer(kube, method, path, *args)
+        opened.append(answer)
+        return answer
+
+    yield start
+    for answer in opened:
+        answer.close()
+
+
+def new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread not in before]
 
 
 # --- lists -----------------------------------------------------------------------------------
@@ -1026,6 +1118,154 @@ def test_every_request_is_logged(kube: FakeKube, core: client.CoreV1Api) -> None
     )
     assert first.query == {"limit": "5", "labelSelector": "app=web"}
     assert (second.path, second.status) == (f"/api/v1/namespaces/{NS}/pods/missing", 404)
+
+
+def test_a_dripped_get_sends_its_head_at_once_and_its_body_a_byte_at_a_time(
+    kube: FakeKube, raw: Callable[..., RawAnswer]
+) -> None:
+    every = 0.05
+    kube.drip_next(resource="namespaces", verb="get", every=every)
+    answer = raw(kube, "GET", f"/api/v1/namespaces/{NS}")
+    wait_until(lambda: len(answer.body) >= 5)
+    assert answer.head is not None and answer.head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"Content-Type: application/json\r\n" in answer.head
+    start = len(answer.head)
+    # Lower bounds only (a slow test thread reads late, never early): body byte k leaves
+    # k * every after the head, and byte 5 leaves 4 * every after byte 1.
+    for k in range(1, 6):
+        assert answer.arrival(start + k - 1) - answer.sent >= 0.9 * k * every
+    assert answer.arrival(start + 4) - answer.arrival(start) >= every
+    assert (kube.requests[-1].path, kube.requests[-1].status) == (f"/api/v1/namespaces/{NS}", 200)
+    # The drip is used up: the same request is answered at once, and began the same way.
+    assert httpx.get(f"{kube.url}/api/v1/namespaces/{NS}").content.startswith(answer.body)
+
+
+@pytest.mark.parametrize("headers", [False, True])
+def test_a_dripped_answer_once_complete_is_the_same_json_as_a_normal_one(
+    kube: FakeKube, core: client.CoreV1Api, headers: bool
+) -> None:
+    # The whole answer takes its length times `every`: a short one, dripped quickly.
+    every = 0.005
+    normal = core.list_namespaced_config_map(NS, _preload_content=False).data
+    kube.drip_next(resource="configmaps", every=every, headers=headers)
+    started = time.monotonic()
+    dripped = core.list_namespaced_config_map(NS, _preload_content=False)
+    body = dripped.data  # read to its end (headers=False: the call returned before the body)
+    assert time.monotonic() - started >= 0.9 * every * len(normal)  # it was dripped
+    assert dripped.status == 200
+    assert dripped.headers["Content-Type"] == "application/json"
+    assert json.loads(body) == json.loads(normal)
+    assert body == normal
+    assert core.list_namespaced_config_map(NS).items == []  # the connection is reusable
+
+
+def test_a_dripped_patch_changes_the_object_while_its_answer_trickles(
+    kube: FakeKube, raw: Callable[..., RawAnswer]
+) -> None:
+    kube.create(deployment("web"))
+    kube.drip_next(resource="deployments", verb="patch", every=0.05)
+    answer = raw(
+        kube,
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{NS}/deployments/web",
+        b'{"spec":{"replicas":5}}',
+        "application/merge-patch+json",
+    )
+    wait_until(lambda: kube.get("deployments", NS, "web")["spec"]["replicas"] == 5)
+    wait_until(lambda: answer.head is not None)
+    assert answer.head is not None and answer.head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert (kube.requests[-1].method, kube.requests[-1].status) == ("PATCH", 200)
+
+
+def test_a_drip_with_headers_delays_the_status_line_too(
+    kube: FakeKube, raw: Callable[..., RawAnswer]
+) -> None:
+    every = 0.05
+    kube.drip_next(resource="namespaces", every=every, headers=True)
+    answer = raw(kube, "GET", f"/api/v1/namespaces/{NS}")
+    status_line = b"HTTP/1.1 200 OK\r\n"
+    wait_until(lambda: answer.data.startswith(status_line))
+    assert answer.arrival(0) - answer.sent >= 0.9 * every
+    assert answer.arrival(len(status_line) - 1) - answer.sent >= 0.9 * len(status_line) * every
+    assert kube.requests[-1].status == 200  # logged as usual, as soon as it was decided
+
+
+def test_a_drip_is_used_up_by_count_matching_requests_and_the_next_is_normal(
+    kube: FakeKube, raw: Callable[..., RawAnswer]
+) -> None:
+    # A byte a minute: a dripped answer cannot complete within `wait_until`'s time.
+    kube.drip_next(2, resource="namespaces", verb="get", every=60)
+    listing = raw(kube, "GET", "/api/v1/namespaces")  # verb `list`: no match, nothing used
+    wait_until(lambda: listing.complete)
+    dripped = []
+    for _ in range(2):
+        dripped.append(raw(kube, "GET", f"/api/v1/namespaces/{NS}"))
+        wait_until(lambda: dripped[-1].head is not None)  # one at a time: the order is known
+    normal = raw(kube, "GET", f"/api/v1/namespaces/{NS}")
+    wait_until(lambda: normal.complete)
+    assert json.loads(normal.body) == kube.get("namespaces", None, NS)
+    assert [r.status for r in kube.requests[-4:]] == [200, 200, 200, 200]
+    kube.clear_faults()  # cuts the dripped answers only
+    wait_until(lambda: all(answer.ended for answer in dripped))
+    assert not any(answer.complete for answer in dripped)
+    assert not normal.ended and not listing.ended  # kept alive
+
+
+def test_a_failure_comes_before_a_drip_and_a_watch_neither_drips_nor_uses_one_up(
+    kube: FakeKube, core: client.CoreV1Api, raw: Callable[..., RawAnswer]
+) -> None:
+    with pytest.raises(ValueError, match="stall_watches"):
+        kube.drip_next(verb="watch")
+    kube.fail_next(500, resource="pods", verb="get")
+    kube.drip_next(resource="pods", every=60)
+    pods = core.list_namespaced_pod(
+        NS,
+        watch=True,
+        resource_version=str(kube.current_rv),
+        timeout_seconds=5,
+        _preload_content=False,
+    )
+    kube.wait_for_watches(1, "pods")
+    kube.create(pod("p"))
+    assert next(raw_events(pods))["object"]["metadata"]["name"] == "p"
+    pods.release_conn()
+    failed = raw(kube, "GET", f"/api/v1/namespaces/{NS}/pods/p")
+    wait_until(lambda: failed.complete)  # the failure, answered at once
+    assert failed.head is not None and failed.head.startswith(b"HTTP/1.1 500 ")
+    dripped = raw(kube, "GET", f"/api/v1/namespaces/{NS}/pods/p")  # the drip is still there
+    wait_until(lambda: dripped.head is not None)
+    assert dripped.head is not None and dripped.head.startswith(b"HTTP/1.1 200 ")
+    kube.clear_faults()
+    wait_until(lambda: dripped.ended)
+    assert not dripped.complete
+
+
+@pytest.mark.parametrize("end", ["reset", "clear_faults", "stop"])
+def test_reset_clear_faults_and_stop_end_a_drip_in_progress_and_its_thread(
+    raw: Callable[..., RawAnswer], end: str
+) -> None:
+    with FakeKube() as own:
+        own.create(namespace(NS))
+        before = set(threading.enumerate())
+        # A byte a minute: only ending the drip can end this answer within `wait_until`'s time.
+        own.drip_next(resource="namespaces", every=60)
+        answer = raw(own, "GET", f"/api/v1/namespaces/{NS}")
+        wait_until(lambda: answer.head is not None)
+        getattr(own, end)()
+        wait_until(lambda: answer.ended)
+        assert not answer.complete
+        wait_until(lambda: not new_threads(before))  # the handler is not left waiting
+
+
+def test_a_drip_ends_when_its_client_goes_away(raw: Callable[..., RawAnswer]) -> None:
+    with FakeKube() as own:
+        own.create(namespace(NS))
+        before = set(threading.enumerate())
+        own.drip_next(resource="namespaces", every=0.05)
+        answer = raw(own, "GET", f"/api/v1/namespaces/{NS}")
+        wait_until(lambda: len(answer.body) >= 1)
+        answer.close()
+        wait_until(lambda: not new_threads(before))  # its next byte's write failed
 
 
 # --- clients, synthetic cluster, subprocess ---------------------------------------------------

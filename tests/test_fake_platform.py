@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +23,18 @@ import httpx
 import msgspec
 import pytest
 
-from sandbox.platform import Delay, Drop, FakePlatform, Status
+from sandbox.platform import (
+    Delay,
+    Drip,
+    Drop,
+    FakePlatform,
+    GzipBomb,
+    HugeBody,
+    Redirect,
+    Status,
+)
 from sandbox.tls import TLSAuthority
+from tests.waiting import wait_until
 
 TOKEN = "test-token"
 AUTH = {"X-Cluster-Token": TOKEN, "Authorization": f"Bearer {TOKEN}"}
@@ -533,6 +544,202 @@ def test_an_unknown_route_name_is_refused(platform: FakePlatform) -> None:
         platform.script("record", Status(503))
     with pytest.raises(ValueError):
         platform.fail_all("stats", Drop())
+
+
+@pytest.mark.parametrize(
+    "value", ["-1", "99999999999", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", -5, 1.5]
+)
+def test_a_scripted_retry_after_is_passed_through_unchanged(
+    platform: FakePlatform, client: httpx.Client, value: str | int | float
+) -> None:
+    platform.script("templates", Status(429, retry_after=value))
+    assert client.get(TEMPLATES).headers["Retry-After"] == str(value)
+
+
+def test_a_scripted_200_may_carry_json_of_the_wrong_shape(
+    platform: FakePlatform, client: httpx.Client
+) -> None:
+    platform.script("templates", Status(200, body=b'{"templates": "x"}'))
+    assert client.get(TEMPLATES).json() == {"templates": "x"}
+
+
+# --- hostile answers ---------------------------------------------------------------------
+
+
+def raw_get(port: int, path: str = TEMPLATES) -> socket.socket:
+    """A request sent by hand, so that the answer can be read (and timed) byte by byte."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+    lines = [f"GET {path} HTTP/1.1", "Host: x", *(f"{k}: {v}" for k, v in AUTH.items())]
+    connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    return connection
+
+
+def read_head(connection: socket.socket) -> bytes:
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = connection.recv(1)
+        assert byte, f"closed after {head!r}"
+        head += byte
+    return head
+
+
+def read_to_end(connection: socket.socket) -> bytes:
+    data = b""
+    while chunk := connection.recv(65536):
+        data += chunk
+    return data
+
+
+def test_a_drip_sends_its_body_one_byte_at_a_time(platform: FakePlatform) -> None:
+    platform.script("templates", Drip(every=0.05))
+    with raw_get(platform.port) as connection:
+        head = read_head(connection)
+        started = time.monotonic()
+        body = b"".join(connection.recv(1) for _ in range(3))
+        elapsed = time.monotonic() - started
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"Connection: close" in head and b"Content-Length" not in head
+    assert body == b'{"t'
+    assert elapsed >= 0.1  # a pause before each byte; generous lower bound only
+    assert [r.status for r in platform.requests] == [200]
+
+
+def test_an_endless_drip_stops_writing_once_the_client_closes(
+    platform: FakePlatform, capfd: pytest.CaptureFixture[str]
+) -> None:
+    platform.fail_all("templates", Drip(every=0.02))
+    with raw_get(platform.port) as connection:
+        read_head(connection)
+        assert connection.recv(1) == b"{"
+    # The thread is gone once its next writes fail, so bytes_sent can no longer grow.
+    wait_until(lambda: platform.open_streams() == 0, timeout=5)
+    sent = platform.bytes_sent("templates")
+    assert 1 <= sent < 100
+    assert platform.bytes_sent("templates") == sent
+    assert capfd.readouterr().err == "", "a vanished client is not an error"
+
+
+def test_a_drip_with_a_body_ends_once_all_of_it_was_sent(
+    platform: FakePlatform, client: httpx.Client
+) -> None:
+    body = b'{"templates": []}'
+    platform.script("templates", Drip(every=0.01, body=body))
+    response = client.get(TEMPLATES)
+    assert (response.status_code, response.content) == (200, body)
+    assert response.headers["Content-Length"] == str(len(body))
+    assert platform.bytes_sent("templates") == len(body)
+    assert client.get(TEMPLATES).json() == {"templates": []}  # the connection stays usable
+
+
+def test_a_headers_drip_delays_the_status_line(platform: FakePlatform) -> None:
+    platform.script("templates", Drip(every=0.05, body=b"{}", headers=True))
+    with raw_get(platform.port) as connection:
+        started = time.monotonic()
+        first = b"".join(connection.recv(1) for _ in range(3))
+        elapsed = time.monotonic() - started
+    assert first == b"HTT"
+    assert elapsed >= 0.1
+    wait_until(lambda: platform.open_streams() == 0, timeout=5)
+    assert platform.bytes_sent("templates") == 0, "no body byte was due yet"
+
+
+@pytest.mark.parametrize("end", ["reset", "down"])
+def test_reset_and_down_end_an_endless_drip(platform: FakePlatform, end: str) -> None:
+    platform.fail_all("templates", Drip(every=0.02))
+    with raw_get(platform.port) as connection:
+        read_head(connection)
+        assert connection.recv(1) == b"{"
+        try:
+            getattr(platform, end)()
+            wait_until(lambda: platform.open_streams() == 0, timeout=5)
+            rest = read_to_end(connection)  # the platform closed the connection
+        finally:
+            platform.up()
+    assert len(rest) < 100
+
+
+def test_a_gzip_bomb_inflates_to_exactly_its_size(
+    platform: FakePlatform, client: httpx.Client
+) -> None:
+    size = 8 << 20
+    platform.fail_all("templates", GzipBomb(size))
+    inflater = zlib.decompressobj(31)
+    inflated, start, received = 0, b"", 0
+    with client.stream("GET", TEMPLATES) as response:
+        assert response.headers["Content-Encoding"] == "gzip"
+        length = int(response.headers["Content-Length"])
+        for chunk in response.iter_raw():
+            received += len(chunk)
+            piece = inflater.decompress(chunk)
+            start += piece[: 15 - len(start)]
+            inflated += len(piece)
+    inflated += len(inflater.flush())
+    assert inflater.eof
+    assert inflated == size
+    assert start == b'{"templates": ['
+    assert received == length == platform.bytes_sent("templates")
+    assert length < size // 100
+
+
+@pytest.mark.parametrize("size", [17, 8 << 20])
+def test_a_huge_body_is_plain_json_of_exactly_its_size(
+    platform: FakePlatform, client: httpx.Client, size: int
+) -> None:
+    platform.script("templates", HugeBody(size))
+    response = client.get(TEMPLATES)
+    assert "Content-Encoding" not in response.headers
+    assert int(response.headers["Content-Length"]) == len(response.content) == size
+    assert response.json() == {"templates": []}
+    assert platform.bytes_sent("templates") == size
+
+
+def test_a_huge_body_stops_quietly_when_the_client_goes_away(
+    platform: FakePlatform, capfd: pytest.CaptureFixture[str]
+) -> None:
+    size = 1 << 40
+    platform.script("templates", HugeBody(size))
+    with raw_get(platform.port) as connection:
+        assert f"Content-Length: {size}".encode() in read_head(connection)
+        assert connection.recv(65536)
+    wait_until(lambda: platform.open_streams() == 0, timeout=5)
+    assert 0 < platform.bytes_sent("templates") < size
+    assert capfd.readouterr().err == ""
+
+
+def test_a_redirect_carries_its_location(platform: FakePlatform, client: httpx.Client) -> None:
+    platform.script("templates", Redirect("https://elsewhere.example/v1"), Redirect("/x", 301))
+    moved = client.get(TEMPLATES)  # httpx does not follow redirects unless told to
+    assert (moved.status_code, moved.headers["Location"]) == (307, "https://elsewhere.example/v1")
+    assert moved.json()["error"]
+    assert client.get(TEMPLATES).headers["Location"] == "/x"
+    assert [r.status for r in platform.requests] == [307, 301]
+
+
+def test_hostile_answers_work_over_https() -> None:
+    authority = TLSAuthority()
+    with (
+        FakePlatform(tls=authority) as secure,
+        httpx.Client(base_url=secure.url, verify=authority.client_context(), timeout=5) as client,
+    ):
+        body = b'{"templates": []}'
+        secure.script("templates", Drip(every=0.01, body=body), GzipBomb(1 << 20), Drip(0.02))
+        assert client.get(TEMPLATES).content == body
+        assert len(client.get(TEMPLATES).content) == 1 << 20  # httpx inflates it
+        with client.stream("GET", TEMPLATES) as endless:
+            assert next(endless.iter_raw()) == b"{"
+        wait_until(lambda: secure.open_streams() == 0, timeout=5)
+
+
+def test_bytes_sent_counts_body_bytes_per_route_until_reset(
+    platform: FakePlatform, client: httpx.Client
+) -> None:
+    response = client.get(TEMPLATES)
+    assert platform.bytes_sent("templates") == len(response.content) > 0
+    assert platform.bytes_sent("records") == 0
+    platform.reset()
+    assert platform.bytes_sent("templates") == 0
+    with pytest.raises(ValueError):
+        platform.bytes_sent("stats")
 
 
 # --- heartbeat, templates, actions -------------------------------------------------------

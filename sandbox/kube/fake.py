@@ -115,13 +115,14 @@ class FakeKube:
         return self
 
     def stop(self) -> None:
-        """End every watch, close the listener and all connections."""
+        """End every watch and dripped answer, close the listener and all connections."""
         with self._lifecycle:
             server, thread = self._server, self._thread
             if server is None or thread is None:
                 return
             self._store.post(None, lambda _: STOP)
             self.release_stalled()
+            self._faults.end_drips()
             server.shutdown()
             server.server_close()
             server.cut_connections()
@@ -150,7 +151,8 @@ class FakeKube:
         return f"http://{HOST}:{self.port}"
 
     def reset(self) -> None:
-        """Back to an empty cluster with the constructor's settings; open watches end.
+        """Back to an empty cluster with the constructor's settings; open watches and
+        dripped answers end, scripted faults are forgotten.
 
         The resourceVersion keeps counting up, so an RV remembered from before the reset
         is too old (410) rather than accidentally valid.
@@ -361,8 +363,29 @@ class FakeKube:
         """The next `count` requests matching `resource`, `path_prefix` and/or `verb` (any
         request if none is given) answer `status` with the real server's Status for it; a
         429 carries `Retry-After: retry_after`. `verb` is the Kubernetes verb (`get`,
-        `list`, `watch`, `create`, `update`, `patch`, `delete`)."""
+        `list`, `watch`, `create`, `update`, `patch`, `delete`). A failure takes precedence
+        over a `drip_next` the same request matches, which then waits for the next one."""
         self._faults.fail_next(status, count, _maybe(resource), path_prefix, retry_after, verb)
+
+    def drip_next(
+        self,
+        count: int = 1,
+        *,
+        resource: ResourceName | None = None,
+        path_prefix: str | None = None,
+        verb: str | None = None,
+        every: float = 1.0,
+        headers: bool = False,
+    ) -> None:
+        """The next `count` non-watch requests matching `resource`, `path_prefix` and/or
+        `verb` (as for `fail_next`) are handled as usual (a dripped write still changes the
+        store, and is logged as usual) but answered one byte every `every` seconds: a hung
+        server or proxy that only a client's total deadline ends. With `headers=False` the
+        status line and headers leave at once and only the body drips; `headers=True` drips
+        them too. A drip ends early, cutting the connection, when the client goes away (seen
+        on the next byte's write) or on `clear_faults()`, `reset()` or `stop()`. Watches
+        never match (`stall_watches()` hangs them)."""
+        self._faults.drip_next(count, _maybe(resource), path_prefix, verb, every, headers)
 
     def forbid(self, resource: ResourceName) -> None:
         """Every request on `resource` answers 403 until `allow(resource)`."""
@@ -372,6 +395,7 @@ class FakeKube:
         self._faults.allow(resources.resolve(resource))
 
     def clear_faults(self) -> None:
+        """Forget every scripted fault and forbidden kind; end stalls and drips in progress."""
         self._faults.clear()
         self.release_stalled()
 

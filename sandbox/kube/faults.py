@@ -8,6 +8,16 @@ Faults are decided before a request touches the store, so a faulted write change
 - `forbid(resource)`: every request on that resource answers 403 until `allow(resource)`,
   the way a missing RBAC rule disables one kind while the others keep working.
 
+One fault is decided there but acts on the answer instead: `drip_next(count, resource=...,
+path_prefix=..., verb=..., every=..., headers=...)` makes the next `count` matching
+requests (watches excepted: they have their own stall faults) be handled as usual, the store
+changing as they say, and then answered one byte every `every` seconds: a hung API server,
+or a proxy trickling bytes, which only a total deadline on the client's side can end. With
+`headers=False` the status line and headers leave at once and only the body drips. A
+request that meets a failure above fails as usual and does not use the drip up. Clearing
+the faults (or resetting or stopping the fake) ends every drip in progress: the connection
+is shut down mid-answer.
+
 Every request is logged (method, path, query, status, resource) for assertions; the log is
 bounded so a long benchmark cannot grow it without limit.
 """
@@ -37,16 +47,15 @@ class RequestRecord:
     time: float
 
 
-@dataclass(slots=True)
-class _Script:
-    status: int
-    remaining: int
+@dataclass(frozen=True, slots=True)
+class _Match:
+    """Which requests a scripted fault applies to (None: any)."""
+
     resource: Resource | None
     path_prefix: str | None
-    retry_after: int
-    verb: str | None = None
+    verb: str | None
 
-    def matches(self, path: str, resource: Resource | None, verb: str) -> bool:
+    def __call__(self, path: str, resource: Resource | None, verb: str) -> bool:
         if self.resource is not None and resource != self.resource:
             return False
         if self.verb is not None and verb != self.verb:
@@ -54,11 +63,40 @@ class _Script:
         return self.path_prefix is None or path.startswith(self.path_prefix)
 
 
+@dataclass(slots=True)
+class _Script:
+    status: int
+    remaining: int
+    matches: _Match
+    retry_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drip:
+    """How to answer one request: a byte every `every` seconds (the status line and headers
+    too when `headers`), until done or `cancelled` is set."""
+
+    every: float
+    headers: bool
+    cancelled: threading.Event
+
+
+@dataclass(slots=True)
+class _DripScript:
+    remaining: int
+    matches: _Match
+    every: float
+    headers: bool
+
+
 class Faults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._scripts: list[_Script] = []
         self._forbidden: set[Resource] = set()
+        self._drips: list[_DripScript] = []
+        # Set to end the drips in progress; replaced so that later drips start afresh.
+        self._drips_cancelled = threading.Event()
 
     def fail_next(
         self,
@@ -72,7 +110,29 @@ class Faults:
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
-            self._scripts.append(_Script(code, count, resource, path_prefix, retry_after, verb))
+            self._scripts.append(
+                _Script(code, count, _Match(resource, path_prefix, verb), retry_after)
+            )
+
+    def drip_next(
+        self,
+        count: int,
+        resource: Resource | None,
+        path_prefix: str | None,
+        verb: str | None,
+        every: float,
+        headers: bool,
+    ) -> None:
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        if every < 0:
+            raise ValueError("every must not be negative")
+        if verb == "watch":
+            raise ValueError("watches are not dripped; stall_watches() hangs them")
+        with self._lock:
+            self._drips.append(
+                _DripScript(count, _Match(resource, path_prefix, verb), every, headers)
+            )
 
     def forbid(self, resource: Resource) -> None:
         with self._lock:
@@ -86,6 +146,14 @@ class Faults:
         with self._lock:
             self._scripts.clear()
             self._forbidden.clear()
+            self._drips.clear()
+        self.end_drips()
+
+    def end_drips(self) -> None:
+        """End every drip in progress (scripted ones not yet met stay)."""
+        with self._lock:
+            cancelled, self._drips_cancelled = self._drips_cancelled, threading.Event()
+        cancelled.set()
 
     def check(
         self, path: str, resource: Resource | None, verb: str, namespace: str | None
@@ -102,6 +170,17 @@ class Faults:
                     return status.injected(
                         script.status, resource, verb, namespace, script.retry_after
                     )
+        return None
+
+    def drip(self, path: str, resource: Resource | None, verb: str) -> Drip | None:
+        """How to drip this (non-watch) request's answer, if at all (a script is used up)."""
+        with self._lock:
+            for script in self._drips:
+                if script.matches(path, resource, verb):
+                    script.remaining -= 1
+                    if script.remaining == 0:
+                        self._drips.remove(script)
+                    return Drip(script.every, script.headers, self._drips_cancelled)
         return None
 
 

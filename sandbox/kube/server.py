@@ -14,12 +14,15 @@ answers text/plain.
 How it fails: every refusal is a Kubernetes Status body with the matching code; a bug in
 the fake answers 500 and prints its traceback to stderr; clients that vanish mid-request
 are routine and stay quiet. `GET /_sandbox/stats` is the one path the real server lacks.
+A dripped answer (`FakeKube.drip_next`) is composed whole, then written a byte at a time
+by the request's own thread, which shuts the connection down if the drip is cut short.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import select
 import socket
 import time
@@ -33,7 +36,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import msgspec
 
 from sandbox.kube import resources, status
-from sandbox.kube.faults import Faults, RequestLog
+from sandbox.kube.faults import Drip, Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs, tail
@@ -184,6 +187,7 @@ class Router:
             self.backend.log.add(handler.command, path, query, code, resource, watch, arrived)
 
         handler.record = record
+        handler.drip = None
         try:
             verb = self._verb(handler.command, route, watch)
             fault = self.backend.faults.check(
@@ -191,6 +195,8 @@ class Router:
             )
             if fault is not None:
                 raise fault
+            if not watch:  # watches have stall faults of their own
+                handler.drip = self.backend.faults.drip(path, resource, verb)
             if route is None:
                 self._non_resource(handler, path)
             else:
@@ -540,6 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = -1  # buffered: status line, headers and body leave in one write
     server: KubeServer
     record: Callable[[int], None] | None = None  # logs the request once its status is known
+    drip: Drip | None = None  # how to trickle out this request's answer, if it is dripped
 
     def send_response(self, code: int, message: str | None = None) -> None:
         super().send_response(code, message)
@@ -563,6 +570,26 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
+        drip, self.drip = self.drip, None
+        if drip is None:
+            self._write_reply(code, body, content_type, headers)
+            return
+        # Compose the answer exactly as it would go out, then trickle it.
+        wfile, self.wfile = self.wfile, io.BytesIO()
+        try:
+            self._write_reply(code, body, content_type, headers)
+            answer = self.wfile.getvalue()
+        finally:
+            self.wfile = wfile
+        self._drip(answer, len(answer) - len(body), drip)
+
+    def _write_reply(
+        self,
+        code: int,
+        body: bytes,
+        content_type: str,
+        headers: tuple[tuple[str, str], ...],
+    ) -> None:
         self.send_response(code)
         for name, value in headers:
             self.send_header(name, value)
@@ -572,6 +599,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
         self.wfile.flush()
+
+    def _drip(self, answer: bytes, head_length: int, drip: Drip) -> None:
+        """Write `answer` a byte every `drip.every` seconds (after its head, unless the head
+        drips too); a cancelled drip or a vanished client ends it and the connection."""
+        start = 0 if drip.headers else head_length
+        try:
+            if start:
+                self.wfile.write(answer[:start])
+                self.wfile.flush()
+            for index in range(start, len(answer)):
+                if drip.cancelled.wait(drip.every):
+                    break
+                self.wfile.write(answer[index : index + 1])
+                self.wfile.flush()
+            else:
+                return
+        except OSError:
+            pass  # the client went away: routine
+        # Cut short, the answer leaves the connection unusable: the client must see it end.
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def start_stream(self) -> _ChunkWriter:
         self.send_response(200)
