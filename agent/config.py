@@ -76,6 +76,9 @@ FILE_KEYS = frozenset(
         "collect_job_logs",
         "ca_bundle",
         "leader_election",
+        "api_deadline_seconds",
+        "api_max_answer_bytes",
+        "kube_deadline_seconds",
     }
 )
 # Settings people may try to put into config.yaml that only the environment carries.
@@ -151,6 +154,10 @@ class Settings:
     """Allow plain http:// API URLs (`MOONIN_INSECURE_HTTP`); tests and demos only."""
     ca_bundle: str | None = None
     """PEM file of CAs to trust instead of the system's (`MOONIN_CA_BUNDLE` / `ca_bundle`)."""
+    api_deadline_seconds: float = 30.0
+    """Total time of one Moonin API call: connecting, sending and the whole answer."""
+    api_max_answer_bytes: int = 8 * 1024 * 1024
+    """Bytes a templates or actions answer may have, counted after decompression."""
 
     # The outbox.
     queue_dir: str = "/var/lib/moonin-agent/queue"
@@ -191,6 +198,8 @@ class Settings:
     """Seconds between full re-sends with snapshots, one resource at a time (0: never)."""
     cloud_metadata: bool | None = None
     """Ask the cloud's metadata endpoints; None decides automatically (only in a pod)."""
+    kube_deadline_seconds: float = 60.0
+    """Total time of one Kubernetes call other than a watch (a list page, a get, a write)."""
 
     @property
     def streams(self) -> tuple[Stream, ...]:
@@ -329,6 +338,19 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
         scaling_api_url=scaling_url,
         insecure_http=insecure,
         ca_bundle=_ca_bundle(src.get("MOONIN_CA_BUNDLE", "ca_bundle")),
+        api_deadline_seconds=_seconds(
+            src.get("API_DEADLINE_SECONDS", "api_deadline_seconds"),
+            Settings.api_deadline_seconds,
+            maximum=600,
+            positive=True,
+        ),
+        api_max_answer_bytes=_integer(
+            src.get("API_MAX_ANSWER_BYTES", "api_max_answer_bytes"),
+            Settings.api_max_answer_bytes,
+            minimum=64 * 1024,
+            # The answer is held whole while it is decoded: it must fit the pod's memory.
+            maximum=64 * 1024 * 1024,
+        ),
         queue_dir=_path(src.get("QUEUE_DIR", "queue_dir"), Settings.queue_dir),
         queue_max_records=_integer(
             src.get("QUEUE_MAX_RECORDS", "queue_max_records"), Settings.queue_max_records
@@ -373,6 +395,12 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
             src.get("ANTI_ENTROPY_SECONDS", "anti_entropy_seconds"),
             Settings.anti_entropy_seconds,
             maximum=30 * 86400,
+        ),
+        kube_deadline_seconds=_seconds(
+            src.get("KUBE_DEADLINE_SECONDS", "kube_deadline_seconds"),
+            Settings.kube_deadline_seconds,
+            maximum=600,
+            positive=True,
         ),
     )
 
@@ -664,7 +692,9 @@ def _describe(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _integer(raw: _Raw | None, default: int, *, minimum: int = 1) -> int:
+def _integer(
+    raw: _Raw | None, default: int, *, minimum: int = 1, maximum: int | None = None
+) -> int:
     if raw is None:
         return default
     value = raw.value
@@ -680,6 +710,8 @@ def _integer(raw: _Raw | None, default: int, *, minimum: int = 1) -> int:
         raise _error(raw, f"expected an integer, got {_describe(value)}")
     if number < minimum:
         raise _error(raw, f"must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise _error(raw, f"must be at most {maximum}, got {number}")
     return number
 
 

@@ -147,6 +147,7 @@ class _Sandbox:
     fake_kube: type[FakeKube]
     fake_platform: type[FakePlatform]
     cluster: ModuleType
+    scaling: ModuleType
 
 
 def _import_sandbox() -> _Sandbox:
@@ -154,11 +155,11 @@ def _import_sandbox() -> _Sandbox:
     # here (a production image), even though the modules themselves ship in the package.
     import trustme  # noqa: F401
 
-    from sandbox import demo_cluster
+    from sandbox import demo_cluster, scaling
     from sandbox.kube import FakeKube
     from sandbox.platform import FakePlatform
 
-    return _Sandbox(FakeKube, FakePlatform, demo_cluster)
+    return _Sandbox(FakeKube, FakePlatform, demo_cluster, scaling)
 
 
 @dataclass
@@ -362,8 +363,15 @@ class Demo:
             now + timedelta(seconds=MIN_WINDOW_LEFT_SECONDS),
         ).replace(microsecond=0)
         self._window_ends = time.monotonic() + (ends - now).total_seconds()
-        self.platform.set_templates([_template(now.replace(microsecond=0), ends)])
-        self.platform.set_actions(TEMPLATE_ID, [_action(self._cluster.SHOP, self._cluster.WEB)])
+        scaling = self._sandbox.scaling
+        template = scaling.manual_template(
+            now.replace(microsecond=0), ends, TEMPLATE_ID, name="demo: flash sale"
+        )
+        action = scaling.action(
+            ACTION_ID, self._cluster.WEB, WINDOW_MIN, WINDOW_MAX, ns=self._cluster.SHOP
+        )
+        self.platform.set_templates([template])
+        self.platform.set_actions(TEMPLATE_ID, [action])
         self._say(
             f"manual execution of template {TEMPLATE_ID} started: {WINDOW_MIN}-{WINDOW_MAX} "
             f"replicas for {self._web} until {ends.strftime('%H:%M:%S')} UTC "
@@ -588,40 +596,6 @@ def _queue_words(left: Mapping[str, int], dead_letters: int) -> str:
         return "empty (" + ", ".join(f"{s} 0" for s in left) + " records; no dead letters)"
     figures = ", ".join(f"{stream} {count}" for stream, count in left.items())
     return f"not empty: {figures} records, {dead_letters} dead letters"
-
-
-def _template(started: datetime, ends: datetime) -> dict[str, Any]:
-    return {
-        "id": TEMPLATE_ID,
-        "name": "demo: flash sale",
-        "enabled": True,
-        "valid_until": None,
-        "timezone": "UTC",
-        "cron": None,
-        "duration_minutes": None,
-        "execution": {
-            "id": "x-1",
-            "status": "running",
-            "started_at": _stamp(started),
-            "run_until": _stamp(ends),
-        },
-    }
-
-
-def _action(namespace: str, deployment: str) -> dict[str, Any]:
-    return {
-        "id": ACTION_ID,
-        "namespace": namespace,
-        "deployment": deployment,
-        "min_replicas": WINDOW_MIN,
-        "max_replicas": WINDOW_MAX,
-        "priority_up": 1,
-        "priority_down": 1,
-    }
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _free_port() -> int:

@@ -83,7 +83,7 @@ class DiscoveryRole:
         client: ApiClient,
     ) -> None:
         self.settings = settings
-        self.api = KubeApi(target)
+        self.api = KubeApi(target, deadline_seconds=settings.kube_deadline_seconds)
         self.outbox = outbox
         self.client = client
         self.identity = settings.pod_name or socket.gethostname()

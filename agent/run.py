@@ -141,6 +141,8 @@ def open_delivery(
             token=token,
             insecure_http=settings.insecure_http,
             ca_bundle=settings.ca_bundle,
+            deadline_seconds=settings.api_deadline_seconds,
+            max_answer_bytes=settings.api_max_answer_bytes,
             observe=observe,
         )
         delivery.clients[stream] = client
@@ -188,7 +190,8 @@ class HealthWatch:
             if snap.health.fatal:
                 found.append(f"{snap.component}: {snap.health.reason}")
             elif snap.stalled:
-                found.append(f"{snap.component}: no progress")
+                parts = ", ".join(part for part in snap.stalled_parts if part)
+                found.append(f"{snap.component}: no progress" + (f" ({parts})" if parts else ""))
         return found
 
     def _run(self) -> None:

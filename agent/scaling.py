@@ -60,7 +60,8 @@ def revert_all_now(
     outbox: EventSink
     if dry_run:
         log.info("dry_run", changes="logged as dry_run_change, not made")
-        target, outbox, store = DryRunKube(kube), DryRunEvents(), Store(IN_MEMORY)
+        target: KubeApi = DryRunKube(kube, deadline_seconds=settings.kube_deadline_seconds)
+        outbox, store = DryRunEvents(), Store(IN_MEMORY)
     else:
         try:
             delivery = open_delivery(settings, token)
@@ -69,7 +70,8 @@ def revert_all_now(
             print(f"moonin-agent: {exc}", file=sys.stderr)
             return EXIT_STARTUP_FAILED
         delivery.start()
-        target, outbox = KubeApi(kube), delivery.outbox[SCALING]
+        target = KubeApi(kube, deadline_seconds=settings.kube_deadline_seconds)
+        outbox = delivery.outbox[SCALING]
     try:
         report = revert_all(kube=target, outbox=outbox, store=store, cluster_id=settings.cluster_id)
     except KubeError as exc:  # the cluster cannot be reached: one line, exit 1
@@ -100,9 +102,10 @@ class ScalingRole:
         self._kube = kube
         self._interval = settings.reconcile_interval_seconds
         self._dry_run = dry_run
+        kube_type = DryRunKube if dry_run else KubeApi
         self.job = ScalingJob(
             # A dry run logs each change instead of making it, and keeps nothing.
-            kube=DryRunKube(kube) if dry_run else kube,
+            kube=kube_type(kube, deadline_seconds=settings.kube_deadline_seconds),
             api=api,
             outbox=DryRunEvents() if dry_run else outbox,
             store_path=IN_MEMORY if dry_run else Path(settings.queue_dir) / FILE_NAME,

@@ -12,6 +12,11 @@ failures into one error tree, translated in exactly one place (`_translate`):
     └── TooManyRequests       429 (retry_after from Retry-After)
 
 Error messages carry the API's Status message cut short, never a token.
+
+Plain requests (lists, gets, writes) have a total deadline (`deadline_seconds`, or one given
+per call; `shipper.deadline`), so a hung API server or a proxy that answers one byte at a time
+ends them as a `KubeError`. Watches are long-lived by design and keep their own rule: a read
+timeout between two chunks.
 """
 
 from __future__ import annotations
@@ -27,9 +32,13 @@ import httpx
 import msgspec
 
 from collector.kubeconfig import KubeTarget
+from shipper import deadline
 from shipper.version import VERSION
 
 _MESSAGE_LIMIT = 300
+# kube-apiserver ends a request its handler has not answered within a minute
+# (`--request-timeout`); waiting longer than that only means something in between hangs.
+DEADLINE_SECONDS = 60.0
 
 
 class KubeError(Exception):
@@ -90,11 +99,19 @@ class KubeApi:
     """One keep-alive connection pool to the API server; thread-safe."""
 
     def __init__(
-        self, target: KubeTarget, *, timeout: float = 30.0, connect_timeout: float = 10.0
+        self,
+        target: KubeTarget,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        deadline_seconds: float = DEADLINE_SECONDS,
     ) -> None:
+        if deadline_seconds <= 0:
+            raise ValueError("the deadline must be positive")
         self.target = target
         self._timeout = timeout
         self._connect_timeout = connect_timeout
+        self.deadline_seconds = deadline_seconds
         self._client = httpx.Client(
             base_url=target.server,
             verify=target.verify,
@@ -103,6 +120,7 @@ class KubeApi:
             # The API server is reached directly; a proxy meant for Moonin must not apply.
             trust_env=False,
         )
+        deadline.guard_client(self._client)
         self._open_streams: set[httpx.Response] = set()
         self._aborted_streams: set[httpx.Response] = set()  # marked before their socket goes
         self._streams_lock = threading.Lock()
@@ -113,14 +131,18 @@ class KubeApi:
 
     # -- plain requests ----------------------------------------------------------------
 
-    def get(self, path: str, params: Mapping[str, str] | None = None) -> bytes:
-        return self._send("GET", path, params=params).content
+    # `within`: this call's deadline in seconds, instead of `deadline_seconds`.
 
-    def post(self, path: str, body: Any) -> bytes:
-        return self._send("POST", path, json_body=body).content
+    def get(
+        self, path: str, params: Mapping[str, str] | None = None, *, within: float | None = None
+    ) -> bytes:
+        return self._send("GET", path, params=params, within=within).content
 
-    def put(self, path: str, body: Any) -> bytes:
-        return self._send("PUT", path, json_body=body).content
+    def post(self, path: str, body: Any, *, within: float | None = None) -> bytes:
+        return self._send("POST", path, json_body=body, within=within).content
+
+    def put(self, path: str, body: Any, *, within: float | None = None) -> bytes:
+        return self._send("PUT", path, json_body=body, within=within).content
 
     # -- watch streams -----------------------------------------------------------------
 
@@ -198,18 +220,24 @@ class KubeApi:
         *,
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
+        within: float | None = None,
     ) -> httpx.Response:
         headers = self._auth()
         content = None
         if json_body is not None:
             content = msgspec.json.encode(json_body)
             headers["Content-Type"] = "application/json"
-        try:
-            response = self._client.request(
-                method, path, params=params, content=content, headers=headers
-            )
-        except httpx.HTTPError as exc:
-            raise _translate(exc, method, path) from exc
+        seconds = self.deadline_seconds if within is None else within
+        with deadline.within(seconds) as limit:
+            try:
+                response = self._client.request(
+                    method, path, params=params, content=content, headers=headers
+                )
+            except httpx.HTTPError as exc:
+                if limit.expired:
+                    message = f"{method} {path}: no complete answer within {seconds:g} s"
+                    raise KubeError(message) from exc
+                raise _translate(exc, method, path) from exc
         if response.status_code >= 300:
             raise _status_error(response, method, path)
         return response

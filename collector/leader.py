@@ -83,7 +83,10 @@ class LeaderElector:
     ) -> None:
         self.api = api
         self.settings = settings
-        # A round is one request (30 s timeout at most) every retry period.
+        # A Lease request that has not ended by the renew deadline is no use any more:
+        # leadership would be lost by then anyway.
+        self._request_seconds = settings.renew_deadline_seconds
+        # A round is a request or two, each within the renew deadline, every retry period.
         self.reporter = HealthReporter("leader", stalled_after=60 + settings.lease_seconds * 2)
         self._on_started = on_started
         self._on_stopped = on_stopped
@@ -96,8 +99,8 @@ class LeaderElector:
         self._stopped = threading.Event()
         self._state_lock = threading.Lock()  # leadership changes: the round and the watchdog
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
-        # A request can hang far longer than the renew deadline (30 s timeout): the
-        # watchdog ends leadership on time whatever the round is waiting for.
+        # A round of two requests can take up to twice the renew deadline: the watchdog
+        # ends leadership on time whatever the round is waiting for.
         self._watchdog = threading.Thread(
             target=self._watch_deadline, name="leader-deadline", daemon=True
         )
@@ -173,7 +176,7 @@ class LeaderElector:
 
     def _try_acquire_or_renew(self) -> bool:
         try:
-            lease = msgspec.json.decode(self.api.get(self._path), type=_Lease)
+            lease = self._read_lease()
         except NotFound:
             return self._take(None, transitions=0)
         spec = lease.spec
@@ -189,6 +192,10 @@ class LeaderElector:
             return False
         transitions = (spec.lease_transitions or 0) + (0 if spec.holder_identity == me else 1)
         return self._take(lease, transitions=transitions)
+
+    def _read_lease(self) -> _Lease:
+        raw = self.api.get(self._path, within=self._request_seconds)
+        return msgspec.json.decode(raw, type=_Lease)
 
     def _take(self, lease: _Lease | None, *, transitions: int) -> bool:
         """Write the Lease; on acquiring (not renewing) note the transitions it had before."""
@@ -216,10 +223,14 @@ class LeaderElector:
         }
         try:
             if lease is None:
-                self.api.post(LEASES.namespaced_path(self.settings.namespace), body)
+                self.api.post(
+                    LEASES.namespaced_path(self.settings.namespace),
+                    body,
+                    within=self._request_seconds,
+                )
             else:
                 body["metadata"]["resourceVersion"] = lease.metadata.resource_version
-                self.api.put(self._path, body)
+                self.api.put(self._path, body, within=self._request_seconds)
         except Conflict:
             return False  # someone else wrote first; look again next round
         return True
@@ -235,7 +246,7 @@ class LeaderElector:
 
     def _release(self) -> None:
         try:
-            lease = msgspec.json.decode(self.api.get(self._path), type=_Lease)
+            lease = self._read_lease()
             if lease.spec.holder_identity != self.settings.identity:
                 return
             self.api.put(
@@ -256,6 +267,7 @@ class LeaderElector:
                         "leaseTransitions": lease.spec.lease_transitions or 0,
                     },
                 },
+                within=self._request_seconds,
             )
             log.info("lease_released", identity=self.settings.identity)
         except KubeError as exc:

@@ -16,6 +16,10 @@ The client's errors are translated in one function (`_translate`), chained `from
     └── Invalid            422 (the server refused the object)
 
 Messages carry the verb, the object and at most `BODY_SNIPPET` characters of the answer.
+
+Every call has a total deadline (`deadline_seconds`, `shipper.deadline`): a hung API server
+or a proxy that answers one byte at a time ends the call as a `KubeError` (status None)
+saying so, and the cycle goes on with the next HPA or the next cycle.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.kubeconnect import REQUEST_TIMEOUT
+from shipper import deadline
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
@@ -39,6 +44,9 @@ MERGE_PATCH = "application/merge-patch+json"
 BODY_SNIPPET = 300
 LIST_PAGE = 500
 EVENT_SOURCE = "moonin-agent"
+# kube-apiserver ends a request its handler has not answered within a minute
+# (`--request-timeout`); waiting longer than that only means something in between hangs.
+DEADLINE_SECONDS = 60.0
 
 Obj = dict[str, Any]
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
@@ -79,8 +87,13 @@ _BY_STATUS: dict[int, type[KubeError]] = {
 class KubeApi:
     """Deployments, autoscaling/v2 HPAs and core/v1 Events, through one `ApiClient`."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, *, deadline_seconds: float = DEADLINE_SECONDS
+    ) -> None:
+        if deadline_seconds <= 0:
+            raise ValueError("the deadline must be positive")
         self.api_client = api_client
+        self.deadline_seconds = deadline_seconds
         self._apps = client.AppsV1Api(api_client)
         self._autoscaling = client.AutoscalingV2Api(api_client)
         self._core = client.CoreV1Api(api_client)
@@ -209,21 +222,32 @@ class KubeApi:
 
     # the one place the client's errors are translated -----------------------------------
 
-    @staticmethod
-    def _call(what: str, call: Callable[[], Any]) -> Obj:
-        try:
-            response = call()
-            data = response.data
-        except ApiException as exc:
-            raise _translate(what, exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeError(f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}") from exc
+    def _call(self, what: str, call: Callable[[], Any]) -> Obj:
+        with deadline.within(self.deadline_seconds) as limit:
+            try:
+                response = call()
+                data = response.data
+            except ApiException as exc:
+                if limit.expired:
+                    raise self._deadline_error(what) from exc
+                raise _translate(what, exc) from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if limit.expired:
+                    raise self._deadline_error(what) from exc
+                message = f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}"
+                raise KubeError(message) from exc
+            if limit.expired:
+                # The watchdog shut the socket down: what was read may be cut short.
+                raise self._deadline_error(what)
         if not data:
             return {}
         try:
             return _decode(data)
         except msgspec.DecodeError as exc:
             raise KubeError(f"{what}: the answer is not a JSON object") from exc
+
+    def _deadline_error(self, what: str) -> KubeError:
+        return KubeError(f"{what}: no complete answer within {self.deadline_seconds:g} s")
 
 
 _RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}

@@ -7,7 +7,9 @@ a reconcile loop and are changed here, once, so every call inherits the fix:
 - urllib3's default retry policy silently repeats a request answered 429 or 503 with a
   `Retry-After`, sleeping inside the call; a cycle then stalls where it should give up
   and try again 30 s later. `retries = False` turns every such answer into an exception.
-- calls have no timeout; `REQUEST_TIMEOUT` is passed on every call by `scheduler.kubeapi`.
+- calls have no timeout; `REQUEST_TIMEOUT` is passed on every call by `scheduler.kubeapi`,
+  and its total deadline (`shipper.deadline.within`) holds because the client's pool
+  manager is guarded here.
 
 How it fails: `KubeConnectError` with one line naming what is missing or wrong.
 """
@@ -20,6 +22,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from shipper import deadline
 from shipper.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
@@ -57,6 +60,7 @@ def from_configuration(configuration: client.Configuration) -> client.ApiClient:
     configuration.retries = False
     api = client.ApiClient(configuration)
     api.user_agent = f"moonin-agent/{VERSION}"
+    deadline.guard_pool_manager(api.rest_client.pool_manager)
     return api
 
 

@@ -1,30 +1,45 @@
-"""One reconcile cycle of the scaling role: templates, activations, applies, the revert scan.
+"""The scaling role's two loops: applying what the platform says, and reverting what is over.
 
-`Reconciler.run_once` does, in order:
-1. GET the templates and evaluate each (`scheduler.window`); an invalid one is reported
-   once per distinct invalid value (a template-level error event).
-2. For each active template, GET its actions; an invalid action is an `invalid_action`
-   error. Valid actions of all active templates are applied in `priority_up` order (then
-   template order, then action order), so when two windows want the same Deployment the
-   lower `priority_up` wins and the other reports a `conflict`.
-3. List every HPA of the cluster; for each managed one, in `priority_down` order: put its
-   apply event into the outbox again unless the local store has it (crash recovery), then
-   revert it if its window is over (`scheduler.view.revert_reason`).
-4. Finish Deployment restores a crash or a 409 left half done; commit the store.
+They are separate on purpose. Applying needs the platform; reverting must not: a platform that
+hangs, drips its answer or sends a gzip bomb must never keep a window open past its end.
 
-While the scaling API is unreachable (any `shipper.errors` failure on the templates GET)
-nothing new is applied, and only windows whose `run-until` has passed are reverted (and
-HPAs someone else changed are released). While the scaling outbox is at its bound nothing
-new is applied either, and no error events are put, but reverts go on.
+`Reconciler.apply_cycle` (the platform part):
+1. GET the templates and evaluate each (`scheduler.window`); for each active one GET its
+   actions. These calls are made before anything is written, outside the write lock, so a
+   slow platform delays only this loop. The answer is kept as the last good one.
+2. Report invalid templates and actions once per distinct value (error events), and apply
+   the valid actions of all active templates in `priority_up` order (then template order,
+   then action order), so when two windows want the same Deployment the lower
+   `priority_up` wins and the other reports a `conflict`.
 
-How it fails: `run_once` never raises for a Kubernetes or Moonin failure of one action or
-one HPA: it logs it, counts it on the reporter, and carries on with the next; the next
-cycle retries. It raises only for a programming error or a local store it cannot write.
+`Reconciler.revert_scan` (Kubernetes and the local store only, never the platform): list
+every HPA of the cluster; for each managed one, in `priority_down` order, put its apply event
+into the outbox again unless the local store has it (crash recovery), then revert it if its
+window is over (`scheduler.view.revert_reason`), judged on the platform's last good answer
+evaluated now, or, before any answer (a process just started), on the annotations alone;
+then finish Deployment restores a crash or a 409 left half done.
+
+`run_once` runs both, one after the other; the scaling job runs each on its own schedule,
+the revert scan first at start-up. Their writes (Kubernetes and the local store) never
+interleave: a lock covers the writing half of each.
+
+While the platform answers nothing usable (any `shipper.errors` failure on the templates
+GET: down, an error status, an answer over its byte limit, a deadline passed) nothing new
+is applied; reverts go on. While the scaling outbox is at its bound nothing new is applied
+either, and no error events are put, but reverts go on.
+
+How it fails: neither part raises for a Kubernetes or Moonin failure of one action or one
+HPA: it logs it, counts it on the reporter, and carries on with the next; the next run
+retries. They raise only for a programming error or a local store they cannot write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -42,13 +57,18 @@ from scheduler.kubeapi import Conflict, KubeApi, KubeError, Obj
 from scheduler.revert import bounds, finish_restores, is_overridden, revert, target_name
 from scheduler.store import Store
 from scheduler.templates import Template
-from scheduler.view import TemplateState, TemplateView, read_templates, revert_reason
+from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
+from shipper import deadline
 from shipper.errors import MooninAPIError
 from shipper.health import Health, HealthReporter
 
 log = structlog.get_logger("scheduler")
 
 COMPONENT = "scheduler"
+APPLY = "apply"
+REVERTS = "reverts"
+
+ParsedActions = dict[str, list[action_rules.Action | action_rules.InvalidAction]]
 
 
 class TemplateSource(Protocol):
@@ -61,17 +81,52 @@ class TemplateSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CycleReport:
-    """What one cycle did. `applies`/`reverts` count windows newly applied or reverted,
+    """What one run did. `applies`/`reverts` count windows newly applied or reverted,
     `errors` error events newly reported, `failures` Kubernetes calls that failed (409s
-    are `conflicts`, retried next cycle)."""
+    are `conflicts`, retried next run). `moonin_reachable` (the apply part) and
+    `kube_reachable` (the revert scan: HPAs could be listed) are None for a part not run."""
 
     applies: int
     reverts: int
     errors: int
     failures: int
     conflicts: int
-    moonin_reachable: bool
-    kube_reachable: bool
+    moonin_reachable: bool | None
+    kube_reachable: bool | None
+
+    @classmethod
+    def of(
+        cls,
+        tally: Counter[str],
+        *,
+        moonin_reachable: bool | None = None,
+        kube_reachable: bool | None = None,
+    ) -> CycleReport:
+        return cls(
+            applies=tally["applies"],
+            reverts=tally["reverts"],
+            errors=tally["errors"],
+            failures=tally["apply_failures"] + tally["revert_failures"],
+            conflicts=tally["conflicts"],
+            moonin_reachable=moonin_reachable,
+            kube_reachable=kube_reachable,
+        )
+
+    def then(self, other: CycleReport) -> CycleReport:
+        """This part's report followed by `other`'s (what `run_once` returns)."""
+        return CycleReport(
+            applies=self.applies + other.applies,
+            reverts=self.reverts + other.reverts,
+            errors=self.errors + other.errors,
+            failures=self.failures + other.failures,
+            conflicts=self.conflicts + other.conflicts,
+            moonin_reachable=_known(self.moonin_reachable, other.moonin_reachable),
+            kube_reachable=_known(self.kube_reachable, other.kube_reachable),
+        )
+
+
+def _known(first: bool | None, second: bool | None) -> bool | None:
+    return first if second is None else second
 
 
 class Reconciler:
@@ -93,69 +148,117 @@ class Reconciler:
         self.cluster_id = cluster_id
         self.ignore = ignore if isinstance(ignore, IgnoreRules) else IgnoreRules(ignore)
         self.reporter = reporter or HealthReporter(COMPONENT)
+        # Kubernetes writes and the store, one part at a time; platform calls stay outside.
+        self._writing = threading.Lock()
+        self._answer: Answer | None = None  # the platform's last good answer
+        self._stopping = threading.Event()
+        # The apply cycle's platform calls, which `stop()` cancels.
+        self._calls: deadline.Deadline | None = None
+        self._calls_lock = threading.Lock()
+        self._health_lock = threading.Lock()
+        self._problems: dict[str, str | None] = {APPLY: None, REVERTS: None}
+        self._failing: dict[str, str] = {}  # platform call -> how it last failed
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
         self._released_noted: set[tuple[str, str, str]] = set()
 
+    def stop(self) -> None:
+        """End a running apply cycle's platform call now and skip the ones not made yet:
+        a stopping process does not wait out a slow platform."""
+        with self._calls_lock:
+            self._stopping.set()
+            if self._calls is not None:
+                self._calls.cancel()
+
     def run_once(self, now: datetime | None = None) -> CycleReport:
-        """One full cycle at `now` (an aware datetime; default: the current time)."""
-        now = datetime.now(UTC) if now is None else now
-        if now.utcoffset() is None:
-            raise ValueError("now must be an aware datetime")
-        cycle = Cycle(
-            kube=self.kube,
-            outbox=self.outbox,
-            store=self.store,
-            cluster_id=self.cluster_id,
-            now=now.astimezone(UTC),
-            reporter=self.reporter,
-        )
+        """Both parts at `now` (an aware datetime; default: the current time), applies first."""
+        moment = _instant(now)
+        return self.apply_cycle(moment).then(self.revert_scan(moment))
+
+    # 1. and 2. the platform part ----------------------------------------------------------
+
+    def apply_cycle(self, now: datetime | None = None) -> CycleReport:
+        """Read the templates and actions, then report errors and apply (see the module)."""
+        cycle = self._cycle(now)
         cycle.count("cycles")
-        if self.outbox.resync_needed:
-            # The scaling queue file was damaged and set aside: events the store counts as
-            # enqueued may be gone. Forgetting them re-enqueues every managed window's apply
-            # event this cycle (the platform de-duplicates by id).
-            log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
-            self.store.forget_enqueued()
-            self.outbox.clear_resync_needed()
         at_bound = self.outbox.at_bound
-        view = self._read_templates(cycle, report=not at_bound)
-        if view is not None and not at_bound:
-            for planned in self._plan(cycle, view):
-                self._apply(cycle, planned, view)
-        elif view is not None:
-            log.warning("scaling_outbox_at_bound", applying=False)
-        kube_ok = self._scan(cycle, view)
-        self.store.commit()
-        self._report_health(moonin_ok=view is not None, kube_ok=kube_ok, at_bound=at_bound)
-        tally = cycle.tally
-        return CycleReport(
-            applies=tally["applies"],
-            reverts=tally["reverts"],
-            errors=tally["errors"],
-            failures=tally["apply_failures"] + tally["revert_failures"],
-            conflicts=tally["conflicts"],
-            moonin_reachable=view is not None,
-            kube_reachable=kube_ok,
-        )
-
-    # 1. templates ---------------------------------------------------------------------------
-
-    def _read_templates(self, cycle: Cycle, *, report: bool) -> TemplateView | None:
         try:
-            raw = self.api.get_templates()
+            with self._cancellable_calls():
+                raw_templates = self.api.get_templates()
+                view = read_templates(raw_templates, cycle.now)
+                parsed = {} if at_bound else self._read_actions(cycle, view)
         except MooninAPIError as exc:
             cycle.count("moonin_failures")
-            log.warning("scaling_templates_unavailable", status=exc.status, error=str(exc))
-            return None
-        view = read_templates(raw, cycle.now)
+            self._platform_failed("templates", "scaling_templates_unavailable", exc)
+            self._set_problem(APPLY, f"platform: {_summary(exc)}: applying nothing new")
+            return CycleReport.of(cycle.tally, moonin_reachable=False)
+        self._platform_answered("templates")
         for problem in view.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        if report:
-            for state in view.templates.values():
-                if state.activation.reason == "invalid":
-                    self._template_error(cycle, state)
-        return view
+        self._answer = Answer(
+            raw_templates,
+            {template_id: _ids(found) for template_id, found in parsed.items()},
+        )
+        with self._writing:
+            if at_bound:
+                log.warning("scaling_outbox_at_bound", applying=False)
+            else:
+                for state in view.templates.values():
+                    if state.activation.reason == "invalid":
+                        self._template_error(cycle, state)
+                for planned in self._plan(cycle, view, parsed):
+                    self._apply(cycle, planned, view)
+            self.store.commit()
+        self._set_problem(
+            APPLY, "scaling outbox at its bound: applying nothing new" if at_bound else None
+        )
+        return CycleReport.of(cycle.tally, moonin_reachable=True)
+
+    @contextlib.contextmanager
+    def _cancellable_calls(self) -> Iterator[None]:
+        """Platform calls inside this block end at once when `stop()` is called."""
+        with deadline.within(math.inf) as calls:
+            with self._calls_lock:
+                if self._stopping.is_set():
+                    calls.cancel()
+                self._calls = calls
+            try:
+                yield
+            finally:
+                with self._calls_lock:
+                    self._calls = None
+
+    def _read_actions(self, cycle: Cycle, view: TemplateView) -> ParsedActions:
+        """The parsed actions of each active template whose actions could be read."""
+        found: ParsedActions = {}
+        for state in view.templates.values():
+            template = state.template
+            if not state.activation.active or not isinstance(template, Template):
+                continue
+            if self._stopping.is_set():
+                break
+            try:
+                found[template.id] = [
+                    action_rules.parse(raw) for raw in self.api.get_actions(template.id)
+                ]
+            except MooninAPIError as exc:
+                # Its windows stay as they are (see TemplateView.owner_active).
+                cycle.count("moonin_failures")
+                self._platform_failed(
+                    f"actions/{template.id}",
+                    "scaling_actions_unavailable",
+                    exc,
+                    template=template.id,
+                )
+            except Exception:
+                # A bug must not keep the other templates from running; loud in the log.
+                cycle.count("apply_failures")
+                log.exception("scaling_plan_crashed", template=template.id)
+            else:
+                self._platform_answered(f"actions/{template.id}")
+        for template_id, parsed in found.items():
+            view.templates[template_id].action_ids = _ids(parsed)
+        return found
 
     def _template_error(self, cycle: Cycle, state: TemplateState) -> None:
         activation = state.activation
@@ -181,14 +284,15 @@ class Reconciler:
 
     # 2. actions and applies -------------------------------------------------------------------
 
-    def _plan(self, cycle: Cycle, view: TemplateView) -> list[Planned]:
+    def _plan(self, cycle: Cycle, view: TemplateView, parsed: ParsedActions) -> list[Planned]:
         ranked: list[tuple[tuple[int, int, int], Planned]] = []
         for rank, state in enumerate(view.templates.values()):
             template = state.template
-            if not state.activation.active or not isinstance(template, Template):
+            found = parsed.get(template.id)
+            if found is None or not isinstance(template, Template):
                 continue
             try:
-                planned = self._plan_template(cycle, state, template)
+                planned = self._plan_template(cycle, state, template, found)
             except Exception:
                 # A bug must not keep the other templates from running; loud in the log.
                 cycle.count("apply_failures")
@@ -202,38 +306,26 @@ class Reconciler:
         return [planned for _, planned in ranked]
 
     def _plan_template(
-        self, cycle: Cycle, state: TemplateState, template: Template
+        self,
+        cycle: Cycle,
+        state: TemplateState,
+        template: Template,
+        parsed: list[action_rules.Action | action_rules.InvalidAction],
     ) -> list[Planned]:
-        """The valid actions of one active template (`state.template`), in its order; an
-        `error` event for each invalid one."""
-        try:
-            raw_actions = self.api.get_actions(template.id)
-        except MooninAPIError as exc:
-            # Its windows stay as they are (see TemplateView.owner_active).
-            cycle.count("moonin_failures")
-            log.warning(
-                "scaling_actions_unavailable",
-                template=template.id,
-                status=exc.status,
-                error=str(exc),
-            )
-            return []
+        """The valid actions of one active template, in its order; an `error` event for
+        each invalid one."""
         window_start, run_until = state.window_start or "", state.run_until or ""
-        ids: set[str] = set()
         planned: list[Planned] = []
-        for raw in raw_actions:
-            parsed = action_rules.parse(raw)
-            if parsed.id is not None:
-                ids.add(parsed.id)
-            if isinstance(parsed, action_rules.InvalidAction):
+        for action in parsed:
+            if isinstance(action, action_rules.InvalidAction):
                 action_error(
                     cycle,
                     template_id=template.id,
                     window_start=window_start,
                     run_until=run_until,
-                    action=parsed,
+                    action=action,
                     reason="invalid_action",
-                    message=parsed.message,
+                    message=action.message,
                 )
                 continue
             planned.append(
@@ -242,10 +334,9 @@ class Reconciler:
                     template_name=state.name,
                     window_start=window_start,
                     run_until=run_until,
-                    action=parsed,
+                    action=action,
                 )
             )
-        state.action_ids = frozenset(ids)
         return planned
 
     def _apply(self, cycle: Cycle, planned: Planned, view: TemplateView) -> None:
@@ -272,7 +363,29 @@ class Reconciler:
                 hint=f"{notes.RELEASED} keeps this window from being applied again",
             )
 
-    # 3. the revert scan -------------------------------------------------------------------------
+    # 3. the revert scan -----------------------------------------------------------------------
+
+    def revert_scan(self, now: datetime | None = None) -> CycleReport:
+        """Revert every managed HPA whose window is over (see the module); never asks the
+        platform."""
+        cycle = self._cycle(now)
+        cycle.count("revert_scans")
+        answer = self._answer
+        view = None if answer is None else answer.view_at(cycle.now)
+        with self._writing:
+            if self.outbox.resync_needed:
+                # The scaling queue file was damaged and set aside: events the store counts
+                # as enqueued may be gone. Forgetting them re-enqueues every managed window's
+                # apply event in this scan (the platform de-duplicates by id).
+                log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
+                self.store.forget_enqueued()
+                self.outbox.clear_resync_needed()
+            listed = self._scan(cycle, view)
+            self.store.commit()
+        self._set_problem(
+            REVERTS, None if listed else "kubernetes: cannot list HPAs: reverts are waiting"
+        )
+        return CycleReport.of(cycle.tally, kube_reachable=listed)
 
     def _scan(self, cycle: Cycle, view: TemplateView | None) -> bool:
         try:
@@ -302,17 +415,62 @@ class Reconciler:
         finish_restores(cycle)
         return True
 
-    def _report_health(self, *, moonin_ok: bool, kube_ok: bool, at_bound: bool) -> None:
-        if not moonin_ok:
-            health = Health.degraded("scaling API unreachable: applying nothing new")
-        elif not kube_ok:
-            health = Health.degraded("cannot list HPAs: reverts are waiting")
-        elif at_bound:
-            health = Health.degraded("scaling outbox at its bound: applying nothing new")
-        else:
-            health = Health.healthy()
-        if self.reporter.set(health):
-            log.info("scheduler_health", ok=health.ok, reason=health.reason)
+    # shared -----------------------------------------------------------------------------------
+
+    def _cycle(self, now: datetime | None) -> Cycle:
+        return Cycle(
+            kube=self.kube,
+            outbox=self.outbox,
+            store=self.store,
+            cluster_id=self.cluster_id,
+            now=_instant(now),
+            reporter=self.reporter,
+        )
+
+    def _platform_failed(
+        self, call: str, event: str, exc: MooninAPIError, **fields: object
+    ) -> None:
+        """Log a failed platform call at warning once per change of how it fails; the
+        same failure again, every cycle of an outage, only at debug."""
+        error = str(exc)
+        with self._health_lock:
+            repeated = self._failing.get(call) == error
+            self._failing[call] = error
+        (log.debug if repeated else log.warning)(event, status=exc.status, error=error, **fields)
+
+    def _platform_answered(self, call: str) -> None:
+        with self._health_lock:
+            self._failing.pop(call, None)
+
+    def _set_problem(self, part: str, problem: str | None) -> None:
+        """One part's problem (None: fine); the component's health says every part's."""
+        with self._health_lock:
+            self._problems[part] = problem
+            problems = [found for found in self._problems.values() if found is not None]
+            health = Health.degraded("; ".join(problems)) if problems else Health.healthy()
+            if self.reporter.set(health):
+                log.info("scheduler_health", ok=health.ok, reason=health.reason)
+
+
+def _instant(now: datetime | None) -> datetime:
+    if now is None:
+        return datetime.now(UTC)
+    if now.utcoffset() is None:
+        raise ValueError("now must be an aware datetime")
+    return now.astimezone(UTC)
+
+
+def _summary(exc: MooninAPIError) -> str:
+    """What health says of a failed platform call: `answer over 8 MiB`, `deadline
+    exceeded`, `answered 503`, `unreachable`."""
+    summary = getattr(exc, "summary", None)
+    if isinstance(summary, str):
+        return summary
+    return f"answered {exc.status}" if exc.status is not None else "unreachable"
+
+
+def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> frozenset[str]:
+    return frozenset(action.id for action in parsed if action.id is not None)
 
 
 def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:

@@ -1,10 +1,13 @@
-"""What the platform says this cycle: each template's activation and its actions' ids, and
-from that, whether the window a managed HPA is in is still on.
+"""What the platform says: each template's activation and its actions' ids, and from that,
+whether the window a managed HPA is in is still on. The revert scan judges on the last good
+answer evaluated at its own moment (`Answer.view_at`), so a platform that stops answering
+well cannot keep a window open past the end that answer gives it.
 
 `revert_reason` is the one rule for ending a window, used by the revert scan and by a
 takeover alike, in this order:
 1. min or max changed by someone else during the window: `overridden`;
-2. Moonin unreachable (no view): `expired` once the `run-until` annotation has passed,
+2. no answer from the platform yet (no view: the process has just started and the
+   platform has not answered): `expired` once the `run-until` annotation has passed,
    otherwise the window stays;
 3. the template is active with the same window start and still has the action (or its
    actions could not be read this cycle): the window stays, whatever `run-until` says (the
@@ -73,6 +76,24 @@ class TemplateView:
         if state is None or not state.activation.active or state.window_start != window_start:
             return False
         return state.action_ids is None or action_id in state.action_ids
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The platform's last good answer: the templates as sent, and the action ids of each
+    template whose actions were read with them."""
+
+    templates: list[Any]
+    action_ids: dict[str, frozenset[str]]
+
+    def view_at(self, now: datetime) -> TemplateView:
+        """The answer evaluated at `now`: a window that has ended since is over."""
+        view = read_templates(self.templates, now)
+        for template_id, ids in self.action_ids.items():
+            state = view.templates.get(template_id)
+            if state is not None:
+                state.action_ids = ids
+        return view
 
 
 def read_templates(raw_templates: list[Any], now: datetime) -> TemplateView:

@@ -8,6 +8,14 @@ each status code means.
 Record and event bodies are spliced from the bytes already stored in the outbox; they are
 never decoded and encoded again. Only the small envelope around them is encoded here.
 
+Every call is bounded twice, so a platform (or a proxy in front of it) that answers badly
+cannot hold a thread or the process's memory: by a total deadline (`deadline_seconds`:
+connecting, sending and the whole answer; `shipper.deadline`), and by the bytes it reads,
+counted after decompression (`shipper.bounded`): `max_answer_bytes` for templates and
+actions, `SMALL_ANSWER_BYTES` for the heartbeat's answer and error bodies. A batch of
+records or events is delivered once the status line says 2xx: its answer is read only so
+the connection can be used again, and a bad one is ignored.
+
 How it fails: construction raises ValueError (`InsecureURLError` for a URL scheme that is
 not allowed) for bad settings, before any request. A request either returns or raises one
 of the `shipper.errors` classes; httpx's own exceptions are translated in one function
@@ -17,6 +25,7 @@ token, and carry at most a short, redacted piece of the response body.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import ssl
 import time
@@ -30,9 +39,20 @@ from urllib.parse import quote, urlsplit
 import httpx
 import msgspec
 
+from shipper import deadline
+from shipper.bounded import (
+    ACCEPT_ENCODING,
+    AnswerTooLarge,
+    UndecodableAnswer,
+    describe_size,
+    read_bounded,
+)
 from shipper.errors import (
+    AnswerOverLimit,
     CredentialsRejected,
+    DeadlineExceeded,
     InsecureURLError,
+    MalformedAnswer,
     Misconfigured,
     MooninAPIError,
     RejectedBody,
@@ -44,6 +64,11 @@ from shipper.version import VERSION
 
 GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
 CONNECT_TIMEOUT = 10.0
+DEADLINE_SECONDS = 30.0
+# Templates and actions: a few thousand templates fit in a few MiB.
+MAX_ANSWER_BYTES = 8 << 20
+# The heartbeat's answer is `{}` or `{"resync": true}`; batch answers are not used.
+SMALL_ANSWER_BYTES = 64 << 10
 BODY_SNIPPET = 500  # characters of an error response kept on the exception
 
 # Enough raw bytes to fill the snippet even with multi-byte characters, and no more:
@@ -91,10 +116,16 @@ class ApiClient:
         insecure_http: bool = False,
         ca_bundle: str | None = None,
         timeout: float = 30.0,
+        deadline_seconds: float = DEADLINE_SECONDS,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         observe: RequestObserver | None = None,
     ) -> None:
+        if deadline_seconds <= 0 or max_answer_bytes <= 0:
+            raise ValueError("the deadline and the answer limit must be positive")
         self._base = _checked_base_url(base_url, insecure_http=insecure_http)
+        self._deadline_seconds = deadline_seconds
+        self._max_answer_bytes = max_answer_bytes
         self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
@@ -115,8 +146,13 @@ class ApiClient:
             transport=transport,
             trust_env=True,
             follow_redirects=False,  # a redirect would carry the token elsewhere
-            headers={"User-Agent": f"moonin-agent/{VERSION}", "Accept": "application/json"},
+            headers={
+                "User-Agent": f"moonin-agent/{VERSION}",
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPT_ENCODING,
+            },
         )
+        deadline.guard_client(self._http)
 
     @property
     def base_url(self) -> str:
@@ -163,7 +199,12 @@ class ApiClient:
         )
         # Heartbeats are never replayed, so each one is its own idempotent request.
         content = self._request(
-            "POST", "/heartbeat", "heartbeat", body=body, idempotency_key=new_id()
+            "POST",
+            "/heartbeat",
+            "heartbeat",
+            body=body,
+            idempotency_key=new_id(),
+            answer_limit=SMALL_ANSWER_BYTES,
         )
         if not content.strip():
             return {}
@@ -171,13 +212,15 @@ class ApiClient:
 
     def get_templates(self) -> list[Any]:
         """The cluster's scaling templates, as the platform sent them."""
-        content = self._request("GET", "/templates", "templates")
+        content = self._request(
+            "GET", "/templates", "templates", answer_limit=self._max_answer_bytes
+        )
         return self._decode(_TEMPLATES, content, "/templates").templates
 
     def get_actions(self, template_id: str) -> list[Any]:
         """The actions of one template, as the platform sent them."""
         path = f"/templates/{_segment(template_id)}/actions"
-        content = self._request("GET", path, "actions")
+        content = self._request("GET", path, "actions", answer_limit=self._max_answer_bytes)
         return self._decode(_ACTIONS, content, path).actions
 
     def close(self) -> None:
@@ -199,8 +242,10 @@ class ApiClient:
         *,
         body: bytes | None = None,
         idempotency_key: str | None = None,
+        answer_limit: int | None = None,
     ) -> bytes:
-        """Send one request; the body of a successful answer, or a `shipper.errors` raise.
+        """Send one request; the body of a successful answer (read within `answer_limit`
+        bytes; None: not needed, b"" is returned), or a `shipper.errors` raise.
 
         `endpoint` names the call for the observer (paths carry ids)."""
         url = self._url(path)
@@ -219,26 +264,35 @@ class ApiClient:
         request = self._http.build_request(method, url, content=body, headers=headers)
         started = time.perf_counter()
         outcome = "error"  # no answer at all
-        try:
-            response = self._http.send(request, stream=True)
-            outcome = f"{response.status_code // 100}xx"
+        with deadline.within(self._deadline_seconds) as limit:
             try:
-                if response.is_success:
-                    return response.read()
-                if response.status_code == 409 and method == "POST":
-                    return b""  # delivered before; its body is no answer to decode
+                response = self._http.send(request, stream=True)
+                outcome = f"{response.status_code // 100}xx"
                 try:
+                    if response.is_success:
+                        content = self._answer(response, method, url, answer_limit)
+                        if answer_limit is not None and limit.expired:
+                            # Shut down at the deadline, a body that ends with the
+                            # connection looks complete: it was cut short.
+                            outcome = "deadline"
+                            raise self._deadline_error(method, url)
+                        return content
+                    if response.status_code == 409 and method == "POST":
+                        return b""  # delivered before; its body is no answer to decode
                     snippet = _read_prefix(response)
-                except httpx.DecodingError:
-                    # The status is the answer; a garbled error body must not hide it.
-                    snippet = "(undecodable body)"
+                finally:
+                    response.close()
+            except httpx.RequestError as e:
+                if limit.expired:
+                    outcome = "deadline"
+                    raise self._deadline_error(method, url) from e
+                raise self._transport_error(e, method, url) from e
+            except AnswerOverLimit:
+                outcome = "over_limit"
+                raise
             finally:
-                response.close()
-        except httpx.RequestError as e:
-            raise self._transport_error(e, method, url) from e
-        finally:
-            if self._observe is not None:
-                self._observe(endpoint, outcome, time.perf_counter() - started)
+                if self._observe is not None:
+                    self._observe(endpoint, outcome, time.perf_counter() - started)
         error = _status_error(
             method,
             url,
@@ -250,6 +304,30 @@ class ApiClient:
             # A rotated Secret: the next call, whichever it is, carries the new token.
             error.token_rotated = self._token.reload()
         raise error
+
+    def _answer(self, response: httpx.Response, method: str, url: str, limit: int | None) -> bytes:
+        """The body of a 2xx answer, within `limit` bytes after decompression."""
+        if limit is None:
+            # The status is the whole answer. Reading a short body lets the connection be
+            # used again; a long, slow or broken one is left unread (the connection closes).
+            with contextlib.suppress(httpx.HTTPError, UndecodableAnswer):
+                read_bounded(response, SMALL_ANSWER_BYTES, cut=True)
+            return b""
+        try:
+            return read_bounded(response, limit)
+        except AnswerTooLarge as exc:
+            summary = f"answer over {describe_size(exc.limit)}"
+            raise AnswerOverLimit(
+                f"{method} {url}: the {summary} that a call may read; nothing of it was used",
+                summary=summary,
+            ) from None
+        except UndecodableAnswer as exc:
+            raise MalformedAnswer(f"malformed answer from {url}: {exc}") from None
+
+    def _deadline_error(self, method: str, url: str) -> DeadlineExceeded:
+        return DeadlineExceeded(
+            f"{method} {url}: no complete answer within {self._deadline_seconds:g} s"
+        )
 
     def _transport_error(self, error: httpx.RequestError, method: str, url: str) -> MooninAPIError:
         failure = _certificate_failure(error)
@@ -271,7 +349,7 @@ class ApiClient:
         except msgspec.DecodeError as e:
             # A 2xx with a body we cannot use is the platform's problem, not ours, and
             # nothing is lost by asking again later, so it is retried rather than paused.
-            raise RetryLater(
+            raise MalformedAnswer(
                 f"malformed answer from {self._url(path)}: {self._redact(str(e))}",
                 body=self._redact(
                     content[:_SNIPPET_BYTES].decode("utf-8", "replace"), limit=BODY_SNIPPET
@@ -356,14 +434,14 @@ def _status_error(
 
 
 def _read_prefix(response: httpx.Response) -> str:
-    """The start of an error response as text, without reading all of it."""
-    buffer = bytearray()
-    for chunk in response.iter_bytes():
-        buffer += chunk
-        if len(buffer) >= _SNIPPET_BYTES:
-            break
+    """The start of an error response as text, without reading (or inflating) the rest."""
+    try:
+        start = read_bounded(response, _SNIPPET_BYTES, cut=True)
+    except (httpx.HTTPError, UndecodableAnswer):
+        # The status is the answer; a garbled or stalled error body must not hide it.
+        return "(unreadable body)"
     # Cut to BODY_SNIPPET characters only after redaction (see ApiClient._redact).
-    return bytes(buffer[:_SNIPPET_BYTES]).decode(response.encoding or "utf-8", "replace")
+    return start.decode(response.encoding or "utf-8", "replace")
 
 
 def _certificate_failure(error: BaseException) -> str | None:

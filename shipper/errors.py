@@ -6,6 +6,12 @@
     │   ├── CredentialsRejected   401, 403
     │   └── Misconfigured         404, 405 and every other 4xx
     └── RetryLater          408, 429, 5xx, connection errors, timeouts (may carry Retry-After)
+        ├── AnswerOverLimit      a 2xx whose body passed its byte bound (after decompression)
+        ├── MalformedAnswer      a 2xx whose body is not what the contract says
+        └── DeadlineExceeded     no complete answer within the call's total deadline
+
+These three carry a short `summary` (`answer over 8 MiB`, `malformed answer`, `deadline
+exceeded`) that health reasons repeat, so an operator sees which part is failing.
 
 InsecureURLError is a configuration error raised before any request is made.
 """
@@ -56,3 +62,23 @@ class RetryLater(MooninAPIError):
 
 class InsecureURLError(ValueError):
     """A plain http:// URL without MOONIN_INSECURE_HTTP=true."""
+
+
+class AnswerOverLimit(RetryLater):
+    """The platform answered with more than the call may read; nothing of it was used."""
+
+    def __init__(self, message: str, *, summary: str) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+class MalformedAnswer(RetryLater):
+    """A 2xx we cannot use: nothing is lost by asking again later, so it is retried."""
+
+    summary = "malformed answer"
+
+
+class DeadlineExceeded(RetryLater):
+    """Connecting, sending and reading the whole answer took longer than the call's deadline."""
+
+    summary = "deadline exceeded"

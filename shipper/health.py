@@ -41,28 +41,42 @@ class HealthSnapshot:
     component: str
     health: Health
     counters: dict[str, int] = field(default_factory=dict)
-    stalled: bool = False
-    """No progress for longer than the component said it may go without."""
+    stalled_parts: tuple[str, ...] = ()
+    """The parts (loops) that made no progress for longer than the component said they may
+    go without; `("",)` for a component with one loop."""
+
+    @property
+    def stalled(self) -> bool:
+        return bool(self.stalled_parts)
 
 
 class HealthReporter:
     """Thread-safe holder of one component's health and monotonically increasing counters.
 
     A component whose loop must keep turning sets `stalled_after` (seconds) and calls
-    `progress()` each turn; a snapshot taken after that long without one says `stalled`.
+    `progress()` each turn; a snapshot taken after that long without one says `stalled`. A
+    component with several loops names them (`parts`) and each calls `progress(part)`: one
+    loop that stops is stalled whatever the others do.
     """
 
-    def __init__(self, component: str, *, stalled_after: float | None = None) -> None:
+    def __init__(
+        self,
+        component: str,
+        *,
+        stalled_after: float | None = None,
+        parts: tuple[str, ...] = ("",),
+    ) -> None:
         self.component = component
         self.stalled_after = stalled_after
         self._lock = threading.Lock()
         self._health = Health.healthy()
         self._counters: Counter[str] = Counter()
-        self._progress_at = time.monotonic()
+        started = time.monotonic()
+        self._progress_at = dict.fromkeys(parts, started)
 
-    def progress(self) -> None:
+    def progress(self, part: str = "") -> None:
         with self._lock:
-            self._progress_at = time.monotonic()
+            self._progress_at[part] = time.monotonic()
 
     def set(self, health: Health) -> bool:
         """Set the health; returns True when it changed (callers log only state changes)."""
@@ -82,8 +96,8 @@ class HealthReporter:
 
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
-            stalled = (
-                self.stalled_after is not None
-                and time.monotonic() - self._progress_at > self.stalled_after
-            )
+            stalled: tuple[str, ...] = ()
+            if self.stalled_after is not None:
+                oldest = time.monotonic() - self.stalled_after
+                stalled = tuple(part for part, at in self._progress_at.items() if at < oldest)
             return HealthSnapshot(self.component, self._health, dict(self._counters), stalled)

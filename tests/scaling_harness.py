@@ -16,6 +16,10 @@ from typing import Any
 import msgspec
 
 from sandbox.kube import FakeKube
+
+# The platform's side comes from the one builder of it, re-exported for the tests.
+from sandbox.scaling import action as action
+from sandbox.scaling import template as template
 from scheduler import annotations as notes
 from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import KubeApi
@@ -35,41 +39,6 @@ RUN_UNTIL = "2026-12-02T18:00:00Z"
 
 def at(hour: int, minute: int = 0, *, days: int = 0) -> datetime:
     return DAY.replace(hour=hour, minute=minute) + timedelta(days=days)
-
-
-def template(template_id: str = "t-1", **changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": template_id,
-        "name": "black friday",
-        "enabled": True,
-        "valid_until": None,
-        "timezone": "UTC",
-        "cron": "0 8 * * *",
-        "duration_minutes": 600,
-        "execution": None,
-    }
-    return {**base, **changes}
-
-
-def action(
-    action_id: str = "a-1",
-    deployment: str = "web",
-    low: int = 4,
-    high: int = 20,
-    *,
-    up: int = 1,
-    down: int = 1,
-    ns: str = NS,
-) -> dict[str, Any]:
-    return {
-        "id": action_id,
-        "namespace": ns,
-        "deployment": deployment,
-        "min_replicas": low,
-        "max_replicas": high,
-        "priority_up": up,
-        "priority_down": down,
-    }
 
 
 def namespace(name: str = NS) -> dict[str, Any]:

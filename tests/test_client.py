@@ -335,7 +335,7 @@ def test_an_undecodable_error_body_does_not_hide_the_status() -> None:
     )
     with make_client(Recorder(answer)) as client, pytest.raises(CredentialsRejected) as caught:
         client.get_templates()
-    assert caught.value.body == "(undecodable body)"
+    assert caught.value.body == "(unreadable body)"
 
 
 def test_an_error_body_is_cut_short() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sandbox.platform import FakePlatform
+from sandbox.platform import Drip, FakePlatform, GzipBomb
 from sandbox.tls import TLSAuthority
 from shipper.client import ApiClient
-from shipper.errors import CredentialsRejected, Misconfigured
+from shipper.errors import AnswerOverLimit, CredentialsRejected, DeadlineExceeded, Misconfigured
 from shipper.records import Record, ScalingEvent, encode, new_id, utc_timestamp
 from shipper.token import TokenSource
 
@@ -166,3 +166,18 @@ def test_a_wrong_token_over_tls_is_rejected_without_showing_it(
         client.get_templates()
     assert caught.value.status == 401
     assert wrong not in str(caught.value) + caught.value.body
+
+
+@pytest.mark.parametrize(
+    "fault", [Drip(every=0.05), Drip(every=0.05, headers=True), GzipBomb(64 << 20)]
+)
+def test_over_tls_a_dripping_or_bombing_answer_ends_at_its_deadline_or_bound(
+    platform: FakePlatform, ca_bundle: str, fault: Drip | GzipBomb
+) -> None:
+    platform.fail_all("templates", fault)
+    with client_for(platform, ca_bundle=ca_bundle, deadline_seconds=0.5) as client:
+        expected = AnswerOverLimit if isinstance(fault, GzipBomb) else DeadlineExceeded
+        with pytest.raises(expected):
+            client.get_templates()
+        platform.fail_all("templates", None)
+        assert client.get_templates() == []  # the same client goes on working

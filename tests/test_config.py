@@ -69,6 +69,9 @@ def test_the_chart_minimum_gives_the_documented_defaults() -> None:
     assert settings.leader_election is None
     assert settings.config_file is None
     assert settings.pod_name is None and settings.pod_namespace is None
+    assert settings.api_deadline_seconds == 30
+    assert settings.api_max_answer_bytes == 8 * 1024 * 1024
+    assert settings.kube_deadline_seconds == 60
 
 
 def test_the_scaling_role_defaults_to_the_scaling_api() -> None:
@@ -264,9 +267,14 @@ reconcile_interval_seconds: 15
 collect_helm_releases: false
 collect_job_logs: no
 leader_election: true
+api_deadline_seconds: 45
+api_max_answer_bytes: 2097152
+kube_deadline_seconds: 20
 """,
     )
     settings = load_settings("discovery", env(), config_file=path)
+    assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (45, 2 << 20)
+    assert settings.kube_deadline_seconds == 20
     assert settings.log_level == "debug"
     assert settings.ignore_namespaces == ("kube-system", "monitoring")
     assert settings.ignore_resources == ("job/*", "deployment/shop/*")
@@ -462,6 +470,11 @@ def test_an_unknown_log_level_is_refused() -> None:
         ("RECONCILE_INTERVAL_SECONDS", "3601", 'must be at most 3600, got "3601"'),
         ("LINGER_SECONDS", "nan", 'expected a number of seconds, got "nan"'),
         ("SHUTDOWN_SHIP_SECONDS", "-1", 'must not be negative, got "-1"'),
+        ("API_DEADLINE_SECONDS", "0", 'must be greater than 0, got "0"'),
+        ("API_DEADLINE_SECONDS", "601", 'must be at most 600, got "601"'),
+        ("KUBE_DEADLINE_SECONDS", "-2", 'must be greater than 0, got "-2"'),
+        ("API_MAX_ANSWER_BYTES", "1024", "must be at least 65536, got 1024"),
+        ("API_MAX_ANSWER_BYTES", "1073741824", "must be at most 67108864, got 1073741824"),
     ],
 )
 def test_numbers_out_of_range_name_the_variable(name: str, value: str, problem: str) -> None:
@@ -479,8 +492,13 @@ def test_numbers_from_the_environment_are_parsed() -> None:
             LINGER_SECONDS="0",
             SHUTDOWN_SHIP_SECONDS="2.5",
             RECONCILE_INTERVAL_SECONDS="0.5",
+            API_DEADLINE_SECONDS="12.5",
+            API_MAX_ANSWER_BYTES="1048576",
+            KUBE_DEADLINE_SECONDS="90",
         ),
     )
+    assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (12.5, 1 << 20)
+    assert settings.kube_deadline_seconds == 90
     assert (settings.queue_max_records, settings.queue_max_bytes) == (10, 4096)
     assert (settings.batch_max_records, settings.batch_max_bytes) == (2, 2048)
     assert settings.linger_seconds == 0

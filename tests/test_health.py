@@ -34,3 +34,13 @@ def test_the_watch_logs_each_health_change_once_with_the_counters() -> None:
         ("shipper.discovery", True, None),
     ]
     assert logs[1]["counters"] == {"requests_failed": 2}
+
+
+def test_each_loop_of_a_component_must_make_progress_on_its_own() -> None:
+    reporter = HealthReporter("scheduler", stalled_after=60.0, parts=("reverts", "apply"))
+    watch = HealthWatch(lambda: [reporter])
+    assert watch.problems() == []
+    reporter._progress_at["apply"] -= 120  # the apply loop last turned two minutes ago
+    reporter.progress("reverts")  # the other one keeps turning
+    assert reporter.snapshot().stalled_parts == ("apply",)
+    assert watch.problems() == ["scheduler: no progress (apply)"]

@@ -50,6 +50,7 @@ import pytest
 from agent.inspect import stats as queue_stats
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
+from sandbox.scaling import manual_execution, stamp
 from scheduler.store import FILE_NAME as STORE_FILE
 from scheduler.store import Store
 from tests import scaling_harness as h
@@ -146,10 +147,6 @@ class Agents:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-chars:]}" for p in paths)
 
 
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def event_id(action_id: str, window_start: str, kind: str, detail: str) -> str:
     """The contract's id, computed here rather than with `scheduler.events`."""
     text = f"{CLUSTER}|{TEMPLATE}|{action_id}|{window_start}|{kind}|{detail}"
@@ -157,12 +154,7 @@ def event_id(action_id: str, window_start: str, kind: str, detail: str) -> str:
 
 
 def set_window(platform: FakePlatform, number: int, window_start: str, run_until: datetime) -> None:
-    execution = {
-        "id": f"x-{number}",
-        "status": "running",
-        "started_at": window_start,
-        "run_until": stamp(run_until),
-    }
+    execution = manual_execution(window_start, run_until, execution_id=f"x-{number}")
     platform.set_templates([h.template(TEMPLATE, cron=None, execution=execution)])
 
 

@@ -11,13 +11,10 @@ from pathlib import Path
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
+from sandbox.scaling import manual_template
 from tests import scaling_harness as h
 from tests.test_run import agent_env, run_cli, start_agent, stop_within
 from tests.waiting import wait_until
-
-
-def stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def test_a_manual_window_is_applied_reverted_and_reported_through_an_outage(
@@ -27,11 +24,7 @@ def test_a_manual_window_is_applied_reverted_and_reported_through_an_outage(
     kube.create(h.deployment(replicas=2))
     kube.create(h.hpa(low=2, high=5))
     started = datetime.now(UTC)
-    ends = started + timedelta(seconds=6)
-    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
-    platform.set_templates(
-        [h.template(cron=None, execution={**execution, "run_until": stamp(ends)})]
-    )
+    platform.set_templates([manual_template(started, started + timedelta(seconds=6))])
     platform.set_actions("t-1", [h.action(low=4, high=20)])
     env = agent_env(
         platform, tmp_path / "queue", KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.5"
@@ -76,9 +69,7 @@ def test_revert_all_reverts_a_window_in_progress_and_ships_its_event(
     kube.create(h.deployment(replicas=2))
     kube.create(h.hpa(low=2, high=5))
     started = datetime.now(UTC)
-    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
-    ends = stamp(started + timedelta(hours=1))
-    platform.set_templates([h.template(cron=None, execution={**execution, "run_until": ends})])
+    platform.set_templates([manual_template(started, started + timedelta(hours=1))])
     platform.set_actions("t-1", [h.action(low=4, high=20)])
     env = agent_env(
         platform, tmp_path / "queue", KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.5"
@@ -110,9 +101,7 @@ def test_dry_runs_log_each_change_and_write_nothing(
     kube.create(h.namespace())
     kube.create(h.deployment(replicas=2))  # no HPA: a real run would create one
     started = datetime.now(UTC)
-    execution = {"id": "x-1", "status": "running", "started_at": stamp(started)}
-    ends = stamp(started + timedelta(hours=1))
-    platform.set_templates([h.template(cron=None, execution={**execution, "run_until": ends})])
+    platform.set_templates([manual_template(started, started + timedelta(hours=1))])
     platform.set_actions("t-1", [h.action(low=4, high=20)])
     queue = tmp_path / "queue"
     env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), RECONCILE_INTERVAL_SECONDS="0.2")

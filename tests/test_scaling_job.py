@@ -17,7 +17,7 @@ from tests.waiting import wait_until
 
 def test_cycles_run_at_the_interval_starting_at_once_and_stop_when_stopped() -> None:
     runs: list[float] = []
-    job = ReconcileJob(lambda: runs.append(time.monotonic()), interval=0.05)
+    job = ReconcileJob([("tick", lambda: runs.append(time.monotonic()))], interval=0.05)
     started = time.monotonic()
     job.start()
     try:
@@ -46,7 +46,7 @@ def test_a_slow_cycle_is_never_overlapped_by_the_next() -> None:
             active -= 1
             runs += 1
 
-    job = ReconcileJob(slow, interval=0.02)
+    job = ReconcileJob([("slow", slow)], interval=0.02)
     job.start()
     try:
         wait_until(lambda: runs >= 3, timeout=5)
@@ -63,7 +63,7 @@ def test_a_failing_cycle_is_counted_and_the_schedule_goes_on() -> None:
         calls += 1
         raise RuntimeError("boom")
 
-    job = ReconcileJob(failing, interval=0.03)
+    job = ReconcileJob([("failing", failing)], interval=0.03)
     job.start()
     try:
         wait_until(lambda: calls >= 3, timeout=5)

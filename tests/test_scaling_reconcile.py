@@ -850,7 +850,8 @@ def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Ha
     h.reconciler = h.make_reconciler(kube=nowhere)
     report = h.run(at(9))
     assert (report.kube_reachable, report.failures, report.applies) == (False, 1, 0)
-    assert h.reconciler.reporter.health.reason == "cannot list HPAs: reverts are waiting"
+    reason = "kubernetes: cannot list HPAs: reverts are waiting"
+    assert h.reconciler.reporter.health.reason == reason
     assert h.events() == []
 
 

@@ -1,0 +1,172 @@
+"""The scaling role's memory and its reverts while the platform sends gzip bombs.
+
+The fake Kubernetes API (one Deployment with its HPA) and the fake Moonin platform run in
+this process; the agent runs as `moonin-agent run --role scaling` (through `python -m
+agent.cli`) in its own, so only its own memory is measured. A manual execution applies a
+window at once; the agent then runs `--idle-seconds` against a well-behaved platform, and
+`idle_rss_mib` is the median of its VmRSS samples (every 0.1 s) over the last half of that.
+Then the templates and actions answers become gzip bombs (`--bomb-mib` of inflated JSON in
+about a thousandth of it, ~2 MB for the default 2 GiB) for `--bomb-seconds`, one bombed
+cycle every `--interval` seconds, while the window's end passes. `bomb_peak_rss_mib` is the
+highest VmRSS sample during the bombs, `peak_over_idle_mib` its distance from the idle
+median (the target: at most 10), and `hwm_growth_mib` how much the process's VmHWM (its
+peak resident set ever) grew during the bombs. `revert_late_seconds` is the time from the
+window's `run_until` to the revert's PATCH reaching the fake API server (the target: at most
+one interval). Everything listens on and talks to 127.0.0.1 only.
+
+The last line printed is one JSON object with the figures and the settings used.
+
+    python bench/hostile.py [--bomb-mib 2048] [--idle-seconds 10] [--bomb-seconds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent.demo import CLUSTER_ID, PROJECT_ID, TOKEN, agent_environment
+from sandbox import demo_cluster
+from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform, GzipBomb
+from sandbox.scaling import action, manual_template
+
+NS = "shop"
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """VmHWM (peak resident set) and VmRSS of a process, in MiB."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            found[key] = int(value.split()[0]) / 1024
+    return found
+
+
+def cluster(kube: FakeKube) -> None:
+    kube.create(demo_cluster.namespace(NS))
+    kube.create(demo_cluster.deployment("web", NS))
+    kube.create(demo_cluster.hpa("web", NS, low=2, high=5))
+
+
+def window(platform: FakePlatform, seconds: float) -> datetime:
+    """A manual execution from now for `seconds`; returns its end."""
+    started = datetime.now(UTC)
+    ends = started + timedelta(seconds=seconds)
+    platform.set_templates([manual_template(started, ends, name="bench")])
+    platform.set_actions("t-1", [action(ns=NS)])
+    return ends
+
+
+def sample(pid: int, seconds: float, into: list[float]) -> None:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        into.append(memory_mib(pid)["VmRSS"])
+        time.sleep(0.1)
+
+
+def wait_for(condition: object, timeout: float, what: str) -> None:
+    until = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > until:
+            raise SystemExit(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bomb-mib", type=int, default=2048, help="inflated size of a bomb")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--bomb-seconds", type=float, default=15.0)
+    parser.add_argument("--interval", type=float, default=1.0, help="RECONCILE_INTERVAL_SECONDS")
+    args = parser.parse_args()
+
+    bomb = GzipBomb(args.bomb_mib << 20)
+    with (
+        FakeKube() as kube,
+        FakePlatform(token=TOKEN, project_id=PROJECT_ID, cluster_id=CLUSTER_ID) as platform,
+        tempfile.TemporaryDirectory(prefix="moonin-bench-") as scratch,
+    ):
+        print(f"building a {args.bomb_mib} MiB gzip bomb", flush=True)
+        platform.fail_all("heartbeat", bomb)  # builds it once, before anything is timed
+        platform.fail_all("heartbeat", None)
+        cluster(kube)
+        # The window ends a few seconds into the bombs.
+        run_until = window(platform, args.idle_seconds + min(5.0, args.bomb_seconds / 2))
+        run_until_monotonic = time.monotonic() + (run_until - datetime.now(UTC)).total_seconds()
+        kubeconfig = Path(scratch) / "kubeconfig"
+        kube.kubeconfig(kubeconfig)
+        env = agent_environment(
+            os.environ,
+            platform_url=platform.url,
+            queue_dir=Path(scratch) / "queue",
+            kubeconfig=kubeconfig,
+            health_port=0,
+        )
+        env["RECONCILE_INTERVAL_SECONDS"] = str(args.interval)
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "agent.cli", "run", "--role", "scaling"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+
+            def hpa_min() -> int:
+                return kube.get("horizontalpodautoscalers", NS, "web")["spec"]["minReplicas"]
+
+            wait_for(lambda: hpa_min() == 4, 60, "the window to be applied")
+            print("window applied; idle against a well-behaved platform", flush=True)
+            idle: list[float] = []
+            sample(agent.pid, args.idle_seconds / 2, [])
+            sample(agent.pid, args.idle_seconds / 2, idle)
+            hwm_before = memory_mib(agent.pid)["VmHWM"]
+            asked_before = sum(r.route == "templates" for r in platform.requests)
+            print("bombs from now on", flush=True)
+            platform.fail_all("templates", bomb)
+            platform.fail_all("actions", bomb)
+            bombed: list[float] = []
+            sample(agent.pid, args.bomb_seconds, bombed)
+            memory = memory_mib(agent.pid)
+            cycles = sum(r.route == "templates" for r in platform.requests) - asked_before
+            reverts = [
+                r.time
+                for r in kube.requests
+                if r.method == "PATCH" and "horizontalpodautoscalers" in r.path
+            ]
+            reverted = hpa_min() == 2
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(30)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+    idle_rss = statistics.median(idle)
+    revert_late = None
+    if reverted and len(reverts) >= 2:  # the apply's PATCH, then the revert's
+        revert_late = round(reverts[-1] - run_until_monotonic, 2)
+    result = {
+        "bomb_inflated_mib": args.bomb_mib,
+        "bombed_cycles": cycles,
+        "interval_seconds": args.interval,
+        "idle_rss_mib": round(idle_rss, 1),
+        "bomb_peak_rss_mib": round(max(bombed), 1),
+        "peak_over_idle_mib": round(max(bombed) - idle_rss, 1),
+        "hwm_growth_mib": round(memory["VmHWM"] - hwm_before, 1),
+        "revert_late_seconds": revert_late,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
