@@ -65,6 +65,7 @@ class ReconcileJob:
         with self._lock:
             if self._scheduler is not None:
                 return
+            self._ran.clear()  # a restart runs the cycles in order again
             # A worker per cycle: with max_instances=1 a further one would never be used.
             scheduler = BackgroundScheduler(
                 executors={"default": ThreadPoolExecutor(max_workers=len(self._cycles))},
@@ -136,12 +137,11 @@ class ScalingJob:
         interval: float = 30.0,
         reporter: HealthReporter | None = None,
     ) -> None:
-        # A cycle is a few requests, each with a deadline; ten missed cycles mean a stuck
-        # clock.
+        # Ten missed cycles mean a stuck loop. A run waits on the network for at most half
+        # that (its budget), so a slow platform or API server alone never looks stuck.
+        stalled_after = max(STALLED_AFTER_SECONDS, interval * 10)
         self.reporter = reporter or HealthReporter(
-            COMPONENT,
-            stalled_after=max(STALLED_AFTER_SECONDS, interval * 10),
-            parts=(REVERTS, APPLY),
+            COMPONENT, stalled_after=stalled_after, parts=(REVERTS, APPLY)
         )
         ignore = IgnoreRules(ignore_resources)  # a bad entry fails before the store opens
         self.store = Store(store_path)
@@ -153,6 +153,7 @@ class ScalingJob:
             cluster_id=cluster_id,
             ignore=ignore,
             reporter=self.reporter,
+            budget_seconds=stalled_after / 2,
         )
         self._stopped = False
         # Reverts first: at start-up, windows that ended while no agent ran are reverted

@@ -236,8 +236,8 @@ class KubeApi:
                     raise self._deadline_error(what) from exc
                 message = f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}"
                 raise KubeError(message) from exc
-            if limit.expired:
-                # The watchdog shut the socket down: what was read may be cut short.
+            if limit.interrupted:
+                # The socket was shut down under the read: what it got may be cut short.
                 raise self._deadline_error(what)
         if not data:
             return {}

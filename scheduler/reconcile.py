@@ -36,10 +36,9 @@ retries. They raise only for a programming error or a local store they cannot wr
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -59,7 +58,7 @@ from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
 from shipper import deadline
-from shipper.errors import MooninAPIError
+from shipper.errors import CallCancelled, MooninAPIError
 from shipper.health import Health, HealthReporter
 
 log = structlog.get_logger("scheduler")
@@ -67,6 +66,12 @@ log = structlog.get_logger("scheduler")
 COMPONENT = "scheduler"
 APPLY = "apply"
 REVERTS = "reverts"
+BUDGET_SECONDS = 300.0
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
 
 ParsedActions = dict[str, list[action_rules.Action | action_rules.InvalidAction]]
 
@@ -140,8 +145,13 @@ class Reconciler:
         cluster_id: str,
         ignore: IgnoreRules | Iterable[str] = (),
         reporter: HealthReporter | None = None,
+        budget_seconds: float = BUDGET_SECONDS,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.kube = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+        # The most one run of either loop waits on the network, however many calls hang.
+        self.budget_seconds = budget_seconds
+        self._clock = clock
         self.api = api
         self.outbox = outbox
         self.store = store
@@ -172,13 +182,18 @@ class Reconciler:
 
     def run_once(self, now: datetime | None = None) -> CycleReport:
         """Both parts at `now` (an aware datetime; default: the current time), applies first."""
-        moment = _instant(now)
+        moment = self._clock() if now is None else _instant(now)
         return self.apply_cycle(moment).then(self.revert_scan(moment))
 
     # 1. and 2. the platform part ----------------------------------------------------------
 
     def apply_cycle(self, now: datetime | None = None) -> CycleReport:
-        """Read the templates and actions, then report errors and apply (see the module)."""
+        """Read the templates and actions, then report errors and apply (see the module).
+
+        `now` fixes the instant of the whole cycle. Without it the templates are evaluated
+        when read, and again with the time at which the writes may start: a window that
+        ended while the platform was slow to answer must not be applied again after the
+        revert scan has ended it."""
         cycle = self._cycle(now)
         cycle.count("cycles")
         at_bound = self.outbox.at_bound
@@ -188,6 +203,9 @@ class Reconciler:
                 view = read_templates(raw_templates, cycle.now)
                 parsed = {} if at_bound else self._read_actions(cycle, view)
         except MooninAPIError as exc:
+            if self._stopping.is_set():
+                log.debug("scaling_apply_given_up", error=str(exc))
+                return CycleReport.of(cycle.tally)
             cycle.count("moonin_failures")
             self._platform_failed("templates", "scaling_templates_unavailable", exc)
             self._set_problem(APPLY, f"platform: {_summary(exc)}: applying nothing new")
@@ -195,11 +213,15 @@ class Reconciler:
         self._platform_answered("templates")
         for problem in view.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        self._answer = Answer(
+        answer = Answer(
             raw_templates,
             {template_id: _ids(found) for template_id, found in parsed.items()},
         )
+        self._answer = answer
         with self._writing:
+            if now is None:
+                cycle.now = self._clock()
+                view = answer.view_at(cycle.now)
             if at_bound:
                 log.warning("scaling_outbox_at_bound", applying=False)
             else:
@@ -216,8 +238,9 @@ class Reconciler:
 
     @contextlib.contextmanager
     def _cancellable_calls(self) -> Iterator[None]:
-        """Platform calls inside this block end at once when `stop()` is called."""
-        with deadline.within(math.inf) as calls:
+        """Platform calls inside this block end together within the cycle's budget, and at
+        once when `stop()` is called."""
+        with deadline.within(self.budget_seconds) as calls:
             with self._calls_lock:
                 if self._stopping.is_set():
                     calls.cancel()
@@ -241,6 +264,8 @@ class Reconciler:
                 found[template.id] = [
                     action_rules.parse(raw) for raw in self.api.get_actions(template.id)
                 ]
+            except CallCancelled:
+                break
             except MooninAPIError as exc:
                 # Its windows stay as they are (see TemplateView.owner_active).
                 cycle.count("moonin_failures")
@@ -289,7 +314,7 @@ class Reconciler:
         for rank, state in enumerate(view.templates.values()):
             template = state.template
             found = parsed.get(template.id)
-            if found is None or not isinstance(template, Template):
+            if found is None or not state.activation.active or not isinstance(template, Template):
                 continue
             try:
                 planned = self._plan_template(cycle, state, template, found)
@@ -380,7 +405,8 @@ class Reconciler:
                 log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
                 self.store.forget_enqueued()
                 self.outbox.clear_resync_needed()
-            listed = self._scan(cycle, view)
+            with deadline.within(self.budget_seconds):  # however many calls hang
+                listed = self._scan(cycle, view)
             self.store.commit()
         self._set_problem(
             REVERTS, None if listed else "kubernetes: cannot list HPAs: reverts are waiting"
@@ -423,7 +449,7 @@ class Reconciler:
             outbox=self.outbox,
             store=self.store,
             cluster_id=self.cluster_id,
-            now=_instant(now),
+            now=self._clock() if now is None else _instant(now),
             reporter=self.reporter,
         )
 
@@ -452,9 +478,7 @@ class Reconciler:
                 log.info("scheduler_health", ok=health.ok, reason=health.reason)
 
 
-def _instant(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(UTC)
+def _instant(now: datetime) -> datetime:
     if now.utcoffset() is None:
         raise ValueError("now must be an aware datetime")
     return now.astimezone(UTC)

@@ -37,9 +37,10 @@ class UndecodableAnswer(Exception):
     pass
 
 
-def read_bounded(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
+def read_bounded(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes | bytearray:
     """The answer's body, decoded, if it is at most `limit` bytes; with `cut`, its first
-    `limit` bytes (the rest is not read)."""
+    `limit` bytes (the rest is not read). The buffer it was read into is returned as it is:
+    a copy would hold the answer twice."""
     if response.is_stream_consumed:
         # Built around bytes already in memory (httpx does so for a test transport's
         # answers) and decoded then: only the limit is left to apply.
@@ -63,13 +64,14 @@ def read_bounded(response: httpx.Response, limit: int, *, cut: bool = False) -> 
             body += piece
             if len(body) > limit:
                 if cut:
-                    return bytes(body[:limit])
+                    del body[limit:]
+                    return body
                 raise AnswerTooLarge(limit)
         if inflater is not None and inflater.ended:
             break  # whatever follows a complete gzip member is not part of the answer
     if inflater is not None and received and not inflater.ended and not cut:
         raise UndecodableAnswer("the compressed answer ends before its end marker")
-    return bytes(body)
+    return body
 
 
 def describe_size(size: int) -> str:

@@ -49,6 +49,7 @@ from shipper.bounded import (
 )
 from shipper.errors import (
     AnswerOverLimit,
+    CallCancelled,
     CredentialsRejected,
     DeadlineExceeded,
     InsecureURLError,
@@ -69,6 +70,9 @@ DEADLINE_SECONDS = 30.0
 MAX_ANSWER_BYTES = 8 << 20
 # The heartbeat's answer is `{}` or `{"resync": true}`; batch answers are not used.
 SMALL_ANSWER_BYTES = 64 << 10
+# How long an unused answer (after a 2xx on a batch) is read, so the connection can serve
+# the next batch; one that takes longer is left, with its connection.
+IGNORED_ANSWER_SECONDS = 2.0
 BODY_SNIPPET = 500  # characters of an error response kept on the exception
 
 # Enough raw bytes to fill the snippet even with multi-byte characters, and no more:
@@ -243,7 +247,7 @@ class ApiClient:
         body: bytes | None = None,
         idempotency_key: str | None = None,
         answer_limit: int | None = None,
-    ) -> bytes:
+    ) -> bytes | bytearray:
         """Send one request; the body of a successful answer (read within `answer_limit`
         bytes; None: not needed, b"" is returned), or a `shipper.errors` raise.
 
@@ -271,21 +275,27 @@ class ApiClient:
                 try:
                     if response.is_success:
                         content = self._answer(response, method, url, answer_limit)
-                        if answer_limit is not None and limit.expired:
-                            # Shut down at the deadline, a body that ends with the
-                            # connection looks complete: it was cut short.
-                            outcome = "deadline"
-                            raise self._deadline_error(method, url)
+                        if answer_limit is not None and limit.interrupted:
+                            # Shut down under it, a body that ends with the connection
+                            # looks complete: it was cut short.
+                            raise MalformedAnswer("cut short")
                         return content
                     if response.status_code == 409 and method == "POST":
                         return b""  # delivered before; its body is no answer to decode
                     snippet = _read_prefix(response)
                 finally:
+                    # Back to the pool: the deadline must not reach the next call on it.
+                    limit.release()
                     response.close()
-            except httpx.RequestError as e:
+            except (httpx.RequestError, MalformedAnswer) as e:
+                if limit.cancelled:
+                    outcome = "cancelled"
+                    raise CallCancelled(f"{method} {url}: given up, the agent is stopping") from e
                 if limit.expired:
                     outcome = "deadline"
                     raise self._deadline_error(method, url) from e
+                if isinstance(e, MalformedAnswer):
+                    raise
                 raise self._transport_error(e, method, url) from e
             except AnswerOverLimit:
                 outcome = "over_limit"
@@ -305,12 +315,17 @@ class ApiClient:
             error.token_rotated = self._token.reload()
         raise error
 
-    def _answer(self, response: httpx.Response, method: str, url: str, limit: int | None) -> bytes:
+    def _answer(
+        self, response: httpx.Response, method: str, url: str, limit: int | None
+    ) -> bytes | bytearray:
         """The body of a 2xx answer, within `limit` bytes after decompression."""
         if limit is None:
             # The status is the whole answer. Reading a short body lets the connection be
             # used again; a long, slow or broken one is left unread (the connection closes).
-            with contextlib.suppress(httpx.HTTPError, UndecodableAnswer):
+            with (
+                deadline.within(IGNORED_ANSWER_SECONDS),
+                contextlib.suppress(httpx.HTTPError, UndecodableAnswer),
+            ):
                 read_bounded(response, SMALL_ANSWER_BYTES, cut=True)
             return b""
         try:
@@ -343,7 +358,9 @@ class ApiClient:
         detail = self._redact(str(error)) or "no detail"
         return RetryLater(f"{method} {url} failed: {type(error).__name__}: {detail}")
 
-    def _decode(self, decoder: msgspec.json.Decoder[Any], content: bytes, path: str) -> Any:
+    def _decode(
+        self, decoder: msgspec.json.Decoder[Any], content: bytes | bytearray, path: str
+    ) -> Any:
         try:
             return decoder.decode(content)
         except msgspec.DecodeError as e:

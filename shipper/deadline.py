@@ -15,9 +15,11 @@ How each library is held to it:
   watchdog thread, which shuts the socket down when the deadline passes, so a reader blocked
   in `recv` wakes up with an error.
 
-Callers ask `Deadline.expired` when a call failed (or, with urllib3, even when it seemed to
-succeed: a shut-down socket can look like the end of a body) and report "deadline exceeded"
-rather than the library's own error. Deadlines nest: an inner one never outlives the outer,
+Callers ask `Deadline.expired` when a call failed, and `Deadline.interrupted` when it seemed
+to succeed (a shut-down socket can look like the end of a body), and report "deadline
+exceeded" (or, after `cancel()`, `cancelled`) rather than the library's own error. Name
+resolution is not bounded: `getaddrinfo` cannot be interrupted, and the resolver's own
+timeouts apply to it. Deadlines nest: an inner one never outlives the outer,
 and `cancel()` on an outer one (`within(math.inf)` makes one with no time limit) ends every
 call inside it at once, from any thread: how a stopping loop gives up a call in flight.
 
@@ -60,6 +62,7 @@ class Deadline:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._fired = False
+        self._cancelled = False
         self._finished = False
 
     def remaining(self) -> float:
@@ -67,10 +70,19 @@ class Deadline:
 
     @property
     def expired(self) -> bool:
-        """Whether the deadline has passed, or it (or one it is inside) was cancelled."""
-        if self._fired or self.remaining() <= 0:
-            return True
-        return self._outer is not None and self._outer.expired
+        """Whether the deadline has passed, or this call was ended (`interrupted`)."""
+        return self.interrupted or self.remaining() <= 0
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the sockets of this call were shut down under it (its deadline or one it
+        is inside passed while it ran, or was cancelled): what it read may be cut short."""
+        return self._fired or (self._outer is not None and self._outer.interrupted)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether `cancel()` ended this call (on it, or on one it is inside)."""
+        return self._cancelled or (self._outer is not None and self._outer.cancelled)
 
     def cap(self, timeout: float | None) -> float:
         """`timeout` shortened to what is left; TimeoutError when nothing is."""
@@ -89,7 +101,22 @@ class Deadline:
 
     def cancel(self) -> None:
         """End the calls running under this deadline now (from any thread)."""
+        with self._lock:
+            self._cancelled = not self._finished
         self._fire()
+
+    def release(self) -> None:
+        """Guard no more sockets for this call: its connection goes back to a pool, where
+        another call may take it. `within` releases on the way out; a caller that hands a
+        connection back earlier releases first."""
+        with self._lock:
+            self._finished = True
+            sockets, self._sockets = self._sockets, set()
+        scope = self._outer
+        while scope is not None:
+            with scope._lock:
+                scope._sockets -= sockets
+            scope = scope._outer
 
     def _hold(self, sock: socket.socket) -> None:
         with self._lock:
@@ -111,17 +138,6 @@ class Deadline:
         for sock in sockets:
             _shut(sock)
 
-    def _finish(self) -> None:
-        with self._lock:
-            self._finished = True
-            sockets, self._sockets = self._sockets, set()
-        # Those sockets go back to a pool and may serve someone else's call next.
-        scope = self._outer
-        while scope is not None:
-            with scope._lock:
-                scope._sockets -= sockets
-            scope = scope._outer
-
 
 def current() -> Deadline | None:
     """The deadline of the call the current thread is making, if any."""
@@ -140,7 +156,7 @@ def within(seconds: float) -> Iterator[Deadline]:
         yield deadline
     finally:
         _current.reset(token)
-        deadline._finish()
+        deadline.release()
 
 
 def _shut(sock: socket.socket) -> None:
@@ -303,7 +319,15 @@ class _GuardedConnection:
         elif deadline is not None:
             self.timeout = deadline.cap(None)
         super().connect()  # type: ignore[misc]
-        self._guard()
+        self._guard()  # a TLS connection's socket is a new object
+
+    def _new_conn(self) -> socket.socket:
+        # Guarded from the start: a proxy's CONNECT answer is read before `connect()` ends.
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+        deadline = _current.get()
+        if deadline is not None:
+            deadline.guard(sock)
+        return sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         self._guard()

@@ -8,7 +8,8 @@
     └── RetryLater          408, 429, 5xx, connection errors, timeouts (may carry Retry-After)
         ├── AnswerOverLimit      a 2xx whose body passed its byte bound (after decompression)
         ├── MalformedAnswer      a 2xx whose body is not what the contract says
-        └── DeadlineExceeded     no complete answer within the call's total deadline
+        ├── DeadlineExceeded     no complete answer within the call's total deadline
+        └── CallCancelled        given up in flight: the agent is stopping
 
 These three carry a short `summary` (`answer over 8 MiB`, `malformed answer`, `deadline
 exceeded`) that health reasons repeat, so an operator sees which part is failing.
@@ -82,3 +83,10 @@ class DeadlineExceeded(RetryLater):
     """Connecting, sending and reading the whole answer took longer than the call's deadline."""
 
     summary = "deadline exceeded"
+
+
+class CallCancelled(RetryLater):
+    """A call given up in flight because the agent is stopping; nothing is wrong with the
+    platform."""
+
+    summary = "cancelled"

@@ -16,6 +16,7 @@ import urllib3
 
 from sandbox.platform import Drip, FakePlatform
 from shipper import deadline
+from tests.raw_server import serving
 
 TEMPLATES = "/v1/clusters/c-1/templates"
 ENDLESS = Drip(every=0.05)
@@ -149,3 +150,35 @@ def test_an_httpx_without_the_expected_transport_layout_is_refused() -> None:
     finally:
         transport._pool = pool
         transport.close()
+
+
+def drip_after_connect(conn: socket.socket, stop: threading.Event) -> None:
+    """A proxy that accepts a CONNECT, then drips header lines for ever."""
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+    while not stop.wait(0.05):
+        conn.sendall(b"X")
+
+
+@pytest.fixture
+def dripping_proxy() -> Iterator[str]:
+    with serving(drip_after_connect) as url:
+        yield url
+
+
+def test_a_proxy_that_drips_its_connect_answer_cannot_outlast_the_deadline(
+    dripping_proxy: str,
+) -> None:
+    through_urllib3 = deadline.guard_pool_manager(
+        urllib3.ProxyManager(dripping_proxy, retries=False, timeout=30, cert_reqs="CERT_NONE")
+    )
+    with httpx.Client(proxy=dripping_proxy, verify=False, timeout=30) as plain:
+        through_httpx = deadline.guard_client(plain)
+        for call in (
+            lambda: through_urllib3.request("GET", "https://kube.example:6443/api"),
+            lambda: through_httpx.get("https://kube.example:6443/api"),
+        ):
+            with deadline.within(0.5) as limit, contextlib.suppress(Exception):
+                call()
+            assert limit.expired
+            assert limit.remaining() > -20  # ended by the deadline, not by the 30 s timeout

@@ -4,9 +4,13 @@ reads no more than its bound, and never follows the platform elsewhere with the 
 
 from __future__ import annotations
 
+import socket
+import threading
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
@@ -15,6 +19,8 @@ from shipper.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 from shipper.client import ApiClient
 from shipper.errors import AnswerOverLimit, DeadlineExceeded, Misconfigured, RetryLater
 from shipper.token import TokenSource
+from tests.raw_server import serving
+from tests.waiting import wait_until
 
 TOKEN = "hostile-test-token-5c1d"
 DEADLINE = 1.0
@@ -26,18 +32,23 @@ def observed() -> list[tuple[str, str]]:
     return []
 
 
-@pytest.fixture
-def client(platform: FakePlatform, observed: list[tuple[str, str]]) -> Iterator[ApiClient]:
-    platform.token = TOKEN
-    with ApiClient(
-        base_url=platform.url,
+def client_for(url: str, observed: list[tuple[str, str]], **settings: Any) -> ApiClient:
+    return ApiClient(
+        base_url=url,
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(TOKEN),
         insecure_http=True,
-        deadline_seconds=DEADLINE,
-        max_answer_bytes=LIMIT,
         observe=lambda endpoint, outcome, _: observed.append((endpoint, outcome)),
+        **settings,
+    )
+
+
+@pytest.fixture
+def client(platform: FakePlatform, observed: list[tuple[str, str]]) -> Iterator[ApiClient]:
+    platform.token = TOKEN
+    with client_for(
+        platform.url, observed, deadline_seconds=DEADLINE, max_answer_bytes=LIMIT
     ) as made:
         yield made
 
@@ -182,3 +193,43 @@ def test_wrong_json_types_at_the_top_are_a_malformed_answer_retried_later(
     platform.fail_all(route, Status(200, body=body))
     with pytest.raises(RetryLater, match=f"malformed answer from .*/{route}"):
         CALLS[route](client)
+
+
+def half_gzip_then_a_byte_a_second(conn: socket.socket, stop: threading.Event) -> None:
+    """A 200 with half of a gzip body at once, then the rest a byte a second, ending with
+    the connection (no Content-Length)."""
+    body = zlib.compress(b'{"templates": []}' + b" " * 4096, 9, wbits=31)
+    conn.recv(65536)
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Content-Encoding: gzip\r\nConnection: close\r\n\r\n" + body[: len(body) // 2]
+    )
+    for byte in body[len(body) // 2 :]:
+        if stop.wait(1.0):
+            return
+        conn.sendall(bytes((byte,)))
+
+
+def test_a_compressed_answer_cut_by_the_deadline_is_a_deadline_error_not_a_malformed_one(
+    observed: list[tuple[str, str]],
+) -> None:
+    with (
+        serving(half_gzip_then_a_byte_a_second) as url,
+        client_for(url, observed, deadline_seconds=0.5) as client,
+    ):
+        for _ in range(3):  # however the cut falls: a timeout, or an early end of the body
+            with pytest.raises(DeadlineExceeded):
+                client.get_templates()
+    assert observed == [("templates", "deadline")] * 3
+
+
+def test_a_batch_whose_2xx_answer_drips_is_delivered_without_waiting_out_the_deadline(
+    platform: FakePlatform, observed: list[tuple[str, str]]
+) -> None:
+    platform.token = TOKEN
+    platform.fail_all("records", Drip(every=0.5))
+    with client_for(platform.url, observed, deadline_seconds=120) as client:
+        posting = threading.Thread(target=client.post_records, args=("b-1", [b'{"id": "r"}']))
+        posting.start()
+        wait_until(lambda: not posting.is_alive())  # long before 120 s
+    assert observed == [("records", "2xx")]

@@ -5,6 +5,7 @@ platform that drips, floods or bombs its answers cannot keep a window open."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -224,3 +225,49 @@ def test_a_failing_platform_is_logged_once_per_change_of_how_it_fails(h: Harness
     ]
     assert len(warned) == 2  # the first failure, and the first one after it recovered
     assert sum(line["event"] == "scaling_templates_unavailable" for line in logs) == 4
+
+
+def test_a_window_that_ended_while_the_platform_was_slow_is_not_applied_again(
+    h: Harness,
+) -> None:
+    moment = [at(9)]
+    reconciler = h.make_reconciler(clock=lambda: moment[0])
+    h.api.templates = [template(duration_minutes=120)]  # 08:00-10:00
+    h.api.actions = {"t-1": [action()]}
+    reconciler.apply_cycle()
+    assert bounds(h) == (4, 20)
+    read_actions = h.api.get_actions
+
+    def slow_answer(template_id: str) -> list[Any]:
+        # While the actions answer takes its time the window ends, and the revert scan,
+        # on its own thread, ends it.
+        moment[0] = at(10, 1)
+        reconciler.revert_scan()
+        return read_actions(template_id)
+
+    h.api.get_actions = slow_answer  # type: ignore[method-assign]
+    moment[0] = at(9, 59)
+    reconciler.apply_cycle()
+    assert bounds(h) == (2, 5)
+    assert not ours(h.hpa())
+    assert [(e["type"], e["reason"]) for e in h.events()] == [
+        ("apply", None),
+        ("revert", "expired"),
+    ]
+
+
+def test_stopping_gives_up_a_platform_call_in_flight_without_calling_it_a_failure(
+    kube: FakeKube, platform: FakePlatform, tmp_path: Path
+) -> None:
+    with (
+        structlog.testing.capture_logs() as logs,
+        applied_window(kube, platform, tmp_path, deadline_seconds=120) as (job, _),
+    ):
+        platform.fail_all("templates", Drip(every=0.5))
+        wait_until(lambda: platform.open_streams() >= 1)
+        stopper = threading.Thread(target=job.stop)
+        stopper.start()
+        # Far sooner than the call's own deadline: the stop cancelled it.
+        wait_until(lambda: not stopper.is_alive())
+    assert job.reporter.health.ok
+    assert not [line for line in logs if line["event"] == "scaling_templates_unavailable"]

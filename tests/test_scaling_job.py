@@ -104,3 +104,23 @@ def test_the_scaling_job_reconciles_on_its_own_until_stopped(
             job.stop()
         assert kube.get("hpa", "shop", "web")["spec"]["minReplicas"] == 4
         assert outbox[SCALING].stats().records == 1
+
+
+def test_a_later_cycle_starts_only_once_the_first_has_run_even_if_it_failed() -> None:
+    order: list[str] = []
+
+    def first() -> None:
+        order.append("first")
+        raise RuntimeError("a bug in the first cycle")
+
+    job = ReconcileJob(
+        [("first", first), ("second", lambda: order.append("second"))], interval=0.05
+    )
+    for _ in range(2):  # and again after a restart
+        order.clear()
+        job.start()
+        try:
+            wait_until(lambda: "second" in order, timeout=5)
+        finally:
+            job.stop()
+        assert order[0] == "first"
