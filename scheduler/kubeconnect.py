@@ -9,20 +9,26 @@ a reconcile loop and are changed here, once, so every call inherits the fix:
   and try again 30 s later. `retries = False` turns every such answer into an exception.
 - calls have no timeout; `REQUEST_TIMEOUT` is passed on every call by `scheduler.kubeapi`,
   and its total deadline (`shipper.deadline.within`) holds because the client's pool
-  manager is guarded here.
+  manager is guarded here (`guard_pool_manager`): connections cap their connect timeout at
+  the deadline and put their socket under its guard from the moment it exists (a proxy's
+  CONNECT answer comes before the connection is up), again on every request they carry.
 
 How it fails: `KubeConnectError` with one line naming what is missing or wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
+from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from shipper import deadline
+from shipper.deadline import current
 from shipper.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
@@ -60,9 +66,70 @@ def from_configuration(configuration: client.Configuration) -> client.ApiClient:
     configuration.retries = False
     api = client.ApiClient(configuration)
     api.user_agent = f"moonin-agent/{VERSION}"
-    deadline.guard_pool_manager(api.rest_client.pool_manager)
+    guard_pool_manager(api.rest_client.pool_manager)
     return api
 
 
 def _in_cluster() -> bool:
     return "KUBERNETES_SERVICE_HOST" in os.environ
+
+
+# -- total deadlines (`shipper.deadline`) over urllib3 ----------------------------------
+
+
+class _GuardedConnection:
+    """What both connection classes add: a capped connect, and the socket under guard for
+    every request sent on it (a kept-alive connection serves many calls)."""
+
+    sock: socket.socket | None
+    timeout: Any
+
+    def connect(self) -> None:
+        deadline = current()
+        if deadline is not None and isinstance(self.timeout, int | float):
+            self.timeout = deadline.cap(self.timeout)
+        elif deadline is not None:
+            self.timeout = deadline.cap(None)
+        super().connect()  # type: ignore[misc]
+        self._guard()  # a TLS connection's socket is a new object
+
+    def _new_conn(self) -> socket.socket:
+        # Guarded from the start: a proxy's CONNECT answer is read before `connect()` ends.
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+        deadline = current()
+        if deadline is not None:
+            deadline.guard(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        self._guard()
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+    def _guard(self) -> None:
+        deadline = current()
+        if deadline is not None and self.sock is not None:
+            deadline.guard(self.sock)
+
+
+def guard_pool_manager(manager: urllib3.PoolManager) -> urllib3.PoolManager:
+    """Hold every request `manager` sends (a proxy manager's too) to `shipper.deadline`'s
+    `within()`. Call it before the first request: pools made earlier keep their connection
+    classes."""
+    manager.pool_classes_by_scheme = {
+        scheme: _guarded_pool(pool_class)
+        for scheme, pool_class in manager.pool_classes_by_scheme.items()
+    }
+    return manager
+
+
+@functools.cache
+def _guarded_pool(pool_class: type[Any]) -> type[Any]:
+    """`pool_class` whose connections are guarded (plain, TLS or SOCKS alike)."""
+    if issubclass(pool_class.ConnectionCls, _GuardedConnection):
+        return pool_class
+    connection = type(
+        f"Guarded{pool_class.ConnectionCls.__name__}",
+        (_GuardedConnection, pool_class.ConnectionCls),
+        {},
+    )
+    return type(f"Guarded{pool_class.__name__}", (pool_class,), {"ConnectionCls": connection})

@@ -10,10 +10,10 @@ How each library is held to it:
   client, so each connect, read, write and TLS handshake waits at most until the deadline
   (an operation that would start after it fails at once as a timeout), and the socket is
   under the watchdog's guard below, for a cancel.
-- urllib3 (the official kubernetes client): `guard_pool_manager(manager)` makes its
-  connections cap their connect timeout at the deadline and register their socket with a
-  watchdog thread, which shuts the socket down when the deadline passes, so a reader blocked
-  in `recv` wakes up with an error.
+- urllib3 (the official kubernetes client, `scheduler.kubeconnect`): its connections cap
+  their connect timeout at the deadline and put their socket under `Deadline.guard`: a
+  watchdog thread shuts the socket down when the deadline passes, so a reader blocked in
+  `recv` wakes up with an error.
 
 Callers ask `Deadline.expired` when a call failed, and `Deadline.interrupted` when it seemed
 to succeed (a shut-down socket can look like the end of a body), and report "deadline
@@ -31,7 +31,6 @@ without a deadline.
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
 import math
@@ -44,7 +43,6 @@ from typing import Any
 
 import httpcore
 import httpx
-import urllib3
 
 _current: ContextVar[Deadline | None] = ContextVar("moonin_deadline", default=None)
 
@@ -300,63 +298,3 @@ class _GuardedBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
-
-
-# -- urllib3 ----------------------------------------------------------------------------------
-
-
-class _GuardedConnection:
-    """What both connection classes add: a capped connect, and the socket under guard for
-    every request sent on it (a kept-alive connection serves many calls)."""
-
-    sock: socket.socket | None
-    timeout: Any
-
-    def connect(self) -> None:
-        deadline = _current.get()
-        if deadline is not None and isinstance(self.timeout, int | float):
-            self.timeout = deadline.cap(self.timeout)
-        elif deadline is not None:
-            self.timeout = deadline.cap(None)
-        super().connect()  # type: ignore[misc]
-        self._guard()  # a TLS connection's socket is a new object
-
-    def _new_conn(self) -> socket.socket:
-        # Guarded from the start: a proxy's CONNECT answer is read before `connect()` ends.
-        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
-        deadline = _current.get()
-        if deadline is not None:
-            deadline.guard(sock)
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        self._guard()
-        super().request(*args, **kwargs)  # type: ignore[misc]
-
-    def _guard(self) -> None:
-        deadline = _current.get()
-        if deadline is not None and self.sock is not None:
-            deadline.guard(self.sock)
-
-
-def guard_pool_manager(manager: urllib3.PoolManager) -> urllib3.PoolManager:
-    """Hold every request `manager` sends (a proxy manager's too) to `within()`. Call it
-    before the first request: pools made earlier keep their connection classes."""
-    manager.pool_classes_by_scheme = {
-        scheme: _guarded_pool(pool_class)
-        for scheme, pool_class in manager.pool_classes_by_scheme.items()
-    }
-    return manager
-
-
-@functools.cache
-def _guarded_pool(pool_class: type[Any]) -> type[Any]:
-    """`pool_class` whose connections are guarded (plain, TLS or SOCKS alike)."""
-    if issubclass(pool_class.ConnectionCls, _GuardedConnection):
-        return pool_class
-    connection = type(
-        f"Guarded{pool_class.ConnectionCls.__name__}",
-        (_GuardedConnection, pool_class.ConnectionCls),
-        {},
-    )
-    return type(f"Guarded{pool_class.__name__}", (pool_class,), {"ConnectionCls": connection})

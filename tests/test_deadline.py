@@ -15,6 +15,7 @@ import pytest
 import urllib3
 
 from sandbox.platform import Drip, FakePlatform
+from scheduler.kubeconnect import guard_pool_manager
 from shipper import deadline
 from tests.raw_server import serving
 
@@ -30,7 +31,7 @@ def client() -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def pool() -> Iterator[urllib3.PoolManager]:
-    manager = deadline.guard_pool_manager(urllib3.PoolManager(retries=False, timeout=30))
+    manager = guard_pool_manager(urllib3.PoolManager(retries=False, timeout=30))
     yield manager
     manager.clear()
 
@@ -169,7 +170,7 @@ def dripping_proxy() -> Iterator[str]:
 def test_a_proxy_that_drips_its_connect_answer_cannot_outlast_the_deadline(
     dripping_proxy: str,
 ) -> None:
-    through_urllib3 = deadline.guard_pool_manager(
+    through_urllib3 = guard_pool_manager(
         urllib3.ProxyManager(dripping_proxy, retries=False, timeout=30, cert_reqs="CERT_NONE")
     )
     with httpx.Client(proxy=dripping_proxy, verify=False, timeout=30) as plain:
