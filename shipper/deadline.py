@@ -19,9 +19,12 @@ Callers ask `Deadline.expired` when a call failed, and `Deadline.interrupted` wh
 to succeed (a shut-down socket can look like the end of a body), and report "deadline
 exceeded" (or, after `cancel()`, `cancelled`) rather than the library's own error. Name
 resolution is not bounded: `getaddrinfo` cannot be interrupted, and the resolver's own
-timeouts apply to it. Deadlines nest: an inner one never outlives the outer,
-and `cancel()` on an outer one (`within(math.inf)` makes one with no time limit) ends every
-call inside it at once, from any thread: how a stopping loop gives up a call in flight.
+timeouts apply to it.
+
+Deadlines nest: an inner one never outlives the outer, and `cancel()` on an outer one ends
+every call inside it at once, from any thread (`within(math.inf)` makes one with no time
+limit): how a loop gives its calls one budget, and how a stopping loop gives up a call in
+flight.
 
 How it fails: `guard_client` raises RuntimeError when httpx's transports are not laid out as
 this module expects (an upgrade changed them): better a clear failure at start-up than calls
