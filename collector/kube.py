@@ -227,16 +227,14 @@ class KubeApi:
         if json_body is not None:
             content = msgspec.json.encode(json_body)
             headers["Content-Type"] = "application/json"
-        seconds = self.deadline_seconds if within is None else within
-        with deadline.within(seconds) as limit:
+        with deadline.within(self.deadline_seconds if within is None else within) as limit:
             try:
                 response = self._client.request(
                     method, path, params=params, content=content, headers=headers
                 )
             except httpx.HTTPError as exc:
                 if limit.expired:
-                    message = f"{method} {path}: no complete answer within {seconds:g} s"
-                    raise KubeError(message) from exc
+                    raise KubeError(f"{method} {path}: {limit.missed()}") from exc
                 raise _translate(exc, method, path) from exc
         if response.status_code >= 300:
             raise _status_error(response, method, path)

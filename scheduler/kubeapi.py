@@ -227,27 +227,22 @@ class KubeApi:
             try:
                 response = call()
                 data = response.data
-            except ApiException as exc:
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
                 if limit.expired:
-                    raise self._deadline_error(what) from exc
-                raise _translate(what, exc) from exc
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if limit.expired:
-                    raise self._deadline_error(what) from exc
+                    raise KubeError(f"{what}: {limit.missed()}") from exc
+                if isinstance(exc, ApiException):
+                    raise _translate(what, exc) from exc
                 message = f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}"
                 raise KubeError(message) from exc
             if limit.interrupted:
                 # The socket was shut down under the read: what it got may be cut short.
-                raise self._deadline_error(what)
+                raise KubeError(f"{what}: {limit.missed()}")
         if not data:
             return {}
         try:
             return _decode(data)
         except msgspec.DecodeError as exc:
             raise KubeError(f"{what}: the answer is not a JSON object") from exc
-
-    def _deadline_error(self, what: str) -> KubeError:
-        return KubeError(f"{what}: no complete answer within {self.deadline_seconds:g} s")
 
 
 _RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}

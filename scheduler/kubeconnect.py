@@ -86,10 +86,10 @@ class _GuardedConnection:
 
     def connect(self) -> None:
         deadline = current()
-        if deadline is not None and isinstance(self.timeout, int | float):
-            self.timeout = deadline.cap(self.timeout)
-        elif deadline is not None:
-            self.timeout = deadline.cap(None)
+        if deadline is not None:
+            # urllib3's default-timeout sentinel is no number: then only the deadline counts.
+            own = self.timeout if isinstance(self.timeout, int | float) else None
+            self.timeout = deadline.cap(own)
         super().connect()  # type: ignore[misc]
         self._guard()  # a TLS connection's socket is a new object
 

@@ -293,7 +293,7 @@ class ApiClient:
                     raise CallCancelled(f"{method} {url}: given up, the agent is stopping") from e
                 if limit.expired:
                     outcome = "deadline"
-                    raise self._deadline_error(method, url) from e
+                    raise DeadlineExceeded(f"{method} {url}: {limit.missed()}") from e
                 if isinstance(e, MalformedAnswer):
                     raise
                 raise self._transport_error(e, method, url) from e
@@ -338,11 +338,6 @@ class ApiClient:
             ) from None
         except UndecodableAnswer as exc:
             raise MalformedAnswer(f"malformed answer from {url}: {exc}") from None
-
-    def _deadline_error(self, method: str, url: str) -> DeadlineExceeded:
-        return DeadlineExceeded(
-            f"{method} {url}: no complete answer within {self._deadline_seconds:g} s"
-        )
 
     def _transport_error(self, error: httpx.RequestError, method: str, url: str) -> MooninAPIError:
         failure = _certificate_failure(error)

@@ -85,6 +85,10 @@ class Deadline:
         """Whether `cancel()` ended this call (on it, or on one it is inside)."""
         return self._cancelled or (self._outer is not None and self._outer.cancelled)
 
+    def missed(self) -> str:
+        """What a call that ran past this deadline says about it."""
+        return f"no complete answer within {self.seconds:g} s"
+
     def cap(self, timeout: float | None) -> float:
         """`timeout` shortened to what is left; TimeoutError when nothing is."""
         if self.expired:
@@ -229,8 +233,11 @@ def guard_client(client: httpx.Client) -> httpx.Client:
 
 def _capped(timeout: float | None, error: type[Exception]) -> float | None:
     deadline = _current.get()
-    if deadline is None:
-        return timeout
+    return timeout if deadline is None else _cap(deadline, timeout, error)
+
+
+def _cap(deadline: Deadline, timeout: float | None, error: type[Exception]) -> float:
+    """`Deadline.cap`, failing as the httpcore timeout `error` that httpx translates."""
     try:
         return deadline.cap(timeout)
     except TimeoutError as exc:
@@ -251,11 +258,12 @@ class _GuardedStream(httpcore.NetworkStream):
     def _guarded(self, timeout: float | None, error: type[Exception]) -> float | None:
         # Capped, so the operation times out at the deadline by itself; guarded, so a
         # cancel from another thread wakes it too.
-        capped = _capped(timeout, error)
         deadline = _current.get()
-        if deadline is not None and self._sock is not None:
+        if deadline is None:
+            return timeout
+        if self._sock is not None:
             deadline.guard(self._sock)
-        return capped
+        return _cap(deadline, timeout, error)
 
     def close(self) -> None:
         self._inner.close()

@@ -11,8 +11,8 @@
         ├── DeadlineExceeded     no complete answer within the call's total deadline
         └── CallCancelled        given up in flight: the agent is stopping
 
-These three carry a short `summary` (`answer over 8 MiB`, `malformed answer`, `deadline
-exceeded`) that health reasons repeat, so an operator sees which part is failing.
+These four carry a short `summary` (`answer over 8 MiB`, `malformed answer`, `deadline
+exceeded`, `cancelled`) that health reasons repeat, so an operator sees which part fails.
 
 InsecureURLError is a configuration error raised before any request is made.
 """
