@@ -7,13 +7,16 @@ request log, and producing a kubeconfig or a client `Configuration` for the offi
 client. Python-side writes change whatever they are given, `.status` included; only HTTP
 writes follow the status-subresource rules.
 
-Refusals raise `ApiError` (the same Status the HTTP answer would carry); unknown resource
+Streaming lists (watches with `sendInitialEvents`) are served, refused or ignored as
+`streaming_lists` says, and `drop_initial_events` cuts one short. Refusals raise
+`ApiError` (the same Status the HTTP answer would carry); unknown resource
 names raise `KeyError`. The `kubernetes` package is imported only by the two helpers that
 need it, so a process that runs the fake does not pay for the client's models.
 """
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections.abc import Iterable
@@ -26,6 +29,7 @@ import msgspec
 from sandbox.kube import resources
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
 from sandbox.kube.lists import Pager, matcher
+from sandbox.kube.options import STREAMING_LIST_MODES
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs
 from sandbox.kube.resources import Resource
@@ -66,6 +70,19 @@ class FakeKube:
     a too-old resourceVersion is refused, "event" (200 and one ERROR event, what real
     servers do) or "http" (a 410 answer). `max_list_snapshots`: paginated lists in progress
     whose continue tokens stay valid.
+
+    `streaming_lists`: what a watch with `sendInitialEvents` meets. "serve" (a server with
+    the WatchList feature on, as kube-apiserver 1.32 and 1.34 on are by default): its
+    options are checked as upstream (422 Invalid), it streams the current objects as ADDED
+    events, then (with `allowWatchBookmarks=true`) a BOOKMARK annotated
+    `k8s.io/initial-events-end` at the resourceVersion they were taken at, then changes; a
+    legacy watch from resourceVersion ""/"0" that allows bookmarks gets that bookmark too,
+    as upstream defaults it to a streaming list. "refuse" (the feature off): 422 Invalid,
+    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is
+    enabled". "ignore" (a server that predates or ignores the parameters): the watch is
+    served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
+    annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
+    resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
     """
 
     def __init__(
@@ -78,16 +95,21 @@ class FakeKube:
         max_list_snapshots: int = 32,
         git_version: str = "v1.30.2",
         request_log_limit: int = 100_000,
+        streaming_lists: str = "serve",
+        too_large_rv_wait: float = 3.0,
     ) -> None:
         _check_mode(watch_expired)
+        _check_streaming_mode(streaming_lists)
         self._port = port
-        self._defaults = (bookmark_interval, watch_expired, git_version)
+        self._defaults = (bookmark_interval, watch_expired, git_version, streaming_lists)
         self._store = Store(history)
         self._pager = Pager(self._store, max_list_snapshots)
         self._faults = Faults()
         self._log = RequestLog(request_log_limit)
         self._pod_logs = PodLogs()
-        self._settings = Settings(bookmark_interval, watch_expired, git_version)
+        self._settings = Settings(
+            bookmark_interval, watch_expired, git_version, streaming_lists, too_large_rv_wait
+        )
         self._backend = Backend(
             self._store, self._pager, self._faults, self._log, self._pod_logs, self._settings
         )
@@ -163,11 +185,13 @@ class FakeKube:
         self._faults.clear()
         self._log.clear()
         self._pod_logs.clear()
-        interval, mode, version = self._defaults
+        interval, mode, version, streaming = self._defaults
         self._settings.bookmark_interval = interval
         self._settings.watch_expired = mode
         self._settings.git_version = version
+        self._settings.streaming_lists = streaming
         self._settings.watch_expired_for.clear()
+        self._settings.streaming_lists_for.clear()
 
     # objects ------------------------------------------------------------------------------
 
@@ -267,7 +291,8 @@ class FakeKube:
 
     @staticmethod
     def _full(resource: Resource, entry: Any) -> dict[str, Any]:
-        return _decode(entry.full(resource))
+        obj: dict[str, Any] = _decode(entry.full(resource))
+        return obj
 
     # resourceVersions and history ---------------------------------------------------------
 
@@ -340,6 +365,22 @@ class FakeKube:
         else:
             self._settings.watch_expired_for[resources.resolve(resource)] = mode
 
+    def set_streaming_lists(self, mode: str, resource: ResourceName | None = None) -> None:
+        """ "serve", "refuse" or "ignore" (see the class), for one resource or as the default
+        for all; watches already open keep how they started."""
+        _check_streaming_mode(mode)
+        if resource is None:
+            self._settings.streaming_lists = mode
+        else:
+            self._settings.streaming_lists_for[resources.resolve(resource)] = mode
+
+    def drop_initial_events(self, resource: ResourceName, *, after: int = 0) -> None:
+        """The next streaming list of `resource` (a watch whose initial events end with the
+        annotated bookmark) sends `after` initial events (all of them if there are fewer),
+        then its connection drops without a clean end, before the bookmark. Scripted twice,
+        it cuts two lists; `clear_faults()` forgets it."""
+        self._faults.drop_initial_events(resources.resolve(resource), after)
+
     @property
     def bookmark_interval(self) -> float:
         return self._settings.bookmark_interval
@@ -400,13 +441,16 @@ class FakeKube:
         self.release_stalled()
 
     @property
-    def requests(self) -> list[RequestRecord]:
+    def requests(self) -> builtins.list[RequestRecord]:
         return self._log.records()
 
     def clear_requests(self) -> None:
         self._log.clear()
 
     def stats(self) -> dict[str, Any]:
+        """What `GET /_sandbox/stats` answers: the resourceVersion, objects per kind, open
+        watches, requests served, continue snapshots kept, and requests waiting for a
+        resourceVersion (streaming lists ahead of the fake)."""
         return Router(self._backend).stats()
 
     # clients ------------------------------------------------------------------------------
@@ -456,6 +500,11 @@ def _maybe(resource: ResourceName | None) -> Resource | None:
 def _check_mode(mode: str) -> None:
     if mode not in WATCH_EXPIRED_MODES:
         raise ValueError(f"watch_expired must be one of {', '.join(WATCH_EXPIRED_MODES)}")
+
+
+def _check_streaming_mode(mode: str) -> None:
+    if mode not in STREAMING_LIST_MODES:
+        raise ValueError(f"streaming_lists must be one of {', '.join(STREAMING_LIST_MODES)}")
 
 
 __all__ = ["ApiError", "FakeKube", "RequestRecord"]

@@ -18,8 +18,12 @@ request that meets a failure above fails as usual and does not use the drip up. 
 the faults (or resetting or stopping the fake) ends every drip in progress: the connection
 is shut down mid-answer.
 
-Every request is logged (method, path, query, status, resource) for assertions; the log is
-bounded so a long benchmark cannot grow it without limit.
+Another acts on a watch's stream: `drop_initial_events(resource, after)` makes the next
+streaming list of that resource (a watch whose initial events end with the annotated
+bookmark) send `after` initial events and then lose its connection, before that bookmark.
+
+Every request is logged (method, path, query, status, resource, Accept header) for
+assertions; the log is bounded so a long benchmark cannot grow it without limit.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class RequestRecord:
     resource: str | None  # `pods`, `deployments.apps`, ... or None for other paths
     watch: bool
     time: float
+    accept: str  # the Accept header, "" when there was none
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,7 @@ class Faults:
         self._scripts: list[_Script] = []
         self._forbidden: set[Resource] = set()
         self._drips: list[_DripScript] = []
+        self._initial_cuts: dict[Resource, list[int]] = {}
         # Set to end the drips in progress; replaced so that later drips start afresh.
         self._drips_cancelled = threading.Event()
 
@@ -134,6 +140,21 @@ class Faults:
                 _DripScript(count, _Match(resource, path_prefix, verb), every, headers)
             )
 
+    def drop_initial_events(self, resource: Resource, after: int) -> None:
+        if after < 0:
+            raise ValueError("after must not be negative")
+        with self._lock:
+            self._initial_cuts.setdefault(resource, []).append(after)
+
+    def initial_events_cut(self, resource: Resource) -> int | None:
+        """After how many initial events this streaming list of `resource` is to lose its
+        connection, if a fault says so (the fault is used up)."""
+        with self._lock:
+            cuts = self._initial_cuts.get(resource)
+            if not cuts:
+                return None
+            return cuts.pop(0)
+
     def forbid(self, resource: Resource) -> None:
         with self._lock:
             self._forbidden.add(resource)
@@ -147,6 +168,7 @@ class Faults:
             self._scripts.clear()
             self._forbidden.clear()
             self._drips.clear()
+            self._initial_cuts.clear()
         self.end_drips()
 
     def end_drips(self) -> None:
@@ -199,10 +221,10 @@ class RequestLog:
         resource: Resource | None,
         watch: bool,
         arrived: float,
+        accept: str,
     ) -> None:
-        record = RequestRecord(
-            method, path, query, code, resource.qualified if resource else None, watch, arrived
-        )
+        qualified = resource.qualified if resource else None
+        record = RequestRecord(method, path, query, code, qualified, watch, arrived, accept)
         with self._lock:
             self._records.append(record)
             self._count += 1

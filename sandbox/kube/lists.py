@@ -3,14 +3,17 @@
 The first page of a paginated list freezes the matching objects (references to immutable
 stored entries, so a snapshot of 50,000 pods costs one list of pointers) together with the
 RV it was taken at; every later page of that list is cut from the same snapshot, so all
-pages are consistent with the first one, as the real server guarantees. A page is the
-stored bytes of its items joined: nothing is re-encoded per request.
+pages are consistent with the first one, as the real server guarantees. A `Page` is written
+as the stored bytes of its items joined (or their stored metadata, for a metadata-only
+list): nothing is re-encoded per request.
 
 A continue token names its snapshot and position. Snapshots are kept for a bounded number
-of lists (oldest forgotten first); a token whose snapshot is gone (forgotten, compacted, or
-expired on purpose with `expire_all()`) is answered 410 `Expired`, carrying a fresh token
-that continues from the same key in the current state, as the real server does. A token
-that does not decode is a 400.
+of lists (oldest forgotten first), also after their last page was served: a real server's
+token stays valid until etcd compacts its revision, so a client may ask for the same page
+again (one it gave up while reading, to ask for fewer objects). A token whose snapshot is
+gone (forgotten, compacted, or expired on purpose with `expire_all()`) is answered 410
+`Expired`, carrying a fresh token that continues from the same key in the current state,
+as the real server does. A token that does not decode is a 400.
 """
 
 from __future__ import annotations
@@ -39,6 +42,27 @@ class _Token(msgspec.Struct, omit_defaults=True):
     start: str
     snap: int = 0
     pos: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One list answer's objects and list metadata."""
+
+    rv: int
+    entries: list[Entry]
+    continue_token: str | None
+    remaining: int | None  # remainingItemCount: known only when no selector filtered
+
+    def body(self, kind: str, api_version: str, items: bytes | None) -> bytes:
+        """The list answer around `items` (the joined item bytes; None writes `null`)."""
+        metadata = f'"resourceVersion":"{self.rv}"'
+        if self.continue_token is not None:
+            metadata += f',"continue":"{self.continue_token}"'
+        if self.remaining is not None:
+            metadata += f',"remainingItemCount":{self.remaining}'
+        head = f'{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"items":'
+        listed = b"null" if items is None else b"[%s]" % items
+        return b"".join((head.encode(), listed, b"}"))
 
 
 @dataclass(slots=True)
@@ -81,7 +105,7 @@ def _decode_token(token: str) -> _Token:
 
 
 class Pager:
-    """Builds list bodies; remembers the snapshots behind outstanding continue tokens."""
+    """Cuts list pages; remembers the snapshots behind outstanding continue tokens."""
 
     def __init__(self, store: Store, max_snapshots: int = 32) -> None:
         self._store = store
@@ -101,14 +125,14 @@ class Pager:
         with self._lock:
             return len(self._snapshots)
 
-    def list_body(
+    def page(
         self,
         resource: Resource,
         namespace: str | None,
         match: Matcher | None,
         limit: int | None,
         token: str | None,
-    ) -> bytes:
+    ) -> Page:
         if token:
             snapshot_id, snapshot, position = self._resume(resource, namespace, match, token)
         else:
@@ -118,27 +142,17 @@ class Pager:
             snapshot_id, snapshot, position = 0, _Snapshot(rv, entries, match is not None), 0
         entries = snapshot.entries
         end = len(entries) if not limit or limit <= 0 else min(len(entries), position + limit)
-        page = entries[position:end]
         next_token = None
+        remaining = None
         if end < len(entries):
             if not snapshot_id:
                 snapshot_id = self._keep(snapshot)
             next_token = _encode_token(
                 snapshot.rv, _key(entries[end - 1]) if end else "", snapshot_id, end
             )
-        elif snapshot_id:
-            with self._lock:
-                self._snapshots.pop(snapshot_id, None)  # the list is complete
-        metadata = f'"resourceVersion":"{snapshot.rv}"'
-        if next_token is not None:
-            metadata += f',"continue":"{next_token}"'
             if not snapshot.filtered:
-                metadata += f',"remainingItemCount":{len(entries) - end}'
-        head = (
-            f'{{"kind":"{resource.list_kind}","apiVersion":"{resource.api_version}",'
-            f'"metadata":{{{metadata}}},"items":['
-        )
-        return b"".join((head.encode(), b",".join(entry.item for entry in page), b"]}"))
+                remaining = len(entries) - end
+        return Page(snapshot.rv, entries[position:end], next_token, remaining)
 
     def _keep(self, snapshot: _Snapshot) -> int:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 _ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -55,6 +56,13 @@ class Resource:
     def qualified(self) -> str:
         """`deployments.apps`, `pods`: how the real server names a resource in messages."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def internal_type(self) -> str:
+        """`*core.Pod`, `*apps.Deployment`: the Go type some real messages name an object by.
+        events.k8s.io Events are held as core Events upstream."""
+        package = self.group.split(".")[0] if self.group != "events.k8s.io" else ""
+        return f"*{package or 'core'}.{self.kind}"
 
     @property
     def base_path(self) -> str:
@@ -324,7 +332,7 @@ def resolve(name: str | Resource) -> Resource:
 _BY_TYPE = {(r.api_version, r.kind): r for r in reversed(RESOURCES)}  # core events win
 
 
-def for_object(obj: dict) -> Resource:
+def for_object(obj: dict[str, Any]) -> Resource:
     """The resource an object belongs to, from its `apiVersion` and `kind`."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     resource = _BY_TYPE.get((api_version, kind))  # type: ignore[arg-type]
@@ -342,7 +350,7 @@ def group_versions() -> Iterable[tuple[str, str]]:
 # --- discovery documents -------------------------------------------------------------------
 
 
-def api_versions(server_address: str) -> dict:
+def api_versions(server_address: str) -> dict[str, Any]:
     return {
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -352,7 +360,7 @@ def api_versions(server_address: str) -> dict:
     }
 
 
-def _group_doc(group: str) -> dict:
+def _group_doc(group: str) -> dict[str, Any]:
     versions = [
         {"groupVersion": f"{group}/{version}", "version": version}
         for g, version in _BY_GROUP_VERSION
@@ -361,22 +369,22 @@ def _group_doc(group: str) -> dict:
     return {"name": group, "versions": versions, "preferredVersion": versions[0]}
 
 
-def api_group_list() -> dict:
+def api_group_list() -> dict[str, Any]:
     groups = sorted({g for g, _ in _BY_GROUP_VERSION if g})
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group_doc(g) for g in groups]}
 
 
-def api_group(group: str) -> dict | None:
+def api_group(group: str) -> dict[str, Any] | None:
     if not group or all(g != group for g, _ in _BY_GROUP_VERSION):
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group_doc(group)}
 
 
-def api_resource_list(group: str, version: str) -> dict | None:
+def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
     served = _BY_GROUP_VERSION.get((group, version))
     if served is None:
         return None
-    resources: list[dict] = []
+    resources: list[dict[str, Any]] = []
     for r in served:
         entry = {
             "name": r.plural,
@@ -400,7 +408,7 @@ def api_resource_list(group: str, version: str) -> dict | None:
     }
 
 
-def _subresource(r: Resource, name: str, verbs: tuple[str, ...]) -> dict:
+def _subresource(r: Resource, name: str, verbs: tuple[str, ...]) -> dict[str, Any]:
     return {
         "name": f"{r.plural}/{name}",
         "singularName": "",

@@ -4,12 +4,20 @@ Speaks HTTP/1.1 with keep-alive on 127.0.0.1, with the real server's paths:
 `/api/v1/[namespaces/{ns}/]{plural}[/{name}[/{subresource}]]`, the same under
 `/apis/{group}/{version}`, the legacy `/api/v1/watch/...` prefix, `/version`, discovery
 documents (`/api`, `/apis`, `/api/v1`, `/apis/{group}[/{version}]`) and health paths.
-Collections: GET lists (paged by `limit`/`continue`) or watches (`watch=1|true`, chunked
-newline-delimited JSON), POST creates. Objects: GET, PUT (409 on a stale
+Collections: GET lists (paged by `limit`/`continue`) or watches (`watch` true as upstream
+reads booleans, chunked newline-delimited JSON; streaming lists with `sendInitialEvents`,
+as `Settings.streaming_lists` has it), POST creates. Objects: GET, PUT (409 on a stale
 resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
 stale resourceVersion), DELETE (with preconditions). `status` subresources write only
 `.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
-answers text/plain.
+answers text/plain. The Accept header of every other resource request is negotiated
+(`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
+
+A streaming list (`sendInitialEvents=true`) starts from the current objects whatever its
+resourceVersion (NotOlderThan: an old one is no 410); one the fake has not reached yet is
+waited for up to `Settings.too_large_rv_wait` seconds, then answered 504, as the real
+server's watch cache does. `sendInitialEvents=false` watches from the resourceVersion
+given, or from now when it is "" or "0".
 
 How it fails: every refusal is a Kubernetes Status body with the matching code; a bug in
 the fake answers 500 and prints its traceback to stderr; clients that vanish mid-request
@@ -38,6 +46,8 @@ import msgspec
 from sandbox.kube import resources, status
 from sandbox.kube.faults import Drip, Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
+from sandbox.kube.negotiation import Choice, negotiate
+from sandbox.kube.options import ListOptions, flag
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs, tail
 from sandbox.kube.resources import Resource
@@ -66,10 +76,16 @@ class Settings:
     bookmark_interval: float
     watch_expired: str  # "event": a 200 stream with one ERROR event; "http": a 410 answer
     git_version: str
+    streaming_lists: str = "serve"  # one of options.STREAMING_LIST_MODES
+    too_large_rv_wait: float = 3.0  # what the real watch cache waits for a resourceVersion
     watch_expired_for: dict[Resource, str] = field(default_factory=dict)
+    streaming_lists_for: dict[Resource, str] = field(default_factory=dict)
 
     def expired_mode(self, resource: Resource) -> str:
         return self.watch_expired_for.get(resource, self.watch_expired)
+
+    def streaming_mode(self, resource: Resource) -> str:
+        return self.streaming_lists_for.get(resource, self.streaming_lists)
 
 
 @dataclass(slots=True)
@@ -157,8 +173,12 @@ def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
 
 def _int_param(query: dict[str, str], name: str) -> int | None:
     value = query.get(name)
-    if value in (None, ""):
+    if value is None or value == "":
         return None
+    return _integer(name, value)
+
+
+def _integer(name: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
@@ -182,9 +202,13 @@ class Router:
         resource = route.resource if route else None
         watch = self._is_watch(handler.command, route, query)
 
+        accept = handler.headers.get("Accept", "")
+
         # Logged when the status line goes out, so a watch is in the log while it streams.
         def record(code: int) -> None:
-            self.backend.log.add(handler.command, path, query, code, resource, watch, arrived)
+            self.backend.log.add(
+                handler.command, path, query, code, resource, watch, arrived, accept
+            )
 
         handler.record = record
         handler.drip = None
@@ -218,7 +242,7 @@ class Router:
     def _is_watch(method: str, route: Route | None, query: dict[str, str]) -> bool:
         if method != "GET" or route is None or route.name is not None:
             return False
-        return route.watch_path or query.get("watch", "").lower() in ("1", "true")
+        return route.watch_path or bool(flag(query, "watch"))
 
     @staticmethod
     def _verb(method: str, route: Route | None, watch: bool) -> str:
@@ -268,6 +292,7 @@ class Router:
             "watches": backend.store.watch_count(),
             "requests": backend.log.count,
             "continue_snapshots": backend.pager.outstanding(),
+            "waiting_for_resource_version": backend.store.waiting,
         }
 
     # resources ----------------------------------------------------------------------------
@@ -278,13 +303,14 @@ class Router:
         method, resource = handler.command, route.resource
         if route.subresource is not None:
             return self._subresource(handler, route, query, raw)
+        choice = _choice(handler)
         if route.name is None:
             if watch:
-                return self._watch(handler, route, query)
+                return self._watch(handler, route, query, choice)
             if method == "GET":
-                return self._list(handler, route, query)
+                return self._list(handler, route, query, choice)
             if method == "POST":
-                return self._create(handler, route, raw)
+                return self._create(handler, route, raw, choice)
             raise status.method_not_allowed(method)
         store = self.backend.store
         if method == "GET":
@@ -294,10 +320,10 @@ class Router:
         elif method == "PATCH":
             entry = self._patch(handler, route, raw, status_only=False)
         elif method == "DELETE":
-            return self._delete(handler, route, raw)
+            return self._delete(handler, route, raw, choice)
         else:
             raise status.method_not_allowed(method)
-        handler.reply(200, entry.full(resource))
+        handler.reply(200, choice.for_object(resource).entry(resource, entry))
 
     def _subresource(
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes
@@ -310,6 +336,7 @@ class Router:
             return self._log(handler, route, query)
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
+        choice = _choice(handler)
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
         elif method == "PUT":
@@ -318,22 +345,24 @@ class Router:
             entry = self._patch(handler, route, raw, status_only=True)
         else:
             raise status.method_not_allowed(method)
-        handler.reply(200, entry.full(resource))
+        handler.reply(200, choice.for_object(resource).entry(resource, entry))
 
-    def _list(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
+    def _list(self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice) -> None:
         resource = route.resource
+        mode = self.backend.settings.streaming_mode(resource)
+        ListOptions.parse(query, watch=False).as_served(mode)
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"), resource)
-        body = self.backend.pager.list_body(
+        page = self.backend.pager.page(
             resource,
             route.namespace,
             matcher(labels, fields),
             _int_param(query, "limit"),
             query.get("continue") or None,
         )
-        handler.reply(200, body)
+        handler.reply(200, choice.list_body(resource, page))
 
-    def _create(self, handler: _Handler, route: Route, raw: bytes) -> None:
+    def _create(self, handler: _Handler, route: Route, raw: bytes, choice: Choice) -> None:
         resource = route.resource
         body = _object_body(raw, resource)
         metadata = body["metadata"]
@@ -348,7 +377,7 @@ class Router:
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
             metadata.pop(server_owned, None)
         entry = self.backend.store.create(resource, body)
-        handler.reply(201, entry.full(resource))
+        handler.reply(201, choice.for_object(resource).entry(resource, entry))
 
     def _put(self, route: Route, raw: bytes, *, status_only: bool) -> Any:
         resource = route.resource
@@ -392,7 +421,7 @@ class Router:
         assert route.name is not None
         return self.backend.store.modify(resource, route.namespace, route.name, apply)
 
-    def _delete(self, handler: _Handler, route: Route, raw: bytes) -> None:
+    def _delete(self, handler: _Handler, route: Route, raw: bytes, choice: Choice) -> None:
         resource = route.resource
         options = _json_body(raw) if raw.strip() else {}
         preconditions = options.get("preconditions") if isinstance(options, dict) else None
@@ -409,8 +438,8 @@ class Router:
         if resource.plural == "namespaces" and not resource.group:
             store.delete_namespace_contents(route.name)
         if resource.returns_deleted:
-            handler.reply(200, gone.full(resource))
-        else:
+            handler.reply(200, choice.for_object(resource).entry(resource, gone))
+        else:  # a Status is never transformed
             handler.reply(200, _encode(status.success(resource, route.name, gone.uid)))
 
     def _log(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
@@ -448,43 +477,67 @@ class Router:
             body = body[:limit]
         handler.reply(200, body, content_type="text/plain")
 
-    def _watch(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
+    def _watch(
+        self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice
+    ) -> None:
         backend, resource = self.backend, route.resource
+        mode = backend.settings.streaming_mode(resource)
+        options = ListOptions.parse(query, watch=True).as_served(mode)
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"), resource)
-        since_text = query.get("resourceVersion", "")
-        send_initial = query.get("sendInitialEvents", "").lower() == "true"
-        since = None
-        if since_text not in ("", "0") and not send_initial:
-            since = _int_param(query, "resourceVersion")
-        bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"
         timeout = _int_param(query, "timeoutSeconds")
         namespace = route.namespace if resource.namespaced else None
+        start = self._watch_start(options)
         try:
             subscription, backlog, initial, rv = backend.store.subscribe(
-                resource, namespace, since, bookmarks
+                resource, namespace, start, options.allow_bookmarks
             )
         except ApiError as error:
             if error.code != 410 or backend.settings.expired_mode(resource) == "http":
                 raise
+            choice.for_watch()  # the stream's encoding is settled before its one event
             writer = handler.start_stream()
             writer.write(event_line("ERROR", error.body()))
             writer.end()
             return
+        try:
+            view = choice.for_watch()  # upstream picks the stream encoding once watching
+            writer = handler.start_stream()
+        except BaseException:
+            backend.store.unsubscribe(subscription)
+            raise
+        cut = backend.faults.initial_events_cut(resource) if options.ends_initial_events else None
         spec = WatchSpec(
             resource,
             namespace,
             matcher(labels, fields),
             float(timeout) if timeout and timeout > 0 else None,
             backend.settings.bookmark_interval,
-            send_initial,
+            bool(options.send_initial_events),
+            view,
+            cut,
         )
-        try:
-            writer = handler.start_stream()
-        except BaseException:
-            backend.store.unsubscribe(subscription)
-            raise
         WatchStream(backend.store, spec, subscription, writer).run(backlog, initial, rv)
+
+    def _watch_start(self, options: ListOptions) -> int | None:
+        """The resourceVersion a watch replays the changes after; None: it starts with the
+        current objects (initial events)."""
+        store, text = self.backend.store, options.resource_version
+        if options.send_initial_events:
+            if text not in ("", "0"):
+                wanted = _integer("resourceVersion", text)
+                wait = self.backend.settings.too_large_rv_wait
+                if wanted > store.current_rv and not store.wait_for_rv(wanted, wait):
+                    raise status.too_large_resource_version(wanted, store.current_rv)
+            return None
+        if text in ("", "0"):
+            # Unset is the legacy watch (the current objects first); false starts from now.
+            return None if options.send_initial_events is None else store.current_rv
+        return _integer("resourceVersion", text)
+
+
+def _choice(handler: _Handler) -> Choice:
+    return negotiate(handler.headers.get("Accept", ""))
 
 
 def _set_status(obj: dict[str, Any], value: Any) -> None:

@@ -8,6 +8,7 @@ clients' error handling is exercised for real. The Python API raises the same ex
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -106,6 +107,62 @@ def invalid(resource: Resource, name: str, message: str) -> ApiError:
         "Invalid",
         f'{resource.kind} "{name}" is invalid: {message}',
         details=_details(resource, name),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One field's complaint in a 422 Invalid, worded as the real server words it."""
+
+    field: str
+    reason: str  # the cause's machine-readable type: FieldValueForbidden, ...
+    body: str  # the message without the field: "Forbidden: ...", "Unsupported value: ..."
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
+
+
+def forbidden_field(field: str, detail: str) -> FieldError:
+    return FieldError(field, "FieldValueForbidden", f"Forbidden: {detail}")
+
+
+def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> FieldError:
+    quoted = ", ".join(msgspec.json.encode(v).decode() for v in supported)
+    body = f"Unsupported value: {msgspec.json.encode(value).decode()}: supported values: {quoted}"
+    return FieldError(field, "FieldValueNotSupported", body)
+
+
+def invalid_list_options(errors: list[FieldError]) -> ApiError:
+    """422 for query parameters a list or watch may not carry together."""
+    # Identical messages are said once; more than one is bracketed, as Go's aggregate prints.
+    messages = list(dict.fromkeys(str(error) for error in errors))
+    summary = messages[0] if len(messages) == 1 else f"[{', '.join(messages)}]"
+    causes = [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]
+    return ApiError(
+        422,
+        "Invalid",
+        f'ListOptions.meta.k8s.io "" is invalid: {summary}',
+        details={"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes},
+    )
+
+
+def not_acceptable(message: str) -> ApiError:
+    return ApiError(406, "NotAcceptable", message)
+
+
+def too_large_resource_version(requested: int, current: int) -> ApiError:
+    """504 for a streaming list whose resourceVersion the server did not reach in time."""
+    return ApiError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        details={
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": 1,
+        },
+        headers=(("Retry-After", "1"),),
     )
 
 

@@ -4,13 +4,16 @@ One cluster-wide resourceVersion counts every write, as etcd's revision does. Ea
 is kept as the JSON bytes of a list item (without `kind`/`apiVersion`), encoded once when
 it is written, plus its labels and selectable fields: a list page is a join of stored
 bytes and a selector never decodes an object. A write decodes the one object it changes.
+The bytes of an object's `metadata` alone (metadata-only answers) are cut out of the stored
+ones the first time they are asked for, and kept with that version.
 
 Each resource keeps a bounded history of changes (ADDED/MODIFIED/DELETED with the RV that
 made them). A watch from resourceVersion R replays the changes after R and then receives
 new ones through its `Subscription` queue, filled under the same lock that assigns RVs,
 so a watcher never sees changes out of order or twice. When R is older than what the
 history still holds (it overflowed, or `compact()` dropped it) the watch is refused with a
-410 `Expired`, as the real server does after etcd compaction.
+410 `Expired`, as the real server does after etcd compaction. A request that needs a
+resourceVersion not reached yet can wait for it (`wait_for_rv`).
 
 Refusals (not found, exists, stale resourceVersion, bad metadata) raise `ApiError`.
 """
@@ -43,10 +46,14 @@ def timestamp(moment: datetime | None = None) -> str:
     return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class _MetadataOnly(msgspec.Struct):
+    metadata: msgspec.Raw = msgspec.Raw(b"{}")
+
+
 class Entry:
     """One stored version of one object. Immutable: a write stores a new Entry."""
 
-    __slots__ = ("fields", "item", "labels", "name", "namespace", "rv", "uid")
+    __slots__ = ("_metadata", "fields", "item", "labels", "name", "namespace", "rv", "uid")
 
     def __init__(
         self,
@@ -65,13 +72,24 @@ class Entry:
         self.labels = labels
         self.fields = fields
         self.item = item
+        self._metadata: bytes | None = None
 
     def full(self, resource: Resource) -> bytes:
         """The object as GET and watch events return it: with kind and apiVersion."""
         return resource.prefix + self.item[1:]
 
     def decode(self) -> dict[str, Any]:
-        return _decode(self.item)
+        obj: dict[str, Any] = _decode(self.item)
+        return obj
+
+    def metadata(self) -> bytes:
+        """The JSON of `metadata` alone, cut out of the stored bytes on first use and kept:
+        metadata-only answers about large objects cost a copy of it, not a decode."""
+        cut = self._metadata
+        if cut is None:
+            # Two threads may both cut it; they store equal bytes.
+            cut = self._metadata = bytes(_decode(self.item, type=_MetadataOnly).metadata)
+        return cut
 
 
 class Change:
@@ -130,6 +148,8 @@ class Store:
         if history < 0:
             raise ValueError("history must be >= 0")
         self.lock = threading.RLock()
+        self._advanced = threading.Condition(self.lock)  # the resourceVersion went up
+        self._waiting = 0  # threads in wait_for_rv
         self._rv = 0
         self._kinds = {resource: _Kind(resource, history) for resource in RESOURCES}
         self._random = random.Random()
@@ -386,6 +406,8 @@ class Store:
 
     def _next_rv(self) -> int:
         self._rv += 1
+        if self._waiting:
+            self._advanced.notify_all()
         return self._rv
 
     # watching -----------------------------------------------------------------------------
@@ -409,6 +431,21 @@ class Store:
             subscription = Subscription(resource, namespace, bookmarks)
             kind.subscribers.add(subscription)
             return subscription, backlog, initial, self._rv
+
+    def wait_for_rv(self, rv: int, timeout: float) -> bool:
+        """Block until the resourceVersion reaches `rv`, for at most `timeout` seconds;
+        whether it did."""
+        with self._advanced:
+            self._waiting += 1
+            try:
+                return self._advanced.wait_for(lambda: self._rv >= rv, timeout)
+            finally:
+                self._waiting -= 1
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait in `wait_for_rv`."""
+        return self._waiting
 
     def unsubscribe(self, subscription: Subscription) -> None:
         with self.lock:

@@ -1,13 +1,19 @@
 """Serving one watch stream: replay, live changes, bookmarks, timeouts and injected faults.
 
 The stream writes newline-delimited JSON events (`{"type": ..., "object": ...}`) through a
-`StreamWriter` (one HTTP chunk per burst, flushed at once). Objects come from the store's
+`StreamWriter` (one HTTP chunk per burst, flushed at once), each object as the request's
+`View` writes it (as stored, or its metadata alone). Objects come from the store's
 pre-encoded bytes; only a MODIFIED that makes an object stop matching the watch's
 selectors is re-encoded (it becomes a DELETED carrying the previous state, as upstream).
+A watch that starts with the current objects (initial events) ends them with a BOOKMARK
+annotated `k8s.io/initial-events-end` at the RV they were taken at, when it asked for
+`sendInitialEvents` and allows bookmarks.
 
 It ends in one of these ways, each meant to be observable by a client under test:
 - `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
+- an event its `View` cannot write: the chunked body ends cleanly there, as upstream;
 - `DROP` (a fault): the connection is shut down mid-stream, no terminating chunk;
+- `cut_after` (a fault): the same, after that many initial events, before the bookmark;
 - a `Stall` (a fault): nothing more is written, the connection stays open until the fault
   is released (then dropped) or the client gives up and closes it;
 - the client went away: noticed on the next write or within a fraction of a second while
@@ -16,6 +22,7 @@ It ends in one of these ways, each meant to be observable by a client under test
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -23,9 +30,8 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Protocol
 
-import msgspec
-
 from sandbox.kube.lists import Matcher
+from sandbox.kube.negotiation import Unencodable, View
 from sandbox.kube.resources import Resource
 from sandbox.kube.store import Bookmark, Change, Entry, Store, Subscription
 
@@ -68,11 +74,13 @@ def event_line(event_type: str, obj: bytes) -> bytes:
     return b'{"type":"%s","object":%s}\n' % (event_type.encode(), obj)
 
 
-def bookmark_object(resource: Resource, rv: int, *, initial_events_end: bool = False) -> bytes:
+def bookmark_object(
+    view: View, resource: Resource, rv: int, *, initial_events_end: bool = False
+) -> bytes:
     metadata: dict[str, object] = {"resourceVersion": str(rv)}
     if initial_events_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-    return resource.prefix + msgspec.json.encode({"metadata": metadata})[1:]
+    return view.decoded(resource, {"metadata": metadata})
 
 
 @dataclass(slots=True)
@@ -83,6 +91,8 @@ class WatchSpec:
     timeout: float | None  # timeoutSeconds
     bookmark_interval: float  # 0 disables periodic bookmarks
     initial_events_end: bool  # sendInitialEvents: a bookmark marks the end of the replay
+    view: View
+    cut_after: int | None  # drop the connection after this many initial events
 
 
 class WatchStream:
@@ -103,6 +113,12 @@ class WatchStream:
             return self._run(backlog, initial, initial_rv)
         except OSError:
             return "client gone"
+        except Unencodable:
+            # Nothing is written for the event; the body ends there (the buffer holds nothing
+            # either: the view refuses every object).
+            with contextlib.suppress(OSError):
+                self._writer.end()
+            return "unencodable event"
         except Exception:
             # A bug in the fake: loud on stderr, and the half-written stream is cut rather
             # than followed by an error answer on the same connection.
@@ -116,11 +132,15 @@ class WatchStream:
         spec, subscription = self._spec, self._subscription
         started = time.monotonic()
         deadline = started + spec.timeout if spec.timeout else None
-        for entry in initial or ():
-            if self._visible(entry):
-                self._add(event_line("ADDED", entry.full(spec.resource)))
+        visible = [entry for entry in initial or () if self._visible(entry)]
+        for entry in visible[: spec.cut_after]:
+            self._add(event_line("ADDED", spec.view.entry(spec.resource, entry)))
+        if spec.cut_after is not None:
+            self._flush()
+            self._writer.abort()
+            return "dropped before the initial events ended"
         if initial is not None and spec.initial_events_end and subscription.bookmarks:
-            obj = bookmark_object(spec.resource, initial_rv, initial_events_end=True)
+            obj = bookmark_object(spec.view, spec.resource, initial_rv, initial_events_end=True)
             self._add(event_line("BOOKMARK", obj))
         for change in backlog:
             self._change(change)
@@ -164,7 +184,8 @@ class WatchStream:
         if isinstance(item, Change):
             self._change(item)
         elif isinstance(item, Bookmark):
-            self._add(event_line("BOOKMARK", bookmark_object(self._spec.resource, item.rv)))
+            obj = bookmark_object(self._spec.view, self._spec.resource, item.rv)
+            self._add(event_line("BOOKMARK", obj))
         elif item is STOP:
             self._flush()
             self._writer.end()
@@ -196,23 +217,22 @@ class WatchStream:
             return
         match = spec.match
         if match is None:
-            self._add(event_line(change.type, entry.full(spec.resource)))
+            self._add(event_line(change.type, spec.view.entry(spec.resource, entry)))
             return
         now_matches = match(entry)
         if change.type != "MODIFIED" or change.prev is None:
             if now_matches:
-                self._add(event_line(change.type, entry.full(spec.resource)))
+                self._add(event_line(change.type, spec.view.entry(spec.resource, entry)))
             return
         before_matched = match(change.prev)
         if now_matches:
             kind = "MODIFIED" if before_matched else "ADDED"
-            self._add(event_line(kind, entry.full(spec.resource)))
+            self._add(event_line(kind, spec.view.entry(spec.resource, entry)))
         elif before_matched:
             # Left the selection: DELETED with the previous state at this change's RV.
             previous = change.prev.decode()
             previous["metadata"]["resourceVersion"] = str(change.rv)
-            obj = spec.resource.prefix + msgspec.json.encode(previous)[1:]
-            self._add(event_line("DELETED", obj))
+            self._add(event_line("DELETED", spec.view.decoded(spec.resource, previous)))
 
     def _add(self, line: bytes) -> None:
         self._buffer.append(line)
