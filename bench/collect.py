@@ -1,4 +1,4 @@
-"""Discovery warm-up: a large synthetic cluster into the outbox, the agent's memory, decoding.
+"""Discovery against a large synthetic cluster: warm-up, steady pod changes, restart, decoding.
 
 Three processes, so that no CPU or memory of one is charged to another: the fake Kubernetes
 API serving a synthetic cluster (`python -m sandbox.kube --synthetic`; by default 1,000
@@ -7,6 +7,15 @@ CronJobs, 2,000 Services, plus the HPAs, Jobs, Ingresses, RBAC objects and Helm 
 Secrets the generator derives from them), the fake Moonin platform, and the agent itself,
 started as `moonin-agent run --role discovery` (through `python -m agent.cli`, the same entry
 point) with leader election off. Everything listens on and talks to 127.0.0.1 only.
+
+Sizes: `--scale F` multiplies every size above by F (the derived ones follow), `--small` by
+1/10; both given, they multiply (`--small --scale 2` is a fifth). `--heavy` adds the
+generator's heavy objects (`SyntheticSpec(heavy=True)`): a `monitoring` namespace of 40
+Helm releases of a kube-prometheus-stack-like chart with 10 revisions each, 400 release
+Secrets of about 900 KiB (1.2 MB in the API's JSON); 1 Deployment pod in 100 with a ~200 KB
+`last-applied-configuration` annotation; 5 Deployments of 100 containers. The Helm
+releases are one namespace's worth and the wide Deployments a few, whatever the scale; the
+heavy pods follow it. Every release revision must then arrive as a `helm_release` record.
 
 Warm-up is the time from starting the agent process (imports included) until every record
 its first full list produces is in the outbox. The shipper delivers while the collector
@@ -21,9 +30,9 @@ ack can wait a moment for the outbox's lock). Warm-up is over when
   opens its watch only after its whole list went through the collector;
 - the count reached the expected minimum: one record per object of every kind that always
   yields one (namespaces, Deployments, ReplicaSets, CronJobs, Jobs, Services, HPAs, Nodes,
-  Ingresses, NetworkPolicies, RBAC objects, Helm releases); pods add `pod_error` events for
-  the few in trouble, and every list adds its kind's snapshot, so the real count is a
-  little higher;
+  Ingresses, NetworkPolicies, RBAC objects, Helm release revisions); pods add `pod_error`
+  events for the few in trouble, and every list adds its kind's snapshot, so the real count
+  is a little higher;
 - and the count has not changed for `--quiet-seconds` (longer than the collector's 1 s flush
   window plus the shipper's linger); the bench also waits for the queue to drain, for
   `delivered_seconds` below.
@@ -34,12 +43,36 @@ ack lands, so the figure lies between the moment the last record was committed a
 moment the last batch was delivered and acked: it errs on the long side, never the short
 one. `delivered_seconds` is the first poll at which the platform had every record.
 `records` is the final count and `records_per_s` is `records / warmup_seconds`.
-`peak_rss_mib` is the agent process's VmHWM, read from /proc just before it is stopped.
+`peak_rss_mib` is the agent process's VmHWM, read from /proc at the end of the warm-up.
+`agent_cpu_seconds` is the agent process's user plus system CPU time (/proc/<pid>/stat) at
+the end of the warm-up, its quiet period included (an idle agent uses next to none), and
+`agent_cpu_ms_per_1k_objects` is that over the objects of the kinds the agent lists.
 
-Then the agent is started again on the same queue volume, against the unchanged cluster,
-and run the same way until it is quiet. `restart_bytes_sent_ratio` is the bytes of records
-the platform received from the restart (each record as JSON, before gzip: snapshots and
-anything else) over the bytes the cold start sent; the target is at most 0.05.
+Steady state, after the warm-up and before the agent stops (`--steady-seconds`, default 60;
+0 skips it): a thread of this process changes `--steady-rate` Pods a second (default 200)
+through the fake's own API, with JSON merge PATCHes on one keep-alive connection, so the
+changes reach the agent over its watches as a kubelet's and a controller's would. The pods
+are running, ready, never restarted ones from the first list pages, each changed about
+every 10 s; one change in 10 is a container restart (a status patch: restart count up, the
+last run terminated with exit code 1, a new container id: one `pod_error` record each),
+the others set a label (no record: the collector drops what did not change its output).
+`steady_changes` (and `steady_restarts` among them) were made in the window, at
+`steady_change_rate` a second. `steady_cpu_cores` is the agent's CPU time over the window
+divided by the window's length (1.0 is one core busy); `steady_kube_cpu_cores` the same of
+the fake API's process, which shares the machine (it serves the patches and the watches).
+The phase then waits, as the warm-up does, until the records of every restart have arrived
+and the count has been quiet: `steady_settle_seconds` is how long after the window the
+count last changed (a lagging agent shows here), and `steady_records` the records the
+platform received from the window's start to then. `steady_rss_mib` is the agent's VmRSS
+at the end, `steady_peak_rss_mib` its peak over the phase (VmHWM, reset through
+/proc/<pid>/clear_refs as the phase starts).
+
+Then the agent is stopped and started again on the same queue volume, against the cluster
+as the steady phase left it, and run the same way until it is quiet.
+`restart_bytes_sent_ratio` is the bytes of records the platform received from the restart
+(each record as JSON, before gzip: snapshots and anything else), counted from just before
+the restart, over the bytes the cold start sent by the end of its warm-up (the steady
+phase's records count for neither); the target is at most 0.05.
 
 Decoding, in this process once the agent has stopped: the same list pages the informers
 fetch (`limit=500`) of Deployments and Pods are decoded (a) with msgspec into the
@@ -52,7 +85,8 @@ objects missing fields they declare required) are counted and left out of both t
 
 The last line printed is one JSON object with the figures and the sizes used.
 
-    python bench/collect.py [--small] [--decode-pages 4] [--rounds 5]
+    python bench/collect.py [--small] [--scale F] [--heavy] [--steady-seconds 60]
+        [--steady-rate 200] [--decode-pages 4] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -67,7 +101,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -87,6 +123,7 @@ TOKEN = "bench-collect-token"
 PROJECT_ID = "p-1"
 CLUSTER_ID = "c-1"
 PAGE_SIZE = 500
+POLL_SECONDS = 0.25
 
 FULL_SIZES = {
     "namespaces": 1_000,
@@ -123,6 +160,12 @@ DECODED = (
     ("deployments", "/apis/apps/v1/deployments", Deployment, "V1DeploymentList"),
     ("pods", "/api/v1/pods", Pod, "V1PodList"),
 )
+
+# Steady phase: how long a pod waits between two of its changes, and which changes restart.
+STEADY_POD_PERIOD_SECONDS = 10
+RESTART_EVERY = 10
+STEADY_LABEL = "bench.moonin.dev/change"
+MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 # Children get a clean environment: no proxy, no in-cluster detection, no stray kubeconfig,
 # no agent settings from the caller's shell beyond the ones set here.
@@ -214,6 +257,15 @@ def memory_mib(pid: int) -> dict[str, float]:
     return found
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (its own threads, not its children)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Fields after the command name, which is in parentheses and may hold spaces: the
+    # state is field 3, utime and stime are fields 14 and 15.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def informer_count() -> int:
     """How many informers (so open watches) the agent runs with its default settings."""
     # Built only to count its informers: nothing is started, so no API or outbox is used.
@@ -223,111 +275,312 @@ def informer_count() -> int:
     return len(collector.informers)
 
 
+class Agent:
+    """The agent process, on the queue volume in `scratch` (a restart reuses it)."""
+
+    def __init__(self, platform: Served, kubeconfig: Path, scratch: Path) -> None:
+        self.queue_dir = scratch / "queue"
+        self.queue_dir.mkdir(exist_ok=True)
+        self.log = scratch / "agent.log"
+        env = child_env(
+            {
+                "PROJECT_ID": PROJECT_ID,
+                "CLUSTER_ID": CLUSTER_ID,
+                "CLUSTER_TOKEN": TOKEN,
+                "API_URL": platform.url,
+                "MOONIN_INSECURE_HTTP": "true",
+                "QUEUE_DIR": str(self.queue_dir),
+                "QUEUE_MAX_RECORDS": "2000000",
+                "QUEUE_MAX_BYTES": str(2 * 1024**3),
+                "LOG_LEVEL": "warning",
+                "LEADER_ELECTION": "false",
+                "HEALTH_ADDR": "127.0.0.1:0",
+                "SHUTDOWN_SHIP_SECONDS": "5",
+            }
+        )
+        argv = [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"]
+        argv += ["--kubeconfig", str(kubeconfig)]
+        with self.log.open("wb") as out:
+            self.started = time.monotonic()
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+
+    def memory(self) -> dict[str, float]:
+        return memory_mib(self.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def reset_peak(self) -> None:
+        """Start VmHWM over from the current resident set (Linux's clear_refs, value 5)."""
+        Path(f"/proc/{self.proc.pid}/clear_refs").write_text("5")
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"the agent exited with status {self.proc.returncode}:\n{tail(self.log)}"
+            )
+
+    def progress(self, since: float, now: float, what: str) -> None:
+        rss = self.memory()
+        print(
+            f"  {now - since:5.1f} s: {what}, agent RSS {rss['VmRSS']:.0f} MiB "
+            f"(peak {rss['VmHWM']:.0f})",
+            flush=True,
+        )
+
+    def stop(self) -> int:
+        return stop(self.proc, grace=30)
+
+
+@dataclass(frozen=True)
+class Until:
+    """When a run of the agent has settled (see `settle`)."""
+
+    informers: int
+    quiet: float
+    timeout: float
+
+
+@dataclass
+class Settled:
+    changed_at: float  # monotonic time of the last poll at which the count changed
+    delivered_at: float  # the first poll at which the platform had every record
+    records: int  # received + queued
+    received: int
+
+
+def settle(
+    agent: Agent, kube: Served, platform: Served, *, since: float, expected: int, until: Until
+) -> Settled:
+    """Poll until every informer watches, at least `expected` records are in the outbox or
+    delivered, the count stayed unchanged `until.quiet` seconds and the queue is empty."""
+    informers = until.informers
+    total = -1
+    changed_at = reported = since
+    delivered: list[tuple[float, int]] = []  # (poll time, records received)
+    while True:
+        time.sleep(POLL_SECONDS)
+        now = time.monotonic()
+        agent.check()
+        # The platform first, then the queue: see the module docstring.
+        received = platform.stats()["unique_record_ids"]
+        stream = inspect.stats(agent.queue_dir, DISCOVERY)[DISCOVERY]
+        watches = kube.stats()["watches"]
+        if stream.dropped:
+            raise RuntimeError(f"the outbox dropped {stream.dropped} records: raise its bounds")
+        queued = stream.records
+        delivered.append((now, received))
+        if received + queued != total:
+            total = received + queued
+            changed_at = now
+        if now - reported >= 2:
+            reported = now
+            agent.progress(
+                since,
+                now,
+                f"{total} records ({received} received, {queued} queued), "
+                f"watches {watches}/{informers}",
+            )
+        settled = now - changed_at >= until.quiet
+        if watches >= informers and total >= expected and settled and not queued:
+            # (an empty queue: everything was delivered, so delivered_at exists)
+            return Settled(
+                changed_at=changed_at,
+                delivered_at=next(t for t, n in delivered if n >= total),
+                records=total,
+                received=received,
+            )
+        if now - since > until.timeout:
+            raise RuntimeError(
+                f"not settled within {until.timeout:.0f} s: {total} of at least {expected} "
+                f"records ({queued} still queued), watches {watches}/{informers}; "
+                f"agent log:\n{tail(agent.log)}"
+            )
+
+
 @dataclass
 class WarmUp:
     seconds: float
     delivered_seconds: float
     records: int
-    received: int
-    queued: int
-    dropped: int
-    watches: int
     peak_rss_mib: float
     rss_mib: float
-    exit_code: int
+    cpu_seconds: float
 
 
-def run_agent(
-    kube: Served,
-    platform: Served,
-    kubeconfig: Path,
-    scratch: Path,
-    *,
-    expected: int,
-    informers: int,
-    quiet: float,
-    timeout: float,
-) -> WarmUp:
-    queue_dir = scratch / "queue"
-    queue_dir.mkdir(exist_ok=True)  # a restart runs on the same volume
-    log = scratch / "agent.log"
-    env = child_env(
-        {
-            "PROJECT_ID": PROJECT_ID,
-            "CLUSTER_ID": CLUSTER_ID,
-            "CLUSTER_TOKEN": TOKEN,
-            "API_URL": platform.url,
-            "MOONIN_INSECURE_HTTP": "true",
-            "QUEUE_DIR": str(queue_dir),
-            "QUEUE_MAX_RECORDS": "2000000",
-            "QUEUE_MAX_BYTES": str(2 * 1024**3),
-            "LOG_LEVEL": "warning",
-            "LEADER_ELECTION": "false",
-            "HEALTH_ADDR": "127.0.0.1:0",
-            "SHUTDOWN_SHIP_SECONDS": "5",
-        }
-    )
-    argv = [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"]
-    argv += ["--kubeconfig", str(kubeconfig)]
-    poll = 0.25
-    with log.open("wb") as out:
-        started = time.monotonic()
-        agent = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
-    try:
-        total = received = queued = dropped = watches = -1
-        changed_at = started
-        reported = started
-        delivered: list[tuple[float, int]] = []  # (poll time, records received)
-        while True:
-            time.sleep(poll)
-            now = time.monotonic()
-            if agent.poll() is not None:
-                raise RuntimeError(f"the agent exited with status {agent.returncode}:\n{tail(log)}")
-            # The platform first, then the queue: see the module docstring.
-            received = platform.stats()["unique_record_ids"]
-            stream = inspect.stats(queue_dir, DISCOVERY)[DISCOVERY]
-            watches = kube.stats()["watches"]
-            queued, dropped = stream.records, stream.dropped
-            delivered.append((now, received))
-            if received + queued != total:
-                total = received + queued
-                changed_at = now
-            if now - reported >= 2:
-                reported = now
-                rss = memory_mib(agent.pid)
-                print(
-                    f"  {now - started:5.1f} s: {total} records ({received} received, "
-                    f"{queued} queued), watches {watches}/{informers}, "
-                    f"agent RSS {rss['VmRSS']:.0f} MiB (peak {rss['VmHWM']:.0f})",
-                    flush=True,
-                )
-            settled = now - changed_at >= quiet
-            if watches >= informers and total >= expected and settled and not queued:
-                break  # (an empty queue: everything was delivered, so delivered_seconds exists)
-            if now - started > timeout:
-                raise RuntimeError(
-                    f"no warm-up within {timeout:.0f} s: {total} of at least {expected} "
-                    f"records ({queued} still queued), watches {watches}/{informers}; "
-                    f"agent log:\n{tail(log)}"
-                )
-        memory = memory_mib(agent.pid)
-    finally:
-        exit_code = stop(agent, grace=30)
-    if dropped:
-        raise RuntimeError(f"the outbox dropped {dropped} records: raise its bounds")
+def warm_up(agent: Agent, kube: Served, platform: Served, *, expected: int, until: Until) -> WarmUp:
+    """Wait for the agent's first full list to be in the outbox (see the module docstring)."""
+    done = settle(agent, kube, platform, since=agent.started, expected=expected, until=until)
+    memory = agent.memory()
     return WarmUp(
-        seconds=changed_at - started,
-        delivered_seconds=next(t for t, n in delivered if n >= total) - started,
-        records=total,
-        received=received,
-        queued=queued,
-        dropped=dropped,
-        watches=watches,
+        seconds=done.changed_at - agent.started,
+        delivered_seconds=done.delivered_at - agent.started,
+        records=done.records,
         peak_rss_mib=memory["VmHWM"],
         rss_mib=memory["VmRSS"],
-        exit_code=exit_code,
+        cpu_seconds=agent.cpu_seconds(),
+    )
+
+
+class _Named(msgspec.Struct):
+    name: str
+    namespace: str = ""
+
+
+class _PodStatus(msgspec.Struct, rename="camel"):
+    phase: str = ""
+    container_statuses: list[dict[str, Any]] = []
+
+
+class _PodItem(msgspec.Struct):
+    metadata: _Named
+    status: _PodStatus
+
+
+class _PodPage(msgspec.Struct):
+    items: list[_PodItem]
+
+
+def _fresh(container: dict[str, Any]) -> bool:
+    """Running, ready and never restarted: a past termination could share its id with the
+    one a restart reports (the generator's do), and the agent reports each only once."""
+    running = "running" in (container.get("state") or {})
+    return running and bool(container.get("ready")) and not container.get("restartCount")
+
+
+def running_pods(kube: Served, count: int) -> list[_PodItem]:
+    """Up to `count` pods, from the first list pages, whose containers are all fresh."""
+    found: list[_PodItem] = []
+    for raw in fetch_pages(kube, "/api/v1/pods", count // PAGE_SIZE + 2):
+        for pod in msgspec.json.decode(raw, type=_PodPage).items:
+            statuses = pod.status.container_statuses
+            if pod.status.phase == "Running" and statuses and all(map(_fresh, statuses)):
+                found.append(pod)
+    return found[:count]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def restart_patch(pod: _PodItem, change: int) -> dict[str, Any]:
+    """A status patch for the pod's first container's restart, as the kubelet reports one
+    (the whole list: a merge patch replaces lists); `pod` keeps the new statuses."""
+    statuses = pod.status.container_statuses
+    first = statuses[0]
+    now = _now()
+    terminated = {
+        "exitCode": 1,
+        "reason": "Error",
+        "startedAt": first["state"]["running"].get("startedAt", now),
+        "finishedAt": now,
+        "containerID": first.get("containerID", ""),
+    }
+    statuses[0] = first | {
+        "restartCount": first.get("restartCount", 0) + 1,
+        "containerID": f"containerd://{change:064x}",
+        "state": {"running": {"startedAt": now}},
+        "lastState": {"terminated": terminated},
+    }
+    return {"status": {"containerStatuses": statuses}}
+
+
+@dataclass
+class Changes:
+    changes: int
+    restarts: int
+    seconds: float
+
+
+def change_pods(url: str, pods: list[_PodItem], rate: float, seconds: float) -> Changes:
+    """Change `rate` pods a second for `seconds`, one at a time on a keep-alive connection;
+    behind schedule, the next changes go out at once until it is caught up."""
+    changes = restarts = 0
+    with httpx.Client(base_url=url, trust_env=False, timeout=30) as http:
+        started = time.monotonic()
+        while (now := time.monotonic()) - started < seconds:
+            due = started + changes / rate
+            if due > now:
+                time.sleep(due - now)
+            pod = pods[changes % len(pods)]
+            path = f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
+            if changes % RESTART_EVERY == 0:
+                patch = restart_patch(pod, changes)
+                path += "/status"
+                restarts += 1
+            else:
+                patch = {"metadata": {"labels": {STEADY_LABEL: str(changes)}}}
+            response = http.patch(path, content=msgspec.json.encode(patch), headers=MERGE_PATCH)
+            response.raise_for_status()
+            changes += 1
+    return Changes(changes, restarts, time.monotonic() - started)
+
+
+@dataclass
+class Steady:
+    seconds: float
+    changes: int
+    restarts: int
+    cpu_cores: float
+    kube_cpu_cores: float
+    rss_mib: float
+    peak_rss_mib: float
+    records: int
+    settle_seconds: float
+
+
+def steady_state(
+    agent: Agent,
+    kube: Served,
+    platform: Served,
+    *,
+    seconds: float,
+    rate: float,
+    until: Until,
+) -> Steady:
+    """Pod changes at a steady rate while the agent runs (see the module docstring)."""
+    pods = running_pods(kube, max(1, round(rate * STEADY_POD_PERIOD_SECONDS)))
+    if not pods:
+        raise RuntimeError("no running pod to change")
+    before = platform.stats()["unique_record_ids"]
+    agent.reset_peak()
+    cpu_before, kube_cpu_before = agent.cpu_seconds(), cpu_seconds(kube.proc.pid)
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        running = pool.submit(change_pods, kube.url, pods, rate, seconds)
+        while True:
+            try:
+                made = running.result(timeout=2)  # (raises what the thread raised)
+            except TimeoutError:
+                agent.check()
+                received = platform.stats()["unique_record_ids"] - before
+                agent.progress(started, time.monotonic(), f"{received} records received")
+            else:
+                break
+    ended = time.monotonic()
+    cpu = agent.cpu_seconds() - cpu_before
+    kube_cpu = cpu_seconds(kube.proc.pid) - kube_cpu_before
+    done = settle(
+        agent,
+        kube,
+        platform,
+        since=ended,
+        expected=before + made.restarts,
+        until=until,
+    )
+    memory = agent.memory()
+    return Steady(
+        seconds=made.seconds,
+        changes=made.changes,
+        restarts=made.restarts,
+        cpu_cores=cpu / made.seconds,
+        kube_cpu_cores=kube_cpu / made.seconds,
+        rss_mib=memory["VmRSS"],
+        peak_rss_mib=memory["VmHWM"],
+        records=done.received - before,
+        settle_seconds=done.changed_at - ended,
     )
 
 
@@ -370,7 +623,8 @@ def compare_decoding(pages: list[bytes], struct: type, model: str, rounds: int) 
 
     client = ApiClient()
     page_type: Any = msgspec.defstruct(
-        f"{struct.__name__}Page", [("metadata", _ListMeta), ("items", list[struct])]
+        f"{struct.__name__}Page",
+        [("metadata", _ListMeta), ("items", list[struct])],  # type: ignore[valid-type]
     )
     decoder = msgspec.json.Decoder(page_type)
 
@@ -405,11 +659,38 @@ def compare_decoding(pages: list[bytes], struct: type, model: str, rounds: int) 
     )
 
 
-def main() -> None:
+def positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+    return value
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--small", action="store_true", help=f"1/{SMALL_DIVISOR} of the sizes (a quick run)"
     )
+    parser.add_argument(
+        "--scale",
+        type=positive,
+        default=1.0,
+        metavar="F",
+        help="multiply every size by F (with --small too: they multiply)",
+    )
+    parser.add_argument(
+        "--heavy",
+        action="store_true",
+        help="add heavy objects: Helm release Secrets near 1 MiB, pods with 200 KB "
+        "annotations, Deployments of 100 containers",
+    )
+    parser.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=60.0,
+        help="pod changes for this long after the warm-up (0: none)",
+    )
+    parser.add_argument("--steady-rate", type=positive, default=200.0, help="pod changes a second")
     parser.add_argument(
         "--decode-pages", type=int, default=4, help="list pages per kind for the decode timing"
     )
@@ -421,22 +702,28 @@ def main() -> None:
         help="the record count must stay unchanged this long to end the warm-up",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after SECONDS")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    divisor = SMALL_DIVISOR if args.small else 1
-    sizes = {name: value // divisor for name, value in FULL_SIZES.items()}
-    spec = SyntheticSpec(**sizes)
+
+def main() -> None:
+    args = parse_args()
+    factor = args.scale / (SMALL_DIVISOR if args.small else 1)
+    sizes = {name: max(1, round(value * factor)) for name, value in FULL_SIZES.items()}
+    spec = SyntheticSpec(**sizes, heavy=args.heavy)
     informers = informer_count()
+    until = Until(informers=informers, quiet=args.quiet_seconds, timeout=args.timeout)
 
     with tempfile.TemporaryDirectory(prefix="bench-collect-") as directory:
         scratch = Path(directory)
         kubeconfig = scratch / "kubeconfig"
         served: list[Served] = []
         try:
-            print(f"generating the synthetic cluster: {sizes}", flush=True)
+            print(f"generating the synthetic cluster: {sizes}, heavy {args.heavy}", flush=True)
             argv = ["sandbox.kube", "--synthetic", "--kubeconfig", str(kubeconfig)]
             for name, value in sizes.items():
                 argv += [f"--{name}", str(value)]
+            if args.heavy:
+                argv.append("--heavy")
             kube = Served("kube", argv, scratch / "kube.log")
             served.append(kube)
             platform = Served(
@@ -457,8 +744,8 @@ def main() -> None:
             served.append(platform)
 
             counts: dict[str, int] = kube.stats()["objects"]
-            helm_releases = spec.derived("helm_releases")
-            expected = sum(counts.get(name, 0) for name in ONE_RECORD_EACH) + helm_releases
+            expected = sum(counts.get(name, 0) for name in ONE_RECORD_EACH)
+            expected += spec.helm_release_secrets()
             listed = expected + sum(counts.get(name, 0) for name in LISTED_OTHERWISE)
             print(
                 f"served: {sum(counts.values())} objects, {listed} of them of the kinds the "
@@ -467,41 +754,63 @@ def main() -> None:
             )
 
             print("agent warm-up:", flush=True)
-            warm = run_agent(
-                kube,
-                platform,
-                kubeconfig,
-                scratch,
-                expected=expected,
-                informers=informers,
-                quiet=args.quiet_seconds,
-                timeout=args.timeout,
-            )
-            print(
-                f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
-                f"({warm.records / warm.seconds:.0f}/s; all delivered at "
-                f"{warm.delivered_seconds:.1f} s), agent peak RSS "
-                f"{warm.peak_rss_mib:.0f} MiB, exit status {warm.exit_code}",
-                flush=True,
-            )
+            agent = Agent(platform, kubeconfig, scratch)
+            try:
+                warm = warm_up(agent, kube, platform, expected=expected, until=until)
+                cold_bytes = platform.stats()["record_bytes_received"]
+                print(
+                    f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
+                    f"({warm.records / warm.seconds:.0f}/s; all delivered at "
+                    f"{warm.delivered_seconds:.1f} s), agent peak RSS "
+                    f"{warm.peak_rss_mib:.0f} MiB, CPU {warm.cpu_seconds:.1f} s",
+                    flush=True,
+                )
+                steady: Steady | None = None
+                if args.steady_seconds > 0:
+                    print(
+                        f"steady state: {args.steady_rate:.0f} pod changes a second for "
+                        f"{args.steady_seconds:.0f} s:",
+                        flush=True,
+                    )
+                    steady = steady_state(
+                        agent,
+                        kube,
+                        platform,
+                        seconds=args.steady_seconds,
+                        rate=args.steady_rate,
+                        until=until,
+                    )
+                    print(
+                        f"steady state: {steady.changes} changes ({steady.restarts} restarts) "
+                        f"in {steady.seconds:.1f} s, {steady.records} records, agent CPU "
+                        f"{steady.cpu_cores:.2f} cores (the fake's "
+                        f"{steady.kube_cpu_cores:.2f}), RSS {steady.rss_mib:.0f} MiB (peak "
+                        f"{steady.peak_rss_mib:.0f}), settled {steady.settle_seconds:.1f} s "
+                        "after the last change",
+                        flush=True,
+                    )
+            finally:
+                exit_code = agent.stop()
 
-            # A restart against the unchanged cluster, on the same queue volume.
-            cold_bytes = platform.stats()["record_bytes_received"]
+            # A restart against the same cluster, on the same queue volume; what it sends
+            # is counted from here, so that the steady phase's records are not.
+            before_restart = platform.stats()
             print("agent restart:", flush=True)
-            again = run_agent(
-                kube,
-                platform,
-                kubeconfig,
-                scratch,
-                expected=expected,
-                informers=informers,
-                quiet=args.quiet_seconds,
-                timeout=args.timeout,
+            agent = Agent(platform, kubeconfig, scratch)
+            try:
+                again = warm_up(agent, kube, platform, expected=expected, until=until)
+            finally:
+                agent.stop()
+            after_restart = platform.stats()
+            restart_bytes = (
+                after_restart["record_bytes_received"] - before_restart["record_bytes_received"]
             )
-            restart_bytes = platform.stats()["record_bytes_received"] - cold_bytes
+            restart_records = (
+                after_restart["unique_record_ids"] - before_restart["unique_record_ids"]
+            )
             print(
-                f"restart: {again.records - warm.records} records, {restart_bytes} bytes of "
-                f"records ({restart_bytes / cold_bytes:.4f} of the cold start's {cold_bytes}), "
+                f"restart: {restart_records} records, {restart_bytes} bytes of records "
+                f"({restart_bytes / cold_bytes:.4f} of the cold start's {cold_bytes}), "
                 f"settled in {again.seconds:.1f} s, agent peak RSS {again.peak_rss_mib:.0f} MiB",
                 flush=True,
             )
@@ -509,13 +818,13 @@ def main() -> None:
             decoding: dict[str, Decoding] = {}
             for name, path, struct, model in DECODED:
                 pages = fetch_pages(kube, path, args.decode_pages)
-                result = compare_decoding(pages, struct, model, args.rounds)
-                decoding[name] = result
+                decoded = compare_decoding(pages, struct, model, args.rounds)
+                decoding[name] = decoded
                 print(
-                    f"decode {name}: {result.objects} objects ({result.megabytes} MB) "
-                    f"msgspec {result.msgspec_seconds * 1000:.1f} ms, client models "
-                    f"{result.client_seconds * 1000:.0f} ms, refused pages "
-                    f"{result.refused_pages}",
+                    f"decode {name}: {decoded.objects} objects ({decoded.megabytes} MB) "
+                    f"msgspec {decoded.msgspec_seconds * 1000:.1f} ms, client models "
+                    f"{decoded.client_seconds * 1000:.0f} ms, refused pages "
+                    f"{decoded.refused_pages}",
                     flush=True,
                 )
         finally:
@@ -534,8 +843,26 @@ def main() -> None:
         "records_per_s": round(warm.records / warm.seconds),
         "peak_rss_mib": warm.peak_rss_mib,
         "rss_after_warmup_mib": warm.rss_mib,
+        "agent_cpu_seconds": round(warm.cpu_seconds, 2),
+        "agent_cpu_ms_per_1k_objects": round(warm.cpu_seconds * 1e6 / listed, 1),
+        **(
+            {}
+            if steady is None
+            else {
+                "steady_seconds": round(steady.seconds, 1),
+                "steady_changes": steady.changes,
+                "steady_restarts": steady.restarts,
+                "steady_change_rate": round(steady.changes / steady.seconds, 1),
+                "steady_cpu_cores": round(steady.cpu_cores, 3),
+                "steady_kube_cpu_cores": round(steady.kube_cpu_cores, 3),
+                "steady_rss_mib": steady.rss_mib,
+                "steady_peak_rss_mib": steady.peak_rss_mib,
+                "steady_records": steady.records,
+                "steady_settle_seconds": round(steady.settle_seconds, 2),
+            }
+        ),
         "restart_bytes_sent_ratio": round(restart_bytes / cold_bytes, 4),
-        "restart_records": again.records - warm.records,
+        "restart_records": restart_records,
         "restart_seconds": round(again.seconds, 2),
         "restart_peak_rss_mib": again.peak_rss_mib,
         "decode_speedup_vs_client_models": round(theirs / ours, 1) if ours else None,
@@ -548,8 +875,19 @@ def main() -> None:
         "decode_megabytes": round(sum(d.megabytes for d in decoding.values()), 1),
         "decode_client_refused_pages": sum(d.refused_pages for d in decoding.values()),
         "informers": informers,
-        "agent_exit_code": warm.exit_code,
+        "agent_exit_code": exit_code,
+        "scale": round(factor, 4),
         "sizes": sizes,
+        "heavy": (
+            {
+                "helm_releases": spec.derived("heavy_helm_releases"),
+                "helm_revisions": spec.heavy_helm_revisions,
+                "pods": spec.derived("heavy_pods"),
+                "wide_deployments": spec.derived("wide_deployments"),
+            }
+            if args.heavy
+            else None
+        ),
         "objects_by_resource": counts,
         "cpus": os.cpu_count(),
     }

@@ -52,6 +52,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(
             f"--{name}", type=int, default=None, metavar="N", help=f"default {default}"
         )
+    parser.add_argument(
+        "--heavy",
+        action="store_true",
+        help="add heavy objects: Helm release Secrets near 1 MiB with many revisions, pods "
+        "with a ~200 KB last-applied annotation, Deployments of 100 containers",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     return parser.parse_args(argv)
 
@@ -80,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             hpas=args.hpas,
             helm_releases=args.helm_releases,
             seed=args.seed,
+            heavy=args.heavy,
         )
         started = time.perf_counter()
         counts = populate(kube, spec)

@@ -16,20 +16,31 @@ objects, which is safe because the store keeps only the encoded bytes. `populate
 streams the objects into a `FakeKube` in batches, so the peak memory is the stored bytes,
 not Python dicts. Simplifications: the pods of one ReplicaSet share one service-account
 token volume name, and all timestamps fall in the last 300 days.
+
+`SyntheticSpec(heavy=True)` adds what strains a collector's memory rather than its object
+count: a `monitoring` namespace of Helm releases of a kube-prometheus-stack-like chart, each
+with many revisions whose Secrets come near the 1 MiB object limit (Grafana dashboards with
+seeded sample data, in the chart's templates and in the manifest, compressing about 5x);
+Deployment pods carrying a ~200 KB `kubectl.kubernetes.io/last-applied-configuration`; and
+a few Deployments of 100 containers. A release's revisions share their JSON but for a tail,
+so its gzip is computed once and each revision only finishes a copy of the compressor.
 """
 
 from __future__ import annotations
 
 import base64
 import gc
-import gzip
+import hashlib
+import math
 import random
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import yaml
 
 if TYPE_CHECKING:
     from sandbox.kube.fake import FakeKube
@@ -240,8 +251,19 @@ class SyntheticSpec:
     hpas: int | None = None  # default: deployments // 10
     helm_releases: int | None = None  # default: deployments // 50
     seed: int = 1
+    # Heavy objects, only with `heavy` (else none of them): Helm releases of a monitoring
+    # stack in one namespace, each revision a Secret near the 1 MiB object limit; Deployment
+    # pods with a ~200 KB last-applied-configuration annotation; Deployments of 100
+    # containers. The releases are one namespace's worth whatever the other sizes.
+    heavy: bool = False
+    heavy_helm_releases: int | None = None  # default: 40
+    heavy_helm_revisions: int = 10  # Secrets per heavy release
+    heavy_pods: int | None = None  # default: pods // 100 (one per Deployment at most)
+    wide_deployments: int | None = None  # default: min(5, deployments)
 
     def derived(self, name: str) -> int:
+        if name in _HEAVY_SIZES and not self.heavy:
+            return 0
         value = getattr(self, name)
         if value is not None:
             return int(value)
@@ -249,7 +271,18 @@ class SyntheticSpec:
             "jobs": self.cronjobs // 20,
             "hpas": self.deployments // 10,
             "helm_releases": self.deployments // 50,
+            "heavy_helm_releases": 40,
+            "heavy_pods": self.pods // 100,
+            "wide_deployments": min(5, self.deployments),
         }[name]
+
+    def helm_release_secrets(self) -> int:
+        """Helm release Secrets, one per revision (each a `helm_release` record)."""
+        light = min(self.derived("helm_releases"), self.deployments)
+        return light + self.derived("heavy_helm_releases") * self.heavy_helm_revisions
+
+
+_HEAVY_SIZES = frozenset({"heavy_helm_releases", "heavy_pods", "wide_deployments"})
 
 
 @dataclass(slots=True)
@@ -263,6 +296,7 @@ class _Deploy:
     image: str
     created: int
     helm: bool
+    wide: bool  # WIDE_CONTAINERS containers
     pods: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, uid, ip, node
 
     @property
@@ -282,6 +316,7 @@ class _Deploy:
             self.index % 4 == 0,
             self.sidecar,
             self.index % 5 == 0,
+            self.wide,
         )
 
 
@@ -299,6 +334,13 @@ class _Builder:
         self._days: dict[int, str] = {}
         self._fields: dict[tuple[Any, ...], msgspec.Raw] = {}
         self._replicasets: dict[tuple[int, int], tuple[str, str]] = {}
+        # The first pod of every `_heavy_stride`-th Deployment is a heavy one, up to
+        # `_heavy_pods`: a stride prime to the namespace count spreads them over namespaces.
+        self._heavy_pods = spec.derived("heavy_pods")
+        self._heavy_stride = max(1, spec.deployments // max(1, self._heavy_pods))
+        while math.gcd(self._heavy_stride, max(1, spec.namespaces)) != 1:
+            self._heavy_stride -= 1
+        self._applied_spec: msgspec.Raw | None = None
 
     # small helpers ------------------------------------------------------------------------
 
@@ -365,6 +407,8 @@ class _Builder:
             name = f"{_TEAMS[i % len(_TEAMS)]}-{_ENVS[(i // len(_TEAMS)) % len(_ENVS)]}"
             self.namespaces.append(_unique(name, taken))
         system = ["default", "kube-system", "kube-public", "kube-node-lease"]
+        if self.spec.derived("heavy_helm_releases"):
+            system.append(HEAVY_NAMESPACE)
         for name in system + self.namespaces:
             labels = {"kubernetes.io/metadata.name": name}
             if name not in system:
@@ -573,6 +617,8 @@ class _Builder:
             containers.append(
                 {"name": name, "image": image, "args": args, "resources": resources, **_DEFAULTS}
             )
+        if d.wide:
+            containers += [_worker(d.image, n) for n in range(len(containers), WIDE_CONTAINERS)]
         spec: Obj = {
             "volumes": _VOLUMES,
             "containers": containers,
@@ -613,6 +659,7 @@ class _Builder:
 
     def deployment_objects(self) -> Iterator[Obj]:
         helm = self.spec.derived("helm_releases")
+        first_wide = self.spec.deployments - self.spec.derived("wide_deployments")
         taken: dict[str, set[str]] = {}
         for i, replicas in enumerate(self._replica_counts()):
             namespace = self.namespaces[i % len(self.namespaces)]
@@ -642,6 +689,7 @@ class _Builder:
                 image=f"{_REGISTRIES[i % len(_REGISTRIES)]}/{team}/{name}:{version}",
                 created=self.ago(86400, 86400 * 300),
                 helm=i < helm,
+                wide=i >= first_wide,
             )
             self.deploys.append(d)
             yield self._deployment(d)
@@ -898,10 +946,12 @@ class _Builder:
             ),
         ]
         # What every pod of this ReplicaSet repeats is encoded once.
-        annotations = _raw(template["metadata"]["annotations"])
+        template_annotations = template["metadata"]["annotations"]
+        annotations = _raw(template_annotations)
         shared_owner, shared_managed = _raw(owner), _raw(managed)
         shared_conditions = _raw(ready_conditions)
-        for _ in range(d.replicas):
+        heavy = self._heavy(d)
+        for replica in range(d.replicas):
             self._pod_serial += 1
             serial = self._pod_serial
             name = f"{rs_name}-{self.suffix()}"
@@ -917,7 +967,11 @@ class _Builder:
                 "uid": uid,
                 "creationTimestamp": self.ts(created),
                 "labels": labels,
-                "annotations": annotations,
+                "annotations": (
+                    self._applied(template_annotations, labels, name, d.namespace)
+                    if heavy and replica == 0
+                    else annotations
+                ),
                 "ownerReferences": shared_owner,
                 "managedFields": shared_managed,
             }
@@ -974,6 +1028,24 @@ class _Builder:
                 "spec": spec,
                 "status": status,
             }
+
+    def _heavy(self, d: _Deploy) -> bool:
+        stride = self._heavy_stride
+        return d.index % stride == 0 and d.index // stride < self._heavy_pods
+
+    def _applied(self, annotations: Obj, labels: Obj, name: str, namespace: str) -> Obj:
+        """A pod's annotations with its kubectl `last-applied-configuration`: its whole
+        manifest, about 200 KB with the configuration inlined in its environment."""
+        if self._applied_spec is None:
+            self._applied_spec = _applied_pod_spec(random.Random(f"{self.spec.seed}/applied"))
+        metadata = {"annotations": annotations, "labels": labels, "name": name}
+        applied = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata | {"namespace": namespace},
+            "spec": self._applied_spec,
+        }
+        return annotations | {LAST_APPLIED: msgspec.json.encode(applied).decode() + "\n"}
 
     def _container_status(
         self, container: Obj, image_id: str, started: int, trouble: str | None
@@ -1480,6 +1552,8 @@ class _Builder:
                 yield _network_policy(namespace)
 
     def helm_secret_objects(self) -> Iterator[Obj]:
+        """The release Secrets of the Helm-managed Deployments (one revision each, small),
+        then those of the heavy monitoring stacks (many revisions, near 1 MiB each)."""
         for d in self.deploys:
             if not d.helm:
                 continue
@@ -1490,55 +1564,141 @@ class _Builder:
                 for api, kind in (("v1", "Service"), ("apps/v1", "Deployment"))
             )
             chart = {
-                "name": d.name,
-                "version": version,
-                "appVersion": version,
-                "apiVersion": "v2",
-                "type": "application",
-            }
-            release = {
-                "name": d.name,
-                "namespace": d.namespace,
-                "version": 3,
-                "info": {
-                    "first_deployed": self.ts(d.created),
-                    "last_deployed": self.ts(d.created + 7200),
-                    "deleted": "",
-                    "description": "Upgrade complete",
-                    "status": "deployed",
-                    "notes": "Thank you for installing.",
+                "metadata": {
+                    "name": d.name,
+                    "version": version,
+                    "appVersion": version,
+                    "apiVersion": "v2",
+                    "type": "application",
                 },
-                "chart": {
-                    "metadata": chart,
-                    "values": {"replicaCount": 2},
-                    "templates": [
-                        {
-                            "name": "templates/deployment.yaml",
-                            "data": base64.b64encode(b"kind: Deployment").decode(),
-                        }
-                    ],
-                },
-                "config": {"image": {"tag": version}, "db": {"password": "not-for-the-agent"}},
-                "manifest": manifest,
+                "values": {"replicaCount": 2},
+                "templates": [
+                    {
+                        "name": "templates/deployment.yaml",
+                        "data": base64.b64encode(b"kind: Deployment").decode(),
+                    }
+                ],
             }
-            payload = base64.b64encode(gzip.compress(msgspec.json.encode(release), 1))
+            upgraded = d.created + 7200
+            revision = _Revision(
+                number=3,
+                status="deployed",
+                deployed=upgraded,
+                modified=upgraded + 30,
+                description="Upgrade complete",
+                config={"image": {"tag": version}, "db": {"password": "not-for-the-agent"}},
+            )
+            release = _HelmRelease(
+                name=d.name,
+                namespace=d.namespace,
+                chart=chart,
+                manifest=manifest,
+                notes="Thank you for installing.",
+                first_deployed=d.created,
+                revisions=[revision],
+            )
+            yield from self.release_secrets(release)
+        count = self.spec.derived("heavy_helm_releases")
+        if count:
+            stack = _MonitoringStack(random.Random(f"{self.spec.seed}/monitoring"))
+            taken: set[str] = set()
+            for i in range(count):
+                team = _TEAMS[i % len(_TEAMS)]
+                name = _unique(f"{team}-monitoring", taken)
+                yield from self.release_secrets(self._stack_release(stack, name, team))
+
+    def _stack_release(self, stack: _MonitoringStack, name: str, team: str) -> _HelmRelease:
+        """A monitoring stack upgraded every few days, `heavy_helm_revisions` times."""
+        count = self.spec.heavy_helm_revisions
+        deployed = [self.ago(86400 * 200, 86400 * 300)]
+        while len(deployed) < count:
+            deployed.append(deployed[-1] + self.rng.randint(3600, 86400 * 3))
+        revisions = []
+        for number, when in enumerate(deployed, start=1):
+            config, tail = stack.revision(name, team, number)
+            newest = number == count
+            revisions.append(
+                _Revision(
+                    number=number,
+                    status="deployed" if newest else "superseded",
+                    deployed=when,
+                    modified=when + 40 if newest else deployed[number],  # the next one's
+                    description="Install complete" if number == 1 else "Upgrade complete",
+                    config=config,
+                    manifest_tail=tail,
+                )
+            )
+        return _HelmRelease(
+            name=name,
+            namespace=HEAVY_NAMESPACE,
+            chart=stack.chart,
+            manifest=stack.manifest(name),
+            notes=stack.notes(name),
+            first_deployed=deployed[0],
+            revisions=revisions,
+            hooks=stack.hooks(name),
+        )
+
+    def release_secrets(self, release: _HelmRelease) -> Iterator[Obj]:
+        """A release's Secrets, one per revision, as Helm 3's storage driver writes them:
+        `data.release` is base64 (the API's) of base64 (Helm's) of gzipped JSON.
+
+        What every revision shares (chart, manifest) leads the JSON and is compressed once;
+        each revision only adds its tail (its own manifest documents, hooks, config, number
+        and info) to a copy of the compressor, so many big revisions cost little."""
+        shared = msgspec.json.encode(
+            {
+                "name": release.name,
+                "namespace": release.namespace,
+                "chart": release.chart,
+                "manifest": release.manifest,
+            }
+        )
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # Helm's BestCompression; gzip
+        head = compressor.compress(shared[:-2])  # '"}' closes the manifest: left open
+        for revision in release.revisions:
+            info = {
+                "first_deployed": self.ts(release.first_deployed),
+                "last_deployed": self.ts(revision.deployed),
+                "deleted": "",
+                "description": revision.description,
+                "status": revision.status,
+                "notes": release.notes,
+            }
+            last_run = {
+                "started_at": self.ts(revision.deployed - 20),
+                "completed_at": self.ts(revision.deployed - 5),
+                "phase": "Succeeded",
+            }
+            rest = {
+                "hooks": [hook | {"last_run": last_run} for hook in release.hooks],
+                "config": revision.config,
+                "version": revision.number,
+                "info": info,
+            }
+            tail = msgspec.json.encode(revision.manifest_tail)[1:] + b","
+            finish = compressor.copy()
+            payload = head + finish.compress(tail + msgspec.json.encode(rest)[1:])
+            payload += finish.flush()
             labels = {
-                "name": d.name,
+                "createdAt": str(revision.deployed),
+                "modifiedAt": str(revision.modified),
+                "name": release.name,
                 "owner": "helm",
-                "status": "deployed",
-                "version": "3",
-                "modifiedAt": str(d.created + 7200),
+                "status": revision.status,
+                "version": str(revision.number),
             }
             yield {
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "type": "helm.sh/release.v1",
                 "metadata": {
-                    "name": f"sh.helm.release.v1.{d.name}.v3",
-                    "namespace": d.namespace,
+                    "name": f"sh.helm.release.v1.{release.name}.v{revision.number}",
+                    "namespace": release.namespace,
+                    "creationTimestamp": self.ts(revision.deployed),
                     "labels": labels,
                 },
-                "data": {"release": base64.b64encode(payload).decode()},
+                "data": {"release": base64.b64encode(base64.b64encode(payload)).decode()},
             }
 
     def event_objects(self) -> Iterator[Obj]:
@@ -1583,6 +1743,626 @@ class _Builder:
                 "reportingComponent": component,
                 "reportingInstance": node,
             }
+
+
+# --- Helm releases ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Revision:
+    number: int
+    status: str  # "deployed" (the newest) or "superseded"
+    deployed: int  # epoch seconds; also Helm's `createdAt` label
+    modified: int  # its last update by Helm (deployed, or superseded): `modifiedAt`
+    description: str
+    config: Obj  # the values the user installed or upgraded with
+    manifest_tail: str = ""  # the manifest's last documents, this revision's own
+
+
+@dataclass(frozen=True, slots=True)
+class _HelmRelease:
+    name: str
+    namespace: str
+    chart: Obj | msgspec.Raw
+    manifest: str  # what every revision renders alike (each adds its manifest_tail)
+    notes: str
+    first_deployed: int
+    revisions: list[_Revision]
+    hooks: list[Obj] = field(default_factory=list)  # without `last_run`, per revision
+
+
+HEAVY_NAMESPACE = "monitoring"
+_RELEASE = "release-name"  # the release in a rendering made once for all (`helm template`'s)
+_CHART, _CHART_VERSION, _APP_VERSION = "kube-prometheus-stack", "58.2.1", "v0.73.2"
+# Sized so that a release Secret lands near 900 KiB (measured in the generator's tests).
+_STACK_DASHBOARDS = 28
+_PANELS = 14
+_SAMPLES = 100  # seeded random samples per panel: what keeps the release from compressing 10x
+_SAMPLES_START = 1_717_200_000_000
+_STACK_COMPONENTS = (
+    ("alertmanager", "quay.io/prometheus/alertmanager:v0.27.0", 9093),
+    ("prometheus", "quay.io/prometheus/prometheus:v2.51.2", 9090),
+    ("operator", "quay.io/prometheus-operator/prometheus-operator:v0.73.2", 10250),
+    ("kube-state-metrics", "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.12.0", 8080),
+    ("node-exporter", "quay.io/prometheus/node-exporter:v1.8.0", 9100),
+)
+_CERTGEN = "registry.k8s.io/ingress-nginx/kube-webhook-certgen:v20221220"
+_SCRAPED = _words(
+    "apiserver kubelet coredns kube-controller-manager kube-scheduler kube-proxy kube-etcd"
+)
+_DASHBOARD_AREAS = _words(
+    "cluster namespace node pod workload apiserver kubelet etcd coredns scheduler proxy "
+    "persistentvolume network alertmanager prometheus"
+)
+_DASHBOARD_VIEWS = _words("resources usage overview saturation errors latency")
+_PANEL_METRICS = (
+    ("container_cpu_usage_seconds_total", "short"),
+    ("container_memory_working_set_bytes", "bytes"),
+    ("container_network_receive_bytes_total", "Bps"),
+    ("container_network_transmit_packets_dropped_total", "pps"),
+    ("apiserver_request_duration_seconds_bucket", "s"),
+    ("kubelet_pleg_relist_duration_seconds_bucket", "s"),
+    ("node_filesystem_avail_bytes", "bytes"),
+    ("etcd_disk_wal_fsync_duration_seconds_bucket", "s"),
+    ("coredns_dns_request_duration_seconds_bucket", "s"),
+    ("kube_pod_container_status_restarts_total", "short"),
+)
+_RULE_GROUPS = _words(
+    "alertmanager etcd general k8s kube-apiserver-availability kube-apiserver-slos "
+    "kube-prometheus-node-recording kube-state-metrics kubelet kubernetes-apps "
+    "kubernetes-resources kubernetes-storage kubernetes-system node-exporter node-network "
+    "prometheus prometheus-operator"
+)
+# The C dumper when PyYAML has it: the same YAML, much faster.
+_SAFE_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SAFE_DUMPER):  # type: ignore[misc]
+    """YAML as a template renders it: a value used twice is written twice, no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _yaml(doc: Obj) -> str:
+    return str(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=4096))
+
+
+class _MonitoringStack:
+    """A kube-prometheus-stack-like chart, rendered once for releases in HEAVY_NAMESPACE
+    (each release renames it).
+
+    As with the real chart, each Grafana dashboard is in a release twice: in its chart
+    template (base64, like every chart file) and rendered into a ConfigMap of the manifest.
+    The dashboards carry seeded random samples, which compress far less than the YAML and
+    JSON around them, so a release compresses about 5x, as big real ones do."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        objects = [*_stack_components(), *(self._rules(group) for group in _RULE_GROUPS)]
+        documents = [(path, _yaml(doc)) for path, doc in objects]
+        documents += [self._dashboard(n) for n in range(_STACK_DASHBOARDS)]
+        self._manifest = "".join(_source(path, text) for path, text in documents)
+        # The Grafana Deployment changes with every revision: rendered per revision.
+        path, grafana = _grafana(_RELEASE, 1)
+        documents.append((path, _yaml(grafana)))
+        templates = [
+            {"name": path, "data": base64.b64encode(_template(path, text).encode()).decode()}
+            for path, text in documents
+        ]
+        readme = "\n".join(
+            f"## {area.title()}\n\nDashboards and alerts for the {area} {view}."
+            for area in _DASHBOARD_AREAS
+            for view in _DASHBOARD_VIEWS
+        )
+        files = [
+            {"name": "README.md", "data": base64.b64encode(readme.encode()).decode()},
+            {"name": ".helmignore", "data": base64.b64encode(b".git/\n*.swp\n*.bak\n").decode()},
+        ]
+        self.chart = _raw(
+            {
+                "metadata": _stack_metadata(),
+                "lock": None,
+                "templates": templates,
+                "values": _stack_values(),
+                "schema": None,
+                "files": files,
+            }
+        )
+
+    def manifest(self, release: str) -> str:
+        return self._manifest.replace(_RELEASE, release)
+
+    def notes(self, release: str) -> str:
+        return (
+            f"{_CHART} has been installed. Check its status by running:\n"
+            f'  kubectl --namespace {HEAVY_NAMESPACE} get pods -l "release={release}"\n\n'
+            "Visit https://github.com/prometheus-operator/kube-prometheus for instructions on "
+            "how to create & configure Alertmanager and Prometheus instances using the Operator."
+        )
+
+    def hooks(self, release: str) -> list[Obj]:
+        hooks = []
+        for step, events, weight in (
+            ("create", ["pre-install", "pre-upgrade"], 3),
+            ("patch", ["post-install", "post-upgrade"], 5),
+        ):
+            name = f"{release}-admission-{step}"
+            job = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": name,
+                    "namespace": HEAVY_NAMESPACE,
+                    "annotations": {
+                        "helm.sh/hook": ",".join(events),
+                        "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+                    },
+                },
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": step,
+                                    "image": _CERTGEN,
+                                    "args": [step, f"--namespace={HEAVY_NAMESPACE}"],
+                                }
+                            ],
+                            "restartPolicy": "OnFailure",
+                        }
+                    }
+                },
+            }
+            path = f"templates/prometheus-operator/admission-webhooks/job-patch/job-{step}.yaml"
+            hooks.append(
+                {
+                    "name": name,
+                    "kind": "Job",
+                    "path": f"{_CHART}/{path}",
+                    "manifest": _yaml(job),
+                    "events": events,
+                    "weight": weight,
+                    "delete_policies": ["before-hook-creation", "hook-succeeded"],
+                }
+            )
+        return hooks
+
+    def revision(self, release: str, team: str, number: int) -> tuple[Obj, str]:
+        """A revision's config (user values) and manifest tail (its Grafana Deployment)."""
+        config = {
+            "grafana": {
+                "adminPassword": f"{self.rng.getrandbits(96):024x}",
+                "image": {"tag": f"10.4.{number}"},
+                "ingress": {"enabled": True, "hosts": [f"grafana.{team}.example.com"]},
+            },
+            "prometheus": {
+                "prometheusSpec": {
+                    "retention": f"{10 + number}d",
+                    "replicas": 2,
+                    "externalLabels": {"cluster": "prod-us-east-1", "team": team},
+                }
+            },
+            "alertmanager": {
+                "config": {
+                    "route": {"receiver": f"{team}-oncall", "group_by": ["alertname"]},
+                    "receivers": [
+                        {"name": f"{team}-oncall", "slack_configs": [{"channel": f"#{team}"}]}
+                    ],
+                }
+            },
+        }
+        path, grafana = _grafana(release, number)
+        return config, _source(path, _yaml(grafana))
+
+    # the rendering (release `_RELEASE`) -----------------------------------------------------
+
+    def _rules(self, group: str) -> tuple[str, Obj]:
+        rules = []
+        for n in range(8):
+            metric, _ = _PANEL_METRICS[(len(group) + n) % len(_PANEL_METRICS)]
+            alert = "".join(part.title() for part in group.split("-")) + f"Alert{n}"
+            threshold = self.rng.randint(1, 99)
+            rules.append(
+                {
+                    "alert": alert,
+                    "annotations": {
+                        "description": (
+                            f"{{{{ $labels.namespace }}}}/{{{{ $labels.pod }}}} has {metric} "
+                            f"above {threshold}% for the last 15 minutes on cluster "
+                            "{{ $labels.cluster }}."
+                        ),
+                        "runbook_url": (
+                            f"https://runbooks.prometheus-operator.dev/runbooks/{group}/"
+                            f"{alert.lower()}"
+                        ),
+                        "summary": f"{metric} is high.",
+                    },
+                    "expr": (
+                        f'sum by (cluster, namespace, pod) (rate({metric}{{job="{group}"}}[5m]))'
+                        f" / ignoring(pod) group_left sum by (cluster, namespace) "
+                        f'({metric}{{job="{group}"}}) > {threshold / 100}'
+                    ),
+                    "for": "15m",
+                    "labels": {"severity": ("warning", "critical", "info")[n % 3]},
+                }
+            )
+        return f"templates/prometheus/rules-1.14/{group}.yaml", {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"{_RELEASE}-{group}",
+                "namespace": HEAVY_NAMESPACE,
+                "labels": _stack_labels(_RELEASE),
+            },
+            "spec": {"groups": [{"name": group, "rules": rules}]},
+        }
+
+    def _dashboard(self, n: int) -> tuple[str, str]:
+        area = _DASHBOARD_AREAS[n % len(_DASHBOARD_AREAS)]
+        view = _DASHBOARD_VIEWS[n // len(_DASHBOARD_AREAS) % len(_DASHBOARD_VIEWS)]
+        slug = f"k8s-{area}-{view}"
+        board = {
+            "annotations": {"list": [{"builtIn": 1, "enable": True, "name": "Annotations"}]},
+            "editable": True,
+            "graphTooltip": 1,
+            "panels": [self._panel(p) for p in range(_PANELS)],
+            "refresh": "30s",
+            "schemaVersion": 39,
+            "tags": ["kubernetes-mixin", area],
+            "templating": {
+                "list": [
+                    {
+                        "name": variable,
+                        "type": "query",
+                        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                        "query": f'label_values(up{{job="kubelet"}}, {variable})',
+                        "refresh": 2,
+                        "hide": 0,
+                        "includeAll": variable != "cluster",
+                    }
+                    for variable in ("cluster", "namespace", "pod")
+                ]
+            },
+            "time": {"from": "now-1h", "to": "now"},
+            "timezone": "utc",
+            "title": f"Kubernetes / {area.title()} / {view.title()}",
+            "uid": f"{self.rng.getrandbits(128):032x}",
+            "version": 1,
+        }
+        labels = "".join(f"    {k}: {v}\n" for k, v in _stack_labels(_RELEASE).items())
+        text = (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+            f"  namespace: {HEAVY_NAMESPACE}\n  name: {_RELEASE}-{slug}\n"
+            f'  labels:\n    grafana_dashboard: "1"\n{labels}'
+            f"data:\n  {slug}.json: |-\n    {msgspec.json.encode(board).decode()}\n"
+        )
+        return f"templates/grafana/dashboards-1.14/{slug}.yaml", text
+
+    def _panel(self, n: int) -> Obj:
+        rng = self.rng
+        metric, unit = rng.choice(_PANEL_METRICS)
+        by = rng.choice(("pod", "namespace", "node", "container", "workload"))
+        selector = '{cluster="$cluster", namespace=~"$namespace", container!=""}'
+        samples = [
+            [round(rng.uniform(0, 2000), 3), _SAMPLES_START + k * 30_000] for k in range(_SAMPLES)
+        ]
+        return {
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "fieldConfig": {
+                "defaults": {
+                    "color": {"mode": "palette-classic"},
+                    "custom": {"drawStyle": "line", "fillOpacity": 10, "lineWidth": 1},
+                    "thresholds": {
+                        "mode": "absolute",
+                        "steps": [
+                            {"color": "green", "value": None},
+                            {"color": "red", "value": rng.randint(50, 95)},
+                        ],
+                    },
+                    "unit": unit,
+                },
+                "overrides": [],
+            },
+            "gridPos": {"h": 8, "w": 12, "x": (n % 2) * 12, "y": n // 2 * 8},
+            "id": n + 1,
+            "interval": "1m",
+            "options": {
+                "legend": {"displayMode": "table", "placement": "right", "showLegend": True},
+                "tooltip": {"mode": "multi", "sort": "desc"},
+            },
+            "targets": [
+                {
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "expr": f"sum(rate({metric}{selector}[$__rate_interval])) by ({by})",
+                    "legendFormat": f"{{{{{by}}}}}",
+                    "refId": "A",
+                }
+            ],
+            "title": f"{metric.replace('_', ' ').title()} by {by}",
+            "type": "timeseries",
+            "snapshotData": [{"target": f"{by}-{rng.getrandbits(40):010x}", "datapoints": samples}],
+        }
+
+
+def _grafana(release: str, revision: int) -> tuple[str, Obj]:
+    image = f"docker.io/grafana/grafana:10.4.{revision}"
+    deployment = _stack_workload(release, "grafana", image, 3000)
+    checksum = hashlib.sha256(f"{release}/{revision}".encode()).hexdigest()
+    deployment["spec"]["template"]["metadata"]["annotations"] = {"checksum/config": checksum}
+    return "charts/grafana/templates/deployment.yaml", deployment
+
+
+def _stack_object(api_version: str, kind: str, name: str, **fields: Any) -> Obj:
+    """An object of the stack's rendering: named after the release, in its namespace."""
+    metadata = {"name": name, "namespace": HEAVY_NAMESPACE, "labels": _stack_labels(_RELEASE)}
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
+
+
+def _stack_components() -> Iterator[tuple[str, Obj]]:
+    """(template path, object) of what the stack runs and scrapes, but Grafana's Deployment."""
+    monitoring = "monitoring.coreos.com/v1"
+    release = {"release": _RELEASE}
+    for component, image, port in _STACK_COMPONENTS:
+        name = f"{_RELEASE}-{component}"
+        folder = f"templates/{component}"
+        yield f"{folder}/serviceaccount.yaml", _stack_object("v1", "ServiceAccount", name)
+        rules = [
+            {"apiGroups": [group], "resources": resources, "verbs": ["get", "list", "watch"]}
+            for group, resources in (
+                ("", ["nodes", "nodes/metrics", "services", "endpoints", "pods"]),
+                ("monitoring.coreos.com", ["servicemonitors", "podmonitors", "probes"]),
+                ("networking.k8s.io", ["ingresses"]),
+            )
+        ]
+        role = _stack_object("rbac.authorization.k8s.io/v1", "ClusterRole", name, rules=rules)
+        del role["metadata"]["namespace"]  # cluster-scoped
+        yield f"{folder}/clusterrole.yaml", role
+        service = {
+            "ports": [{"name": "http-web", "port": port, "targetPort": port}],
+            "selector": {"app.kubernetes.io/name": component} | release,
+            "type": "ClusterIP",
+        }
+        yield f"{folder}/service.yaml", _stack_object("v1", "Service", name, spec=service)
+        scraping = {
+            "endpoints": [{"port": "http-web", "path": "/metrics", "interval": "30s"}],
+            "namespaceSelector": {"matchNames": [HEAVY_NAMESPACE]},
+            "selector": {"matchLabels": release},
+        }
+        monitor = _stack_object(monitoring, "ServiceMonitor", name, spec=scraping)
+        yield f"{folder}/servicemonitor.yaml", monitor
+        if component in ("operator", "kube-state-metrics"):
+            yield f"{folder}/deployment.yaml", _stack_workload(_RELEASE, component, image, port)
+        elif component == "node-exporter":
+            workload = _stack_workload(_RELEASE, component, image, port)
+            yield f"{folder}/daemonset.yaml", workload | {"kind": "DaemonSet"}
+        else:  # alertmanager, prometheus: the operator runs them from a custom resource
+            spec = {
+                "image": image,
+                "replicas": 2,
+                "serviceAccountName": name,
+                "retention": "10d",
+                "externalUrl": f"http://{name}.{HEAVY_NAMESPACE}:{port}",
+                "podMonitorSelector": {"matchLabels": release},
+                "ruleSelector": {"matchLabels": release},
+            }
+            resource = _stack_object(monitoring, component.title(), name, spec=spec)
+            yield f"{folder}/{component}.yaml", resource
+    dropped = [
+        {"action": "drop", "regex": metric, "sourceLabels": ["__name__"]}
+        for metric, _ in _PANEL_METRICS
+    ]
+    for target in _SCRAPED:
+        endpoint = {
+            "port": "https-metrics",
+            "scheme": "https",
+            "bearerTokenFile": _TOKEN_MOUNT_PATH + "/token",
+            "metricRelabelings": dropped,
+        }
+        scraping = {
+            "endpoints": [endpoint],
+            "jobLabel": "component",
+            "selector": {"matchLabels": {"component": target}},
+        }
+        monitor = _stack_object(monitoring, "ServiceMonitor", f"{_RELEASE}-{target}", spec=scraping)
+        yield f"templates/exporters/{target}/servicemonitor.yaml", monitor
+
+
+def _source(path: str, text: str) -> str:
+    """A document of a rendered manifest, as Helm joins them."""
+    return f"---\n# Source: {_CHART}/{path}\n{text}"
+
+
+def _template(path: str, rendered: str) -> str:
+    """A chart template that renders `rendered` (near enough: the release name put back)."""
+    values = path.split("/")[1]
+    body = rendered.replace(_RELEASE, "{{ .Release.Name }}")
+    return f"{{{{- if .Values.{values}.enabled }}}}\n{body}{{{{- end }}}}\n"
+
+
+def _stack_labels(release: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "Helm",
+        "app.kubernetes.io/instance": release,
+        "app.kubernetes.io/version": _CHART_VERSION,
+        "app.kubernetes.io/part-of": _CHART,
+        "chart": f"{_CHART}-{_CHART_VERSION}",
+        "release": release,
+        "heritage": "Helm",
+    }
+
+
+def _stack_workload(release: str, component: str, image: str, port: int) -> Obj:
+    selector = {"app.kubernetes.io/name": component, "release": release}
+    container = {
+        "name": component,
+        "image": image,
+        "args": [f"--web.listen-address=:{port}", "--log.level=info"],
+        "ports": [{"name": "http-web", "containerPort": port}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "livenessProbe": _LIVENESS,
+        "readinessProbe": _READINESS,
+        "securityContext": _CONTAINER_SECURITY,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": f"{release}-{component}",
+            "namespace": HEAVY_NAMESPACE,
+            "labels": _stack_labels(release),
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": selector},
+                "spec": {"serviceAccountName": f"{release}-{component}", "containers": [container]},
+            },
+        },
+    }
+
+
+def _stack_metadata() -> Obj:
+    dependencies = [
+        ("crds", "0.0.0", ""),
+        ("kube-state-metrics", "5.19.*", "https://prometheus-community.github.io/helm-charts"),
+        (
+            "prometheus-node-exporter",
+            "4.34.*",
+            "https://prometheus-community.github.io/helm-charts",
+        ),
+        ("grafana", "7.3.*", "https://grafana.github.io/helm-charts"),
+    ]
+    return {
+        "name": _CHART,
+        "home": "https://github.com/prometheus-operator/kube-prometheus",
+        "sources": ["https://github.com/prometheus-community/helm-charts"],
+        "version": _CHART_VERSION,
+        "description": (
+            "kube-prometheus-stack collects Kubernetes manifests, Grafana dashboards, and "
+            "Prometheus rules combined with documentation and scripts to provide easy to "
+            "operate end-to-end Kubernetes cluster monitoring with Prometheus using the "
+            "Prometheus Operator."
+        ),
+        "keywords": ["operator", "prometheus", "kube-prometheus"],
+        "maintainers": [{"name": "platform-team", "email": "platform@example.com"}],
+        "apiVersion": "v2",
+        "appVersion": _APP_VERSION,
+        "kubeVersion": ">=1.19.0-0",
+        "dependencies": [
+            {
+                "name": name,
+                "version": version,
+                "repository": repository,
+                "condition": f"{name}.enabled",
+                "enabled": True,
+            }
+            for name, version, repository in dependencies
+        ],
+        "type": "application",
+        "annotations": {"artifacthub.io/license": "Apache-2.0"},
+    }
+
+
+def _stack_values() -> Obj:
+    """The chart's default values, a few of its many hundred lines per component."""
+    values: Obj = {
+        "nameOverride": "",
+        "namespaceOverride": "",
+        "commonLabels": {},
+        "crds": {"enabled": True},
+        "defaultRules": {"create": True, "rules": {group: True for group in _RULE_GROUPS}},
+    }
+    for component, image, port in _STACK_COMPONENTS:
+        registry, _, rest = image.partition("/")
+        repository, _, tag = rest.partition(":")
+        values[component] = {
+            "enabled": True,
+            "image": {
+                "registry": registry,
+                "repository": repository,
+                "tag": tag,
+                "sha": "",
+                "pullPolicy": "IfNotPresent",
+            },
+            "serviceAccount": {"create": True, "name": "", "annotations": {}},
+            "service": {"port": port, "targetPort": port, "type": "ClusterIP", "annotations": {}},
+            "serviceMonitor": {
+                "enabled": True,
+                "interval": "",
+                "scrapeTimeout": "",
+                "relabelings": [
+                    {
+                        "sourceLabels": [f"__meta_kubernetes_pod_{label}"],
+                        "separator": ";",
+                        "regex": "^(.*)$",
+                        "targetLabel": label,
+                        "replacement": "$1",
+                        "action": "replace",
+                    }
+                    for label in ("node_name", "name", "namespace", "container_name")
+                ],
+            },
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "fsGroup": 65534},
+            "containerSecurityContext": _CONTAINER_SECURITY,
+            "nodeSelector": {},
+            "tolerations": [],
+            "affinity": {},
+        }
+    for target in _SCRAPED:
+        values[target] = {
+            "enabled": True,
+            "serviceMonitor": {
+                "metricRelabelings": [
+                    {"action": "drop", "regex": metric, "sourceLabels": ["__name__"]}
+                    for metric, _ in _PANEL_METRICS
+                ]
+            },
+        }
+    return values
+
+
+# --- heavy pods and Deployments --------------------------------------------------------------
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_LAST_APPLIED_BYTES = 200_000
+WIDE_CONTAINERS = 100
+
+
+def _applied_pod_spec(rng: random.Random) -> msgspec.Raw:
+    """The spec of a pod applied with kubectl with its routing table inlined in its
+    environment: about `_LAST_APPLIED_BYTES` of JSON."""
+    env: list[Obj] = []
+    size = 0
+    while size < _LAST_APPLIED_BYTES:
+        noun = _NOUNS[len(env) % len(_NOUNS)]
+        rule = (
+            f"tenant=t-{rng.getrandbits(40):010x} path=/api/v{1 + len(env) % 3}/{noun}s "
+            f"limit={rng.randint(10, 5000)}/m burst={rng.randint(1, 200)} "
+            f"upstream={noun}-api.{_TEAMS[len(env) % len(_TEAMS)]}-prod:8080"
+        )
+        item = _env(f"ROUTE_RULE_{len(env):04d}", rule)
+        env.append(item)
+        size += len(msgspec.json.encode(item)) + 1
+    container = {"name": "gateway", "image": "ghcr.io/acme/gateway:3.2.0", "env": env}
+    return _raw({"containers": [container | {"ports": _PORTS}]})
+
+
+def _worker(image: str, n: int) -> Obj:
+    """One of the many containers of a wide pod (each its own worker, port and metrics)."""
+    return {
+        "name": f"worker-{n:03d}",
+        "image": image,
+        "args": ["--worker", str(n)],
+        "ports": [{"name": f"metrics-{n}", "containerPort": 9100 + n, "protocol": "TCP"}],
+        "env": [_env("WORKER_INDEX", str(n)), _field_env("POD_NAME", "metadata.name")],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+        "volumeMounts": _MOUNTS[1:],
+        **_DEFAULTS,
+        "securityContext": _CONTAINER_SECURITY,
+    }
 
 
 def _namespace_rbac(namespace: str) -> Iterator[Obj]:
