@@ -47,7 +47,7 @@ from collector import resources, sanitize
 from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
-from collector.kube import Forbidden, KubeApi, KubeError
+from collector.kube import AnswerTooLarge, Forbidden, KubeApi, KubeError, NotFound
 from collector.metadata import MetadataProbe, NodeHint
 from collector.model import ObjectMeta, delete, event, upsert
 from collector.normalize import (
@@ -65,10 +65,11 @@ from collector.normalize import (
     revision,
     service,
 )
-from collector.normalize.base import Context
+from collector.normalize.base import Context, ObjectTooLarge
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.state import StateStore
+from shipper.bounded import describe_size
 from shipper.health import HealthReporter
 from shipper.records import Record, new_id
 
@@ -105,6 +106,8 @@ DEPLOYMENT_RELATIONS = frozenset({resources.REPLICASETS, resources.SERVICES, res
 SNAPSHOT = "snapshot"
 NOT_SNAPSHOTTED = frozenset({pod_error.KIND})  # events, not objects
 SNAPSHOT_PART_BYTES = 256 * 1024  # keys per part: well inside a batch's byte limit
+# A Secret holds at most 1 MiB of data, about 1.4 MB as the API's base64 in JSON.
+SECRET_BYTES = 4 * 1024 * 1024
 
 
 def _cannot_list(informer: Informer[Any]) -> bool:
@@ -133,6 +136,9 @@ class Keep(enum.Enum):
     NOTHING = "nothing"
     OBJECTS = "objects"  # the decoded object (few of them: Jobs, Nodes)
     RECORDS = "records"  # the last record's data, encoded; its normalizer can `relink` it
+    # The last record's data, sent again as it is while the object's resourceVersion stays
+    # the same: its normalizer reads a costly body (a Helm release Secret) only for news.
+    VERSIONED = "versioned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +190,15 @@ class SourceSink:
 
     def emit(self, obj: Any) -> None:
         meta: ObjectMeta = obj.metadata
+        if self.source.keep is Keep.VERSIONED:
+            unchanged = self._unchanged(meta)
+            if unchanged:
+                self._collector.offer(unchanged)
+                return
         try:
             records = self.normalizer.upserts(obj, self._collector.context)
+        except KubeError:
+            raise  # a read it needed failed for now: its informer tries the object again
         except Exception as exc:
             # One object the normalizer cannot handle must not stop its informer. The
             # message could quote the object's contents, so only its type is logged.
@@ -207,13 +220,23 @@ class SourceSink:
                 for kind, record_key in self._produced.pop(self._name, meta.key)
             ]
         identity = None
-        if self.source.keep is Keep.RECORDS:
+        if self.source.keep in (Keep.RECORDS, Keep.VERSIONED):
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
         for record in records:
             if record.op == "upsert":
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
         if not self._collector.holds(self, obj):
             self._collector.offer(records)
+
+    def _unchanged(self, meta: ObjectMeta) -> list[Record]:
+        """The object's records as last built, if built from this very resourceVersion."""
+        records = []
+        for kind, record_key, encoded in self._produced.kept(self._name, meta.key):
+            kept = _unpack(encoded)
+            if kept.meta.resource_version != meta.resource_version:
+                return []
+            records.append(upsert(kind, kept.meta, kept.data, key=record_key))
+        return records
 
     def rebuild(self, key: str) -> None:
         """Send the object's record again, its relation fields decided anew."""
@@ -302,11 +325,11 @@ class Collector:
         self.api = api
         self.settings = settings
         self.lock = threading.RLock()
-        self.relations = Relations()
         self.reporter = HealthReporter("collector")
         self.state = StateStore(settings.state_file)
         if self.state.quarantined is not None:
             log.warning("collector_state_quarantined", moved_to=str(self.state.quarantined))
+        self.relations = Relations(self.state)
         self.coalescer = Coalescer(
             outbox,
             state=self.state,
@@ -320,6 +343,7 @@ class Collector:
         self.context = Context(
             lookups=self.relations,
             fetch_logs=self._fetch_logs,
+            fetch_secret=self._fetch_secret,
             ignore_node_labels=frozenset(settings.filters.ignored_node_labels),
             collect_job_logs=settings.collect_job_logs,
             collect_helm_releases=settings.collect_helm_releases,
@@ -405,7 +429,11 @@ class Collector:
         ]
         if self.settings.collect_helm_releases:
             table.append(
-                Source(resources.HELM_RELEASE_SECRETS, helm_release.HelmReleaseNormalizer())
+                Source(
+                    resources.HELM_RELEASE_SECRETS,
+                    helm_release.HelmReleaseNormalizer(),
+                    keep=Keep.VERSIONED,
+                )
             )
         return table
 
@@ -651,9 +679,11 @@ class Collector:
 
     def _listed(self, needed: frozenset[Resource]) -> bool:
         """Whether each of these resources has listed once (or failed to: not forever)."""
+        waiting = needed - self._listed_resources
+        if not waiting:
+            return True  # asked for every object a sink holds back: the common answer first
         for informer in self.informers:
-            waiting = informer.resource in needed - self._listed_resources
-            if waiting and (informer.wait_synced(0) or _cannot_list(informer)):
+            if informer.resource in waiting and (informer.wait_synced(0) or _cannot_list(informer)):
                 self._listed_resources.add(informer.resource)
         return needed <= self._listed_resources
 
@@ -729,6 +759,15 @@ class Collector:
             except (KubeError, msgspec.DecodeError) as exc:
                 log.warning("kubernetes_version_unavailable", error=str(exc))
         return self._version
+
+    def _fetch_secret(self, ns: str, name: str) -> bytes | bytearray | None:
+        path = resources.HELM_RELEASE_SECRETS.namespaced_path(ns, name)
+        try:
+            return self.api.get(path, max_bytes=SECRET_BYTES)
+        except NotFound:
+            return None
+        except AnswerTooLarge as exc:
+            raise ObjectTooLarge(f"over {describe_size(exc.limit)}") from None
 
     def _fetch_logs(self, ns: str, pod: str, container: str, lines: int) -> list[str] | None:
         path = resources.PODS.namespaced_path(ns, pod) + "/log"

@@ -1,7 +1,14 @@
-"""An informer: list a resource in pages, then watch it from the list's resourceVersion.
+"""An informer: list a resource, then watch it from the list's resourceVersion.
 
-One thread per resource. The list is paginated (`limit`/`continue`; an expired continue
-token restarts it); the watch asks for bookmarks and a randomized server timeout, and a
+One thread per resource. The list is streamed where the server offers it: a watch with
+`sendInitialEvents=true` sends every object as an ADDED event, one at a time, then a bookmark
+annotated `k8s.io/initial-events-end` carrying the list's resourceVersion; the informer ends
+that request there and watches from the bookmark. A server that refuses the parameters (4xx),
+ignores them (a plain bookmark or another event type before the end, or silence for
+`initial_events_quiet_seconds`) is listed in pages from then on; a stream cut before its end
+is listed in pages this once, so nothing half-listed is ever taken for complete. Pages
+(`limit`/`continue`; an expired continue token restarts the list) are bounded by bytes
+(`collector.paging`). The watch asks for bookmarks and a randomized server timeout, and a
 client read timeout ends a stalled stream. The resourceVersion advances on every event,
 bookmarks included, so a reconnect replays nothing twice. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
@@ -30,8 +37,18 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 import structlog
 
-from collector.kube import Aborted, Forbidden, Gone, KubeApi, KubeError
+from collector.kube import (
+    ANSWER_LIMIT,
+    Aborted,
+    AnswerTooLarge,
+    Forbidden,
+    Gone,
+    KubeApi,
+    KubeError,
+    TimedOut,
+)
 from collector.model import ObjectMeta
+from collector.paging import PageSize
 from collector.resources import Resource
 from shipper.backoff import Backoff
 from shipper.health import Health, HealthReporter
@@ -60,6 +77,14 @@ class Sink(Protocol[T_contra]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InformerSettings:
     page_size: int = 500
+    """The most objects a list page asks for."""
+    page_bytes: int = 4 * 1024 * 1024
+    """What one list page may hold (decompressed); the page size adapts to stay under it."""
+    streaming_lists: bool = True
+    """List by a watch with `sendInitialEvents` where the server offers it."""
+    initial_events_quiet_seconds: float = 10.0
+    """Silence this long before the end of the initial events: the server ignored the
+    request for them."""
     watch_timeout_seconds: tuple[int, int] = (300, 600)
     """The server ends a watch after a random time in this range; the informer resumes."""
     read_timeout_seconds: float = 75.0
@@ -83,6 +108,9 @@ class _Bookmark(msgspec.Struct):
     metadata: ObjectMeta
 
 
+_decode_event = msgspec.json.Decoder(_WatchEvent).decode
+
+
 class _Status(msgspec.Struct):
     code: int = 0
     reason: str = ""
@@ -91,6 +119,17 @@ class _Status(msgspec.Struct):
 
 class _Stopping(Exception):
     pass
+
+
+class _StreamingUnavailable(Exception):
+    """The server does not stream lists: refused or ignored the request (the message says)."""
+
+
+class _StreamCut(Exception):
+    """A streaming list ended before its initial events did: the state it gave is partial."""
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 class Informer(Generic[T]):
@@ -119,9 +158,15 @@ class Informer(Generic[T]):
         self.reporter = HealthReporter(
             f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
         )
-        self._page_type: Any = msgspec.defstruct(
+        page_type: Any = msgspec.defstruct(
             f"{struct.__name__}Page", [("metadata", _ListMeta), ("items", list[struct])]
         )
+        # Decoders made once: a call with `type=` looks the type up again every time, which
+        # shows when a streamed list decodes its objects one by one.
+        self._decode_page = msgspec.json.Decoder(page_type).decode
+        self._decode_object = msgspec.json.Decoder(struct).decode
+        self._pages = PageSize(ceiling=self.settings.page_size, page_bytes=self.settings.page_bytes)
+        self._streaming = self.settings.streaming_lists
         self._synced = threading.Event()
         self._stopped = threading.Event()
         self._relist = threading.Event()
@@ -213,40 +258,130 @@ class Informer(Generic[T]):
                 return
 
     def _list(self) -> None:
+        if self._streaming:
+            try:
+                self._stream_list()
+                return
+            except _StreamingUnavailable as exc:
+                self._streaming = False
+                self.reporter.count("streaming_fallbacks")
+                log.info(
+                    "informer_streaming_lists_unavailable",
+                    resource=self.resource.plural,
+                    reason=str(exc),
+                )
+            except _StreamCut as exc:
+                self.reporter.count("streaming_fallbacks")
+                log.info(
+                    "informer_streaming_list_cut", resource=self.resource.plural, reason=str(exc)
+                )
+        self._list_pages()
+
+    def _stream_list(self) -> None:
+        """The list as a watch's initial events; returns once they have all gone through."""
         listed_at = utc_timestamp()
         seen: set[str] = set()
-        params = {"limit": str(self.settings.page_size), **self.resource.selectors()}
+        quiet = self.settings.initial_events_quiet_seconds
+        params = {
+            "watch": "1",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(random.randint(*self.settings.watch_timeout_seconds)),
+            **self.resource.selectors(),
+        }
+        self.reporter.count("streaming_lists")
+        try:
+            with self.api.stream_lines(
+                self.resource.path,
+                params,
+                read_timeout=quiet,
+                cancelled=lambda: self._stopped.is_set() or self._relist.is_set(),
+                accept=self.resource.watch_accept,
+            ) as lines:
+                for line in lines:
+                    self._check_stop()
+                    event = _decode_event(line)
+                    if event.type == "ERROR":
+                        raise self._status_error(event)
+                    if event.type == "BOOKMARK":
+                        meta = msgspec.json.decode(event.object, type=_Bookmark).metadata
+                        if meta.annotations.get(INITIAL_EVENTS_END) != "true":
+                            raise _StreamingUnavailable("a plain bookmark came first")
+                        self._listed(meta.resource_version, listed_at, seen)
+                        return  # ends this request; the watch resumes from the bookmark
+                    if event.type != "ADDED":
+                        raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
+                    obj = self._decode_object(event.object)
+                    seen.add(obj.metadata.key)  # type: ignore[attr-defined]
+                    self.sink.apply(obj)
+        except TimedOut as exc:
+            raise _StreamingUnavailable(
+                f"the initial events did not end within {quiet:g} s of silence"
+            ) from exc
+        except (Aborted, Forbidden, Gone):
+            raise
+        except KubeError as exc:
+            if exc.status in (400, 422):
+                raise _StreamingUnavailable(str(exc)) from exc
+            if exc.status is None:  # the connection failed under the stream
+                raise _StreamCut(str(exc)) from exc
+            raise
+        raise _StreamCut("the stream ended before the initial events did")
+
+    def _list_pages(self) -> None:
+        listed_at = utc_timestamp()
+        seen: set[str] = set()
         token: str | None = None
         while True:
+            params = {"limit": str(self._pages.limit), **self.resource.selectors()}
             if token:
                 params["continue"] = token
             # Pages are the agent's largest allocations; the gate bounds how many informers
             # hold one at a time (their work is CPU-bound anyway, so little is lost).
             with self._page_gate:
                 try:
-                    raw = self.api.get(self.resource.path, params)
+                    raw = self.api.get(
+                        self.resource.path,
+                        params,
+                        accept=self.resource.list_accept,
+                        max_bytes=self._pages.byte_bound or ANSWER_LIMIT,
+                    )
+                except AnswerTooLarge:
+                    if self._pages.byte_bound is None:
+                        raise  # one object alone is past ANSWER_LIMIT: a broken server
+                    # Heavier objects than the last page's: the same page, far fewer objects.
+                    self._pages.overflowed()
+                    self.reporter.count("pages_refetched")
+                    continue
                 except Gone:
                     if token is None:
                         raise
                     # The continue token expired mid-list: start the list over.
-                    params.pop("continue", None)
                     token, seen, listed_at = None, set(), utc_timestamp()
                     self.reporter.count("list_restarts")
                     continue
-                page = msgspec.json.decode(raw, type=self._page_type)
+                page = self._decode_page(raw)
+                self._pages.read(objects=len(page.items), size=len(raw))
                 del raw
-                for item in page.items:
+                token, resource_version = page.metadata.continue_, page.metadata.resource_version
+                items = page.items
+                del page
+                items.reverse()
+                while items:  # each object is let go of once the sink has it
+                    item = items.pop()
                     self._check_stop()
                     seen.add(item.metadata.key)
                     self.sink.apply(item)
-                token, resource_version = page.metadata.continue_, page.metadata.resource_version
-                del page
             self.reporter.count("list_pages")
             self.reporter.progress()
             if not token:
                 break
+        self._listed(resource_version, listed_at, seen)
+
+    def _listed(self, resource_version: str, listed_at: str, keys: set[str]) -> None:
         self.resource_version = resource_version
-        self.sink.listed(resource_version=self.resource_version, listed_at=listed_at, keys=seen)
+        self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
         self._healthy()
 
@@ -265,35 +400,41 @@ class Informer(Generic[T]):
             params,
             read_timeout=self.settings.read_timeout_seconds,
             cancelled=lambda: self._stopped.is_set() or self._relist.is_set(),
+            accept=self.resource.watch_accept,
         ) as lines:
             for line in lines:
                 self._check_stop()
-                self._handle(msgspec.json.decode(line, type=_WatchEvent))
+                self._handle(_decode_event(line))
                 self._healthy()
         # The server's timeout ended the watch cleanly; the loop resumes from our RV.
 
+    def _status_error(self, event: _WatchEvent) -> KubeError:
+        """What an ERROR event means (410: the history to resume from is gone)."""
+        status = msgspec.json.decode(event.object, type=_Status)
+        error = Gone if status.code == 410 else KubeError
+        return error(
+            f"watch {self.resource.path}: {status.code} {status.reason}: {status.message[:300]}",
+            status=status.code or None,
+            reason=status.reason,
+        )
+
     def _handle(self, event: _WatchEvent) -> None:
         if event.type == "ERROR":
-            status = msgspec.json.decode(event.object, type=_Status)
-            error = Gone if status.code == 410 else KubeError
-            raise error(
-                f"watch {self.resource.path}: {status.code} {status.reason}: {status.message}",
-                status=status.code or None,
-                reason=status.reason,
-            )
+            raise self._status_error(event)
         if event.type == "BOOKMARK":
             bookmark = msgspec.json.decode(event.object, type=_Bookmark)
             self.resource_version = bookmark.metadata.resource_version
             self.reporter.count("bookmarks")
             return
-        obj = msgspec.json.decode(event.object, type=self.struct)
+        obj = self._decode_object(event.object)
         meta: ObjectMeta = obj.metadata  # type: ignore[attr-defined]
-        self.resource_version = meta.resource_version
         self.reporter.count("events")
         if event.type == "DELETED":
             self.sink.remove(obj)
         else:
             self.sink.apply(obj)
+        # Only once the sink has it: an event it failed on is replayed when the watch resumes.
+        self.resource_version = meta.resource_version
 
     # -- helpers -----------------------------------------------------------------------
 

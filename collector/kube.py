@@ -11,12 +11,18 @@ failures into one error tree, translated in exactly one place (`_translate`):
     ├── Conflict              409: exists already, or a stale resourceVersion
     └── TooManyRequests       429 (retry_after from Retry-After)
 
+    └── AnswerTooLarge        an answer (or one watch event) past the bytes it may hold
+
 Error messages carry the API's Status message cut short, never a token.
 
 Plain requests (lists, gets, writes) have a total deadline (`deadline_seconds`, or one given
 per call; `shipper.deadline`), so a hung API server or a proxy that answers one byte at a time
 ends them as a `KubeError`. Watches are long-lived by design and keep their own rule: a read
 timeout between two chunks.
+
+Memory: no answer is held past a byte bound, counted after decompression (`shipper.bounded`):
+`max_bytes` per call (an informer's list page), else `ANSWER_LIMIT`; a watch event likewise.
+Watches are asked for without compression, so their lines are split from the bytes as sent.
 """
 
 from __future__ import annotations
@@ -33,12 +39,18 @@ import msgspec
 
 from collector.kubeconfig import KubeTarget
 from shipper import deadline
+from shipper.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
+from shipper.bounded import AnswerTooLarge as _OverLimit
 from shipper.version import VERSION
 
 _MESSAGE_LIMIT = 300
+_ERROR_BODY_BYTES = 64 * 1024  # an error's Status is a few hundred bytes
 # kube-apiserver ends a request its handler has not answered within a minute
 # (`--request-timeout`); waiting longer than that only means something in between hangs.
 DEADLINE_SECONDS = 60.0
+# etcd refuses values over 1.5 MiB unless configured otherwise, so one object (an answer to a
+# GET, a watch event, a list page of one) stays far below this; past it something is wrong.
+ANSWER_LIMIT = 16 * 1024 * 1024
 
 
 class KubeError(Exception):
@@ -76,8 +88,20 @@ class TooManyRequests(KubeError):
     pass
 
 
+class TimedOut(KubeError):
+    pass
+
+
 class Aborted(KubeError):
     """A watch ended by `abort_streams()` on purpose, not a failure of the API server."""
+
+
+class AnswerTooLarge(KubeError):
+    """The answer went past the bytes the call may hold; nothing of it was kept."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
@@ -116,7 +140,11 @@ class KubeApi:
             base_url=target.server,
             verify=target.verify,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            headers={"User-Agent": f"moonin-agent/{VERSION}", "Accept": "application/json"},
+            headers={
+                "User-Agent": f"moonin-agent/{VERSION}",
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPT_ENCODING,
+            },
             # The API server is reached directly; a proxy meant for Moonin must not apply.
             trust_env=False,
         )
@@ -132,17 +160,27 @@ class KubeApi:
     # -- plain requests ----------------------------------------------------------------
 
     # `within`: this call's deadline in seconds, instead of `deadline_seconds`.
+    # `max_bytes`: the most the answer may hold once decompressed, instead of ANSWER_LIMIT.
+    # `accept`: the media type asked for (metadata only, for instance).
 
     def get(
-        self, path: str, params: Mapping[str, str] | None = None, *, within: float | None = None
-    ) -> bytes:
-        return self._send("GET", path, params=params, within=within).content
+        self,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        within: float | None = None,
+        max_bytes: int = ANSWER_LIMIT,
+        accept: str | None = None,
+    ) -> bytes | bytearray:
+        return self._send(
+            "GET", path, params=params, within=within, max_bytes=max_bytes, accept=accept
+        )
 
-    def post(self, path: str, body: Any, *, within: float | None = None) -> bytes:
-        return self._send("POST", path, json_body=body, within=within).content
+    def post(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
+        return self._send("POST", path, json_body=body, within=within)
 
-    def put(self, path: str, body: Any, *, within: float | None = None) -> bytes:
-        return self._send("PUT", path, json_body=body, within=within).content
+    def put(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
+        return self._send("PUT", path, json_body=body, within=within)
 
     # -- watch streams -----------------------------------------------------------------
 
@@ -154,18 +192,24 @@ class KubeApi:
         *,
         read_timeout: float,
         cancelled: Callable[[], bool] = lambda: False,
+        accept: str | None = None,
     ) -> Iterator[Iterator[bytes]]:
         """A watch: yields an iterator of newline-delimited JSON events.
 
         `read_timeout` bounds the silence between two chunks, so a stalled watch ends with
         a `KubeError` instead of hanging. `abort_streams()` ends it from another thread;
         `cancelled` closes the gap where an abort arrives while the stream is being opened.
+        An event longer than ANSWER_LIMIT ends it with `AnswerTooLarge`.
         """
+        headers = self._auth()
+        headers["Accept-Encoding"] = "identity"
+        if accept is not None:
+            headers["Accept"] = accept
         request = self._client.build_request(
             "GET",
             path,
             params=dict(params),
-            headers=self._auth(),
+            headers=headers,
             timeout=httpx.Timeout(self._timeout, connect=self._connect_timeout, read=read_timeout),
         )
         try:
@@ -178,8 +222,10 @@ class KubeApi:
             if cancelled():
                 raise Aborted(f"GET {path}: cancelled")
             if response.status_code >= 300:
-                response.read()
-                raise _status_error(response, "GET", path)
+                raise _status_error(response, _error_body(response), "GET", path)
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise KubeError(f"GET {path}: a watch sent with Content-Encoding {encoding[:40]!r}")
             yield _lines(response, path, aborted=lambda: response in self._aborted_streams)
         finally:
             with self._streams_lock:
@@ -221,31 +267,50 @@ class KubeApi:
         params: Mapping[str, str] | None = None,
         json_body: Any = None,
         within: float | None = None,
-    ) -> httpx.Response:
+        max_bytes: int = ANSWER_LIMIT,
+        accept: str | None = None,
+    ) -> bytes | bytearray:
         headers = self._auth()
+        if accept is not None:
+            headers["Accept"] = accept
         content = None
         if json_body is not None:
             content = msgspec.json.encode(json_body)
             headers["Content-Type"] = "application/json"
+        request = self._client.build_request(
+            method, path, params=params, content=content, headers=headers
+        )
         with deadline.within(self.deadline_seconds if within is None else within) as limit:
             try:
-                response = self._client.request(
-                    method, path, params=params, content=content, headers=headers
-                )
+                response = self._client.send(request, stream=True)
+                try:
+                    if response.status_code >= 300:
+                        raise _status_error(response, _error_body(response), method, path)
+                    body = read_bounded(response, max_bytes)
+                finally:
+                    limit.release()  # back to the pool: the deadline must not follow it
+                    response.close()
+                if limit.interrupted:
+                    raise KubeError(f"{method} {path}: {limit.missed()}")
+                return body
+            except _OverLimit as exc:
+                raise AnswerTooLarge(
+                    f"{method} {path}: the answer is over {describe_size(exc.limit)}",
+                    limit=exc.limit,
+                ) from None
+            except UndecodableAnswer as exc:
+                raise KubeError(f"{method} {path}: {exc}") from None
             except httpx.HTTPError as exc:
                 if limit.expired:
                     raise KubeError(f"{method} {path}: {limit.missed()}") from exc
                 raise _translate(exc, method, path) from exc
-        if response.status_code >= 300:
-            raise _status_error(response, method, path)
-        return response
 
 
 def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) -> Iterator[bytes]:
     try:
-        for line in response.iter_lines():
-            if line:
-                yield line.encode()
+        yield from _split_lines(response.iter_raw(), path)
+    except AnswerTooLarge:
+        raise
     except Exception as exc:
         if aborted():
             # Ended under the reader by abort_streams(): whatever the transport raised
@@ -256,18 +321,52 @@ def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) 
         raise
 
 
+def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+    """Non-empty lines of a newline-delimited stream; a line is never held past
+    ANSWER_LIMIT (one event is one object, so only a broken server gets there)."""
+    pending = bytearray()
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if pending:
+                pending += chunk[start:end]
+                line: bytes = bytes(pending)
+                pending.clear()
+            else:
+                line = chunk[start:end]
+            if line.strip():
+                yield line
+            start = end + 1
+        pending += chunk[start:]
+        if len(pending) > ANSWER_LIMIT:
+            raise AnswerTooLarge(
+                f"GET {path}: a watch event over {describe_size(ANSWER_LIMIT)}",
+                limit=ANSWER_LIMIT,
+            )
+    if pending.strip():
+        yield bytes(pending)
+
+
 def _translate(exc: Exception, method: str, path: str) -> KubeError:
     """The one place where transport failures become KubeErrors."""
     if isinstance(exc, httpx.TimeoutException):
-        return KubeError(f"{method} {path}: timed out ({type(exc).__name__})")
+        return TimedOut(f"{method} {path}: timed out ({type(exc).__name__})")
     return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[:_MESSAGE_LIMIT]}")
 
 
-def _status_error(response: httpx.Response, method: str, path: str) -> KubeError:
+def _error_body(response: httpx.Response) -> bytes:
+    """The start of an error answer (its Status), without reading a huge or endless rest."""
     try:
-        status = msgspec.json.decode(response.content, type=_Status)
+        return bytes(read_bounded(response, _ERROR_BODY_BYTES, cut=True))
+    except (httpx.HTTPError, UndecodableAnswer):
+        return b""  # the status code is the answer; a garbled body must not hide it
+
+
+def _status_error(response: httpx.Response, body: bytes, method: str, path: str) -> KubeError:
+    try:
+        status = msgspec.json.decode(body, type=_Status)
     except msgspec.DecodeError:
-        status = _Status(message=response.text[:_MESSAGE_LIMIT])
+        status = _Status(message=body[:_MESSAGE_LIMIT].decode("utf-8", "replace"))
     retry_after = None
     header = response.headers.get("Retry-After", "")
     if header.isdigit():

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What kube-apiserver answers with metadata only (names, labels, versions; no spec, status or
+# data): a list asks for the list form, a watch and a GET for the object form.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
 
 @dataclass(frozen=True, slots=True)
 class Resource:
@@ -14,6 +19,17 @@ class Resource:
     namespaced: bool = True
     label_selector: str | None = None
     field_selector: str | None = None
+    metadata_only: bool = False
+    """Listed and watched as PartialObjectMetadata: bodies are fetched one at a time."""
+
+    @property
+    def list_accept(self) -> str | None:
+        return METADATA_LIST if self.metadata_only else None
+
+    @property
+    def watch_accept(self) -> str | None:
+        """For watches (streaming lists included) and single GETs."""
+        return METADATA_OBJECT if self.metadata_only else None
 
     @property
     def path(self) -> str:
@@ -39,9 +55,14 @@ NAMESPACES = Resource("namespaces", "v1", namespaced=False)
 NODES = Resource("nodes", "v1", namespaced=False)
 PODS = Resource("pods", "v1")
 SERVICES = Resource("services", "v1")
-# Helm keeps releases in Secrets labelled owner=helm; no other Secret is ever read.
+# Helm keeps releases in Secrets labelled owner=helm; no other Secret is ever read. Each can
+# weigh close to 1 MiB, so they are listed as metadata and a body is read only when needed.
 HELM_RELEASE_SECRETS = Resource(
-    "secrets", "v1", label_selector="owner=helm", field_selector="type=helm.sh/release.v1"
+    "secrets",
+    "v1",
+    label_selector="owner=helm",
+    field_selector="type=helm.sh/release.v1",
+    metadata_only=True,
 )
 DEPLOYMENTS = Resource("deployments", "apps/v1")
 REPLICASETS = Resource("replicasets", "apps/v1")

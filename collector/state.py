@@ -3,10 +3,12 @@
 A large cluster has tens of thousands of objects, and the collector must remember a little
 about each: which records an object produced (to delete them when it vanishes), the data of
 records that are rebuilt when a related object changes (Deployments and their revisions),
-the fingerprint of the last record enqueued per (kind, key) (coalescing), and the error
-state of every pod. As Python objects that is hundreds of bytes per object, and the churn of
-decoding list pages between those long-lived objects fragments the heap on top of it. In
-SQLite it is a few dozen bytes per row on disk and a bounded page cache in memory.
+the fingerprint of the last record enqueued per (kind, key) (coalescing), the error state
+of every pod, and the two relation indexes that grow with the cluster (Deployments' pod
+template labels, ReplicaSets' Deployment and revision: `collector.relations`). As Python
+objects that is hundreds of bytes per object, and the churn of decoding list pages between
+those long-lived objects fragments the heap on top of it. In SQLite it is a few dozen bytes
+per row on disk and a bounded page cache in memory.
 
 One connection, guarded by one lock, serves every thread: sinks write under the collector's
 lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
@@ -32,10 +34,12 @@ from pathlib import Path
 from shipper import queuefile
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _FORGETTABLE = ("produced", "sent", "pods")
-_TABLES = (*_FORGETTABLE, "meta")
+# Rebuilt from the lists of every leadership term (`collector.relations`), never carried over.
+RELATION_TABLES = ("deployment_templates", "replicasets")
+_TABLES = (*_FORGETTABLE, *RELATION_TABLES, "meta")
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE produced (
@@ -52,6 +56,16 @@ CREATE TABLE pods (
     key TEXT PRIMARY KEY, replicaset TEXT, failing INTEGER NOT NULL, memo BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX pods_by_replicaset ON pods (replicaset) WHERE replicaset IS NOT NULL;
+CREATE TABLE deployment_templates (
+    namespace TEXT NOT NULL, name TEXT NOT NULL, labels BLOB NOT NULL,
+    PRIMARY KEY (namespace, name)
+) WITHOUT ROWID;
+CREATE TABLE replicasets (
+    namespace TEXT NOT NULL, name TEXT NOT NULL, deployment TEXT NOT NULL,
+    revision INTEGER, created TEXT,
+    PRIMARY KEY (namespace, name)
+) WITHOUT ROWID;
+CREATE INDEX replicasets_by_deployment ON replicasets (namespace, deployment);
 """
 
 Slot = tuple[str, str]  # (record kind, record key)

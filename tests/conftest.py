@@ -16,6 +16,9 @@ from sandbox.platform import FakePlatform
 
 TOKEN = "test-token-6f1d2c"
 
+# The informer tests' `api` and `running` fixtures.
+pytest_plugins = ("tests.informer_harness",)
+
 
 @pytest.fixture(scope="session")
 def session_platform() -> Iterator[FakePlatform]:

@@ -21,10 +21,11 @@ from collector.kubeconfig import KubeTarget
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
 from sandbox.kube import FakeKube
+from sandbox.kube.faults import RequestRecord
 from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.records import DISCOVERY
 from tests import cluster_objects
-from tests.test_informer import FAST
+from tests.informer_harness import FAST
 from tests.waiting import wait_until
 
 SETTINGS = CollectorSettings(flush_seconds=0.05, informer=FAST, warm_up_timeout_seconds=10)
@@ -101,10 +102,14 @@ def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
     crash = received.events("pod_error")
     assert {e["data"]["reason"] for e in crash} >= {"CrashLoopBackOff"}
     assert not any(r[0] not in {k for k, _ in expected} for r in latest)
-    # Only Helm's Secrets were ever read, and never the Opaque one.
+    # Only Helm's Secrets were ever read, and never the Opaque one: collections through
+    # Helm's label, bodies one release revision at a time.
     secret_reads = [r for r in kube.requests if "/secrets" in r.path]
-    assert secret_reads
-    assert all(r.query.get("labelSelector") == "owner=helm" for r in secret_reads)
+    listed = [r for r in secret_reads if not r.path.split("/secrets")[1]]
+    fetched = [r.path.rsplit("/", 1)[1] for r in secret_reads if r not in listed]
+    assert listed and fetched
+    assert all(r.query.get("labelSelector") == "owner=helm" for r in listed)
+    assert all(name.startswith("sh.helm.release.v1.") for name in fetched)
 
 
 def test_changes_and_deletes_follow_and_relations_rebuild_dependents(
@@ -390,13 +395,20 @@ def test_anti_entropy_leaves_the_other_informers_watching(
     assert set(failures.values()) == {0}, failures
 
 
+def _lists(request: RequestRecord) -> bool:
+    """A list in pages, or streamed as a watch's initial events."""
+    if request.watch:
+        return request.query.get("sendInitialEvents") == "true"
+    return request.method == "GET" and "limit" in request.query
+
+
 def test_warm_up_lists_namespaces_deployments_and_cronjobs_before_anything_else(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
     cluster_objects.populate(kube)
     collector = start()
     assert collector.wait_synced(10)
-    lists = [r.path.rsplit("/", 1)[-1] for r in kube.requests if r.method == "GET" and not r.watch]
+    lists = [r.path.rsplit("/", 1)[-1] for r in kube.requests if _lists(r)]
     first = {"namespaces", "deployments", "cronjobs"}
     assert set(lists[:3]) == first
     assert set(lists) > first
@@ -529,3 +541,121 @@ def test_a_snapshot_waiting_for_a_source_that_fails_later_goes_out_once_it_fails
     collector.api.abort_streams(informers["clusterroles"].resource.path)
     wait_until(lambda: not informers["clusterroles"].reporter.snapshot().health.ok)
     wait_until(lambda: rbac_snapshots() == 2)
+
+
+# -- how lists arrive does not change what is sent --------------------------------------------
+
+
+def _content(received: Received) -> dict[tuple[str, str], Any]:
+    """What the platform would hold: each upsert's data, without ids and timestamps."""
+    return {slot: record["data"] for slot, record in received.latest().items()}
+
+
+def _snapshot_keys(received: Received) -> dict[str, list[str]]:
+    keys: dict[str, list[str]] = {}
+    for record in received.events("snapshot"):
+        keys.setdefault(record["data"]["of"], []).extend(record["data"]["keys"])
+    return {kind: sorted(found) for kind, found in keys.items()}
+
+
+@pytest.mark.parametrize(
+    ("mode", "streaming", "cut"),
+    [
+        ("serve", True, False),  # streamed
+        ("serve", True, True),  # streamed, a stream cut short, listed in pages instead
+        ("refuse", True, False),  # 422: pages from then on
+        ("ignore", True, False),  # a plain watch came back: pages from then on
+    ],
+    ids=["streamed", "stream cut", "refused", "ignored"],
+)
+def test_streamed_lists_and_their_fallbacks_send_what_paginated_lists_send(
+    mode: str,
+    streaming: bool,
+    cut: bool,
+    kube: FakeKube,
+    tmp_path: Path,
+) -> None:
+    def collect(settings: CollectorSettings, directory: Path) -> Received:
+        with Outbox(directory, streams=(DISCOVERY,)) as box:
+            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+            collector = Collector(api, box[DISCOVERY], settings=settings)
+            collector.start()
+            try:
+                assert collector.wait_synced(10)
+                received = Received(box[DISCOVERY])
+                wait_until(lambda: expected <= set(received.latest()))
+                wait_until(lambda: set(_snapshot_keys(received)) >= {k for k, _ in expected})
+            finally:
+                collector.stop()
+                api.close()
+            received.drain()
+            return received
+
+    expected = cluster_objects.populate(kube)
+    paged = dataclasses.replace(SETTINGS, informer=dataclasses.replace(FAST, streaming_lists=False))
+    baseline = collect(paged, tmp_path / "paged")
+    kube.set_streaming_lists(mode)
+    if cut:
+        for resource in ("deployments", "pods", "secrets", "replicasets"):
+            kube.drop_initial_events(resource, after=1)
+    other = collect(dataclasses.replace(SETTINGS), tmp_path / "other")
+    assert _content(other) == _content(baseline)
+    assert _snapshot_keys(other) == _snapshot_keys(baseline)
+    assert {(r["kind"], r["key"]) for r in other.events("pod_error")} == {
+        (r["kind"], r["key"]) for r in baseline.events("pod_error")
+    }
+    streamed = [r for r in kube.requests if r.query.get("sendInitialEvents") == "true"]
+    assert bool(streamed) == streaming
+
+
+def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    expected = cluster_objects.populate(kube)
+    settings = dataclasses.replace(SETTINGS, state_file=tmp_path / "state.sqlite")
+
+    def run() -> list[dict[str, Any]]:
+        with Outbox(tmp_path / "queue", streams=(DISCOVERY,)) as box:
+            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+            collector = Collector(api, box[DISCOVERY], settings=settings)
+            collector.start()
+            received = Received(box[DISCOVERY])
+            try:
+                assert collector.wait_synced(10)
+                wait_until(lambda: bool(received.events("snapshot")))
+                wait_until(
+                    lambda: "helm_release" in {r["data"]["of"] for r in received.events("snapshot")}
+                )
+            finally:
+                collector.stop()
+                api.close()
+            received.drain()
+            return received.records
+
+    first = run()
+    assert ("helm_release", "shop/shop/v1") in {(r["kind"], r["key"]) for r in first}
+    kube.clear_requests()
+    again = run()
+    reads = [r.path for r in kube.requests if "/secrets/" in r.path]
+    assert reads == []  # the revision's resourceVersion is the one recorded: no body read
+    assert not [r for r in again if r["kind"] == "helm_release"]  # and nothing sent again
+    assert expected  # the cluster was there all along
+
+    # A new revision is read, and only it.
+    kube.create(cluster_objects.helm_release_secret(revision=2))
+    run()
+    reads = [r.path.rsplit("/", 1)[1] for r in kube.requests if "/secrets/" in r.path]
+    assert reads == ["sh.helm.release.v1.shop.v2"]
+
+
+def test_a_release_body_that_cannot_be_read_for_now_is_read_again_and_nothing_is_deleted(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    kube.fail_next(500, 2, path_prefix="/api/v1/namespaces/shop/secrets/", verb="get")
+    collector = start()
+    received = Received(outbox)
+    wait_until(lambda: ("helm_release", "shop/shop/v1") in received.latest())
+    assert not [r for r in received.records if r["kind"] == "helm_release" and r["op"] == "delete"]
+    informer = next(i for i in collector.informers if i.resource.plural == "secrets")
+    assert informer.reporter.snapshot().counters["failures"] >= 1

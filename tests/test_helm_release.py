@@ -12,8 +12,13 @@ import msgspec
 import pytest
 import structlog.testing
 
-from collector.normalize.base import Context
-from collector.normalize.helm_release import HelmReleaseNormalizer, Secret, release_key
+from collector.normalize.base import Context, ObjectTooLarge
+from collector.normalize.helm_release import (
+    MAX_RELEASE_BYTES,
+    HelmReleaseNormalizer,
+    Secret,
+    release_key,
+)
 from collector.relations import Relations
 
 PLANTED = {
@@ -290,3 +295,83 @@ def test_other_secrets_and_a_disabled_switch_give_nothing() -> None:
     off = Context(lookups=Relations(), fetch_logs=lambda *args: None, collect_helm_releases=False)
     assert normalizer.upserts(secret(encoded), off) == []
     assert normalizer.deletes(secret(encoded), off) == []
+
+
+# -- as listed: metadata only, the body read one Secret at a time ---------------------------
+
+
+def metadata_only(full: Secret) -> Secret:
+    """The Secret as a metadata list or watch hands it over: no type, no data."""
+    return msgspec.structs.replace(full, type="", data=None)
+
+
+def reading(*bodies: Secret | None) -> tuple[Context, list[tuple[str, str]]]:
+    """A context whose Secret reads answer `bodies` in turn (None: the Secret is gone)."""
+    reads: list[tuple[str, str]] = []
+    answers = iter(bodies)
+
+    def fetch(namespace: str, name: str) -> bytes | None:
+        reads.append((namespace, name))
+        body = next(answers)
+        return None if body is None else msgspec.json.encode(body)
+
+    return Context(lookups=Relations(), fetch_logs=lambda *a: None, fetch_secret=fetch), reads
+
+
+def test_a_listed_release_is_read_by_name_and_becomes_the_same_record() -> None:
+    full = secret(api_encoded(helm_encoded(release_json())))
+    ctx, reads = reading(full)
+    [record] = HelmReleaseNormalizer().upserts(metadata_only(full), ctx)
+    assert reads == [("shop", "sh.helm.release.v1.shop.v7")]
+    assert (record.key, record.data) == ("shop/shop/v7", EXPECTED)
+
+
+def test_a_release_gone_before_its_body_was_read_gives_no_record_and_no_warning() -> None:
+    ctx, _ = reading(None)
+    with structlog.testing.capture_logs() as logs:
+        assert HelmReleaseNormalizer().upserts(metadata_only(secret(None)), ctx) == []
+    assert logs == []
+
+
+def test_a_release_over_the_decompression_cap_gives_no_record_and_one_warning() -> None:
+    # A few hundred KiB of gzip that would inflate past the cap: read only up to it.
+    release = release_json()
+    release["manifest"] = "kind: ConfigMap\n# " + "a" * (MAX_RELEASE_BYTES + 1024) + "\n"
+    full = secret(api_encoded(helm_encoded(release)))
+    assert len(full.data["release"]) < 1024 * 1024  # type: ignore[index]
+    ctx, _ = reading(full)
+    with structlog.testing.capture_logs() as logs:
+        assert HelmReleaseNormalizer().upserts(metadata_only(full), ctx) == []
+    [entry] = logs
+    assert (entry["event"], entry["log_level"]) == ("helm_release_undecodable", "warning")
+    assert (entry["secret"], entry["stage"]) == ("sh.helm.release.v1.shop.v7", "gzip")
+    assert "exc_info" not in entry and "exception" not in entry
+
+
+def test_a_secret_too_large_to_read_gives_no_record_and_one_warning() -> None:
+    def fetch(namespace: str, name: str) -> bytes:
+        raise ObjectTooLarge("over 4 MiB")
+
+    ctx = Context(lookups=Relations(), fetch_logs=lambda *a: None, fetch_secret=fetch)
+    with structlog.testing.capture_logs() as logs:
+        assert HelmReleaseNormalizer().upserts(metadata_only(secret(None)), ctx) == []
+    assert [(e["event"], e["stage"], e["error"]) for e in logs] == [
+        ("helm_release_undecodable", "secret", "over 4 MiB")
+    ]
+
+
+def test_the_manifest_is_read_without_building_its_documents() -> None:
+    # Anchors, aliases, lists and scalars that are not strings, as YAML allows them.
+    release = release_json()
+    release["manifest"] = (
+        "---\n- just\n- a list\n---\nplain text\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: &meta\n  name: 42\n  namespace: ops\n"
+        "data: {a: [1, {b: c}]}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata:\n  labels: *meta\n  name: 'quoted'\n"
+        "  annotations: {x: y}\n"
+    )
+    [record] = HelmReleaseNormalizer().upserts(secret(api_encoded(helm_encoded(release))), CTX)
+    assert record.data["resources"] == [
+        {"api_version": "v1", "kind": "ConfigMap", "namespace": "ops", "name": None},
+        {"api_version": "v1", "kind": "Service", "namespace": None, "name": "quoted"},
+    ]

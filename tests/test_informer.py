@@ -5,104 +5,25 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import msgspec
 import pytest
 import structlog.testing
 
-from collector.informer import Informer, InformerSettings
+from collector.informer import Informer
 from collector.kube import KubeApi
-from collector.kubeconfig import KubeTarget
-from collector.model import ObjectMeta
-from collector.resources import DEPLOYMENTS, NAMESPACES, Resource
+from collector.resources import DEPLOYMENTS, NAMESPACES
 from sandbox.kube import FakeKube
+from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
 from tests.waiting import wait_until
-
-FAST = InformerSettings(
-    page_size=10,
-    watch_timeout_seconds=(30, 30),
-    read_timeout_seconds=5.0,
-    forbidden_retry_seconds=0.3,
-    backoff_initial_seconds=0.05,
-    backoff_max_seconds=0.2,
-)
-
-
-class Thing(msgspec.Struct):
-    metadata: ObjectMeta
-    spec: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str, Any]] = []
-        self.lists: list[frozenset[str]] = []
-        self.on_apply: Callable[[Thing], None] | None = None
-
-    def apply(self, obj: Thing) -> None:
-        if self.on_apply is not None:
-            self.on_apply(obj)
-        with self.lock:
-            self.calls.append(("apply", obj.metadata.key, obj.spec.get("replicas")))
-
-    def remove(self, obj: Thing) -> None:
-        with self.lock:
-            self.calls.append(("remove", obj.metadata.key, None))
-
-    def listed(self, *, resource_version: str, listed_at: str, keys: frozenset[str]) -> None:
-        with self.lock:
-            self.lists.append(keys)
-
-    def seen(self, call: tuple[str, str, Any]) -> bool:
-        with self.lock:
-            return call in self.calls
-
-
-def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": replicas},
-    }
-
-
-@pytest.fixture
-def api(kube: FakeKube) -> Iterator[KubeApi]:
-    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def running() -> Iterator[Callable[..., tuple[Informer[Thing], RecordingSink]]]:
-    started: list[tuple[Informer[Thing], KubeApi]] = []
-
-    def start(
-        api: KubeApi, resource: Resource = DEPLOYMENTS, settings: InformerSettings = FAST
-    ) -> tuple[Informer[Thing], RecordingSink]:
-        sink = RecordingSink()
-        informer = Informer(api, resource, Thing, sink, settings=settings)
-        informer.start()
-        started.append((informer, api))
-        return informer, sink
-
-    yield start
-    for informer, _ in started:
-        informer.stop()
-    for informer, api in started:
-        api.abort_streams()
-        assert informer.join(5)
 
 
 def test_a_paginated_list_reports_every_object_then_the_complete_key_set(
     kube: FakeKube, api: KubeApi, running: Callable[..., Any]
 ) -> None:
     kube.load(deployment(f"web-{n:02d}") for n in range(25))
-    informer, sink = running(api)
+    informer, sink = running(api, settings=PAGED)
     assert informer.wait_synced(10)
     assert sorted(key for _, key, _ in sink.calls) == [f"shop/web-{n:02d}" for n in range(25)]
     assert sink.lists == [frozenset(f"shop/web-{n:02d}" for n in range(25))]
@@ -156,7 +77,9 @@ def test_a_silently_stalled_watch_is_abandoned_and_nothing_is_missed(
     kube: FakeKube, api: KubeApi, running: Callable[..., Any]
 ) -> None:
     kube.bookmark_interval = 0  # silence is what a stall looks like
-    settings = dataclasses.replace(FAST, read_timeout_seconds=0.5)
+    # Paged: the watch stalled is then the only one the fake has seen (a streaming list's
+    # request can linger on the server's side for a moment after its end).
+    settings = dataclasses.replace(PAGED, read_timeout_seconds=0.5)
     informer, sink = running(api, settings=settings)
     assert informer.wait_synced(10)
     kube.wait_for_watches(1, "deployments")
@@ -204,7 +127,7 @@ def test_an_expired_continue_token_restarts_the_list(
 
     sink = RecordingSink()
     sink.on_apply = expire_once
-    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=FAST)
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=PAGED)
     informer.start()
     try:
         assert informer.wait_synced(10)

@@ -250,7 +250,9 @@ def test_preview_prints_every_record_once_as_the_outbox_would_hold_it(
     assert metadata["kubernetes_version"] == "v1.30.2"
     assert metadata["node_count"] == 1 and metadata["leader"] is None
 
-    assert not any(request.watch for request in cluster.requests)  # listed once, never watched
+    # Listed once, never watched: a watch only to stream the list, ended with its initial events.
+    watches = [request for request in cluster.requests if request.watch]
+    assert all(request.query.get("sendInitialEvents") == "true" for request in watches)
     assert platform.requests == []
     assert not (tmp_path / "queue").exists()
     assert list((tmp_path / "cwd").iterdir()) == []

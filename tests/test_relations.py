@@ -13,6 +13,7 @@ from collector.normalize.hpa import HorizontalPodAutoscaler
 from collector.normalize.revision import ReplicaSet
 from collector.normalize.service import Service
 from collector.relations import Relations
+from collector.state import RELATION_TABLES, StateStore
 
 
 class Job(msgspec.Struct):
@@ -215,7 +216,8 @@ def test_cronjob_of_job() -> None:
 
 
 def test_other_kinds_are_ignored_and_forgetting_is_complete() -> None:
-    rel = Relations()
+    store = StateStore()
+    rel = Relations(store)
     assert rel.observe("ConfigMap", gone("x")) == set()
     assert rel.forget("ConfigMap", gone("x")) == set()
     rel.observe("Deployment", deployment("web", {"app": "web"}))
@@ -228,4 +230,18 @@ def test_other_kinds_are_ignored_and_forgetting_is_complete() -> None:
     rel.observe("ReplicaSet", replicaset("web-1", "web", "1"))
     rel.forget("ReplicaSet", gone("web-1"))
     # No empty buckets are left behind by churn.
-    assert not any(vars(rel)[name] for name in vars(rel) if name not in ("_lock", "_observers"))
+    kept = ("_lock", "_observers", "_store")
+    assert not any(vars(rel)[name] for name in vars(rel) if name not in kept)
+    assert not any(store.rows(f"SELECT 1 FROM {table}") for table in RELATION_TABLES)
+
+
+def test_a_new_term_starts_from_empty_indexes_in_a_store_that_outlived_the_last() -> None:
+    store = StateStore()
+    first = Relations(store)
+    first.observe("ReplicaSet", replicaset("web-1", "web", "1"))
+    first.observe("Deployment", deployment("web", {"app": "web"}))
+    # Deleted while no agent watched: the next term must not find it in the store.
+    second = Relations(store)
+    assert second.current_revision("shop", "web") is None
+    assert second.deployment_of_replicaset("shop", "web-1") is None
+    assert second.observe("Service", service("web", {"app": "web"})) == set()

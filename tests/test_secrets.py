@@ -538,11 +538,21 @@ def assert_the_expected_is_there(records: list[dict[str, Any]]) -> None:
 def assert_no_secret_was_read(kube: FakeKube) -> None:
     """Only Helm release Secrets are ever asked for, and only the failed Job's pod log."""
     secrets = [request for request in kube.requests if request.resource == "secrets"]
-    assert secrets
-    for request in secrets:
-        assert request.path == "/api/v1/secrets"
+    collections = [request for request in secrets if request.path == "/api/v1/secrets"]
+    assert collections
+    for request in collections:
+        # Metadata only: no Secret's data travels in a list or a watch.
+        assert "as=PartialObjectMetadata" in request.accept
         assert request.query.get("labelSelector") == "owner=helm"
         assert request.query.get("fieldSelector") == "type=helm.sh/release.v1"
+    # Bodies are read one at a time, and only those of Helm's release Secrets.
+    helm = {
+        f"/api/v1/namespaces/{secret['metadata']['namespace']}/secrets/{secret['metadata']['name']}"
+        for secret in kube.list("secrets")
+        if secret.get("type") == "helm.sh/release.v1"
+    }
+    read = {request.path for request in secrets if request not in collections}
+    assert read and read <= helm
     logs = {request.path for request in kube.requests if request.path.endswith("/log")}
     assert logs == {f"/api/v1/namespaces/{NS}/pods/backup-29001-k8s7p/log"}
 

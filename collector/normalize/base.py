@@ -4,7 +4,7 @@ A normalizer turns one decoded Kubernetes object into the records the contract d
 for it. It copies only allow-listed fields (see `collector.sanitize`), never the object as
 a whole, and never performs I/O of its own: relationships come from `Lookups` (indexes
 the collector keeps from other kinds) and the few reads it needs (failed Job logs) come
-through `Context.fetch_logs`.
+through `Context.fetch_logs` and `Context.fetch_secret`.
 """
 
 from __future__ import annotations
@@ -53,11 +53,25 @@ class Lookups(Protocol):
 FetchLogs = Callable[[str, str, str, int], list[str] | None]
 """(namespace, pod, container, lines) -> the last lines of that container's log, or None."""
 
+FetchSecret = Callable[[str, str], bytes | bytearray | None]
+"""(namespace, name) -> the Secret as the API serves it now (JSON), or None when it is gone.
+Raises `ObjectTooLarge` past the bytes one Secret may hold, and the API's error when it
+cannot be read for now (the informer then tries the object again after its backoff)."""
+
+
+class ObjectTooLarge(Exception):
+    """An object read for a record is larger than it may be; nothing of it was kept."""
+
+
+def _no_secrets(namespace: str, name: str) -> None:
+    raise LookupError(f"no Secret reader given: {namespace}/{name}")
+
 
 @dataclass(frozen=True, slots=True)
 class Context:
     lookups: Lookups
     fetch_logs: FetchLogs
+    fetch_secret: FetchSecret = _no_secrets
     ignore_node_labels: frozenset[str] = frozenset()
     collect_job_logs: bool = True
     collect_helm_releases: bool = True

@@ -9,14 +9,23 @@ a rendered manifest whose Secrets carry their data in clear text.
 
 So the decoding is narrow by construction: the JSON is decoded into shapes that name only
 the release identity, its status and timestamps, and the chart's name, version and
-appVersion; everything else is skipped by the decoder. The manifest is parsed with the safe
-YAML loader and reduced at once to each resource's identity (apiVersion, kind, namespace,
-name), a Secret included.
+appVersion; everything else is skipped by the decoder. The manifest is read as a stream of
+YAML parser events (safe YAML; nothing is constructed but the four scalars kept), reduced
+to each resource's identity (apiVersion, kind, namespace, name), a Secret included.
 
-How it fails: never out of the normalizer. A payload that is not base64, not gzip, not
-JSON of the expected shape, too large once decompressed, or has a manifest that is not
-YAML gives no record and one warning naming the Secret, the decoding stage and the error
-type only: error messages can quote the bytes they choked on, and those may be secrets.
+Memory: a release Secret weighs up to 1 MiB, so these Secrets are listed and watched as
+metadata only (`resources.HELM_RELEASE_SECRETS`); a body is read through
+`Context.fetch_secret`, one at a time, only for a revision whose resourceVersion has no
+record yet (the collector keeps the last record of each, `Keep.VERSIONED`). Decompression
+stops at MAX_RELEASE_BYTES; the decompressed JSON and the manifest taken from it are the
+largest things held, so a release costs at most twice that, for as long as it is decoded.
+
+How it fails: never out of the normalizer, except when the body could not be read for now
+(the API's error passes through, and the informer tries the object again after its
+backoff). A payload that is not base64, not gzip, not JSON of the expected shape, too large
+once decompressed, or has a manifest that is not YAML gives no record and one warning
+naming the Secret, the decoding stage and the error type only: error messages can quote the
+bytes they choked on, and those may be secrets.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import base64
 import binascii
 import re
 import zlib
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -33,39 +43,54 @@ import structlog
 import yaml
 
 from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.normalize.base import Context, ObjectTooLarge
 from shipper.records import Record, utc_timestamp
 
 log = structlog.get_logger("collector.helm_release")
 
 KIND = "helm_release"
 SECRET_TYPE = "helm.sh/release.v1"
-# Far above any real release (a Secret holds at most 1 MiB compressed), far below harm.
-MAX_RELEASE_BYTES = 64 * 1024 * 1024
+# A release Secret holds at most 1 MiB, gzipped JSON that inflates 4-8 times for the largest
+# charts; decoding holds the inflated JSON and its manifest at once, so this is also half
+# of the most one release can cost (see docs/collector.md, "Memory").
+MAX_RELEASE_BYTES = 12 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _SECRET_NAME = re.compile(r"sh\.helm\.release\.v1\.(?P<release>.+)\.v(?P<revision>[0-9]+)")
-# The C loader when PyYAML has it: the same safe subset of YAML, much faster.
+# The C parser when PyYAML has it: the same safe YAML, much faster.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
-class _ManifestLoader(_SAFE_LOADER):  # type: ignore[misc]
-    """The safe loader without timestamps: Helm's Go YAML keeps an unquoted date as a
-    string, so `2024-02-30` is fine in a manifest and must not fail the whole release."""
+class _ManifestResolver(yaml.resolver.Resolver):
+    """How the safe loader types a plain scalar, without timestamps: Helm's Go YAML keeps an
+    unquoted date as a string, so `2024-02-30` is fine in a manifest."""
 
     yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
         first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP_TAG]
-        for first, resolvers in _SAFE_LOADER.yaml_implicit_resolvers.items()
+        for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
 
 
+_RESOLVER = _ManifestResolver()
+
+
 class Secret(msgspec.Struct, frozen=True):
-    """A Secret as far as Helm's storage goes: only `data.release` is ever read."""
+    """A Secret as far as Helm's storage goes: only `data.release` is ever read.
+
+    As listed and watched (PartialObjectMetadata) it has no `type` (the list's field
+    selector chose it) and no `data` (None: read with `Context.fetch_secret`)."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     type: str = ""
+    data: dict[str, str] | None = None
+
+
+class _SecretData(msgspec.Struct, frozen=True):
     data: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+_SECRET_DATA = msgspec.json.Decoder(_SecretData)
 
 
 class _ChartMetadata(msgspec.Struct, rename="camel", frozen=True):
@@ -119,16 +144,19 @@ def release_key(namespace: str, secret_name: str) -> str | None:
 def decode_release(encoded: str) -> dict[str, Any]:
     """A release Secret's `data.release`, as the record's data. Raises UndecodableRelease."""
     try:
-        helm_text = base64.b64decode(encoded, validate=True)  # the API's Secret encoding
-        payload = base64.b64decode(helm_text, validate=True)  # Helm's own
+        payload = base64.b64decode(encoded, validate=True)  # the API's Secret encoding
+        payload = base64.b64decode(payload, validate=True)  # Helm's own
     except (binascii.Error, ValueError):
         raise UndecodableRelease("base64", "not valid base64") from None
     if payload[:2] == _GZIP_MAGIC:
         payload = _gunzip(payload)
+    elif len(payload) > MAX_RELEASE_BYTES:
+        raise UndecodableRelease("json", f"larger than {MAX_RELEASE_BYTES} bytes")
     try:
         release = _RELEASE.decode(payload)
     except msgspec.DecodeError as e:
         raise UndecodableRelease("json", type(e).__name__) from None
+    del payload  # only the manifest is needed from here on
     if not release.name or release.version < 1:
         raise UndecodableRelease("json", "release without name or revision")
     chart, info = release.chart.metadata, release.info
@@ -154,13 +182,17 @@ class HelmReleaseNormalizer:
     struct = Secret
 
     def upserts(self, obj: Secret, ctx: Context) -> list[Record]:
-        if not ctx.collect_helm_releases or obj.type != SECRET_TYPE:
+        if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
             return []
         meta = obj.metadata
-        encoded = obj.data.get("release")
+        stored = obj.data if obj.data is not None else self._fetch(meta, ctx)
+        if stored is None:
+            return []
+        encoded = stored.get("release")
         if encoded is None:
             self._warn(meta, "data", "no release key")
             return []
+        del stored  # the release is decoded from `encoded` alone
         try:
             data = decode_release(encoded)
         except UndecodableRelease as e:
@@ -172,8 +204,28 @@ class HelmReleaseNormalizer:
         )
         return [upsert(KIND, meta, data, key=key)]
 
+    def _fetch(self, meta: ObjectMeta, ctx: Context) -> dict[str, str] | None:
+        """The Secret's data as the API serves it now; None when it is gone (its delete
+        follows) or cannot be used (warned)."""
+        try:
+            body = ctx.fetch_secret(meta.namespace or "", meta.name)
+        except ObjectTooLarge as e:
+            self._warn(meta, "secret", str(e))
+            return None
+        if body is None:
+            return None
+        try:
+            return _SECRET_DATA.decode(body).data
+        except msgspec.DecodeError as e:
+            self._warn(meta, "secret", type(e).__name__)
+            return None
+
+    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Any) -> dict[str, Any]:
+        """Nothing in a release record mentions other kinds."""
+        return data
+
     def deletes(self, obj: Secret, ctx: Context) -> list[Record]:
-        if not ctx.collect_helm_releases or obj.type != SECRET_TYPE:
+        if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
             return []
         key = release_key(obj.metadata.namespace or "", obj.metadata.name)
         return [] if key is None else [delete(KIND, obj.metadata, key=key)]
@@ -202,32 +254,81 @@ def _gunzip(payload: bytes) -> bytes:
     return data
 
 
+_IDENTITY = {"apiVersion": "api_version", "kind": "kind"}
+_METADATA_IDENTITY = {"namespace": "namespace", "name": "name"}
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
 def _resources(manifest: str) -> list[dict[str, str | None]]:
     """Each manifest document's identity; nothing else of it survives this function."""
     try:
-        documents = list(yaml.load_all(manifest, Loader=_ManifestLoader))
+        return list(_identities(yaml.parse(manifest, Loader=_SAFE_LOADER)))
     except Exception as e:
-        # Not only YAMLError: a constructor can raise ValueError, deep nesting RecursionError.
+        # Not only YAMLError: deep nesting can raise RecursionError or MemoryError in C.
         raise UndecodableRelease("manifest", type(e).__name__) from None
-    resources = []
-    for doc in documents:
-        if not isinstance(doc, dict):
-            continue  # empty documents between separators
-        metadata = doc.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        resources.append(
-            {
-                "api_version": _text(doc.get("apiVersion")),
-                "kind": _text(doc.get("kind")),
-                "namespace": _text(metadata.get("namespace")),
-                "name": _text(metadata.get("name")),
-            }
-        )
-    return resources
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _identities(events: Iterator[yaml.Event]) -> Iterator[dict[str, str | None]]:
+    """From parser events: each mapping document's apiVersion, kind and metadata's namespace
+    and name, read off the top two levels; every other node is skipped without being built."""
+    for event in events:
+        if not isinstance(event, yaml.DocumentStartEvent):
+            continue
+        root = next(events)
+        found: dict[str, str | None] = dict.fromkeys(("api_version", "kind", "namespace", "name"))
+        if isinstance(root, yaml.MappingStartEvent):
+            for key, value in _pairs(events):
+                if key in _IDENTITY:
+                    found[_IDENTITY[key]] = _scalar_text(value, events)
+                elif key == "metadata" and isinstance(value, yaml.MappingStartEvent):
+                    for meta_key, meta_value in _pairs(events):
+                        if meta_key in _METADATA_IDENTITY:
+                            found[_METADATA_IDENTITY[meta_key]] = _scalar_text(meta_value, events)
+                        else:
+                            _skip(meta_value, events)
+                else:
+                    _skip(value, events)
+            yield found
+        else:
+            _skip(root, events)  # a scalar or list document names no resource
+
+
+def _pairs(events: Iterator[yaml.Event]) -> Iterator[tuple[str | None, yaml.Event]]:
+    """(key, value's first event) of the mapping just opened, until it ends; a key that is
+    not a plain string is None (its node skipped). The caller consumes each value."""
+    for event in events:
+        if isinstance(event, yaml.MappingEndEvent):
+            return
+        key = event.value if isinstance(event, yaml.ScalarEvent) else None
+        if key is None:
+            _skip(event, events)
+        yield key, next(events)
+
+
+def _scalar_text(event: yaml.Event, events: Iterator[yaml.Event]) -> str | None:
+    """A non-empty string scalar's value; anything else (a number, null, a list) is None,
+    as the manifest's own loader would have typed it."""
+    if not isinstance(event, yaml.ScalarEvent):
+        _skip(event, events)
+        return None
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+    return event.value if tag == _STR_TAG and event.value else None
+
+
+def _skip(event: yaml.Event, events: Iterator[yaml.Event]) -> None:
+    """Pass over the node that `event` opens (nothing to do for a scalar or an alias)."""
+    if not isinstance(event, yaml.CollectionStartEvent):
+        return
+    depth = 1
+    for inner in events:
+        if isinstance(inner, yaml.CollectionStartEvent):
+            depth += 1
+        elif isinstance(inner, yaml.CollectionEndEvent):
+            depth -= 1
+            if depth == 0:
+                return
 
 
 def _timestamp(value: str | None) -> str | None:

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -232,8 +232,9 @@ class PodErrorNormalizer:
         self,
         memos: PodMemos | None = None,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """`clock`: what "now" is (tests); None, the system's clock."""
         # A cluster has tens of thousands of pods, nearly all healthy: their memos live in
         # the collector's state store, encoded, not on the heap.
         self.memos = memos if memos is not None else StateStore().pods
@@ -243,14 +244,17 @@ class PodErrorNormalizer:
     def upserts(self, obj: Pod, ctx: Context) -> list[Record]:
         meta = obj.metadata
         key = meta.key
-        now = utc_timestamp(self._clock())
+        now = utc_timestamp(None if self._clock is None else self._clock())
         with self._lock:
-            previous = self._memo(key)
+            stored = self.memos.get(key)
+            previous = None if stored is None else _unpack_memo(stored)
             if previous is not None and previous.uid != meta.uid:
                 previous = None  # same name, new pod: nothing carries over
             memo, found = _observe(obj, previous, now)
-            replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
-            self.memos.set(key, _pack_memo(memo), replicaset=replicaset, failing=memo.failing)
+            packed = _pack_memo(memo)
+            if packed != stored:  # a relist finds most pods as they were: no write for them
+                replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
+                self.memos.set(key, packed, replicaset=replicaset, failing=memo.failing)
             if meta.deletion_timestamp is not None:
                 return []
             workload = self._workload(obj, ctx) if found else None
@@ -270,10 +274,6 @@ class PodErrorNormalizer:
         return self.memos.missing(present)
 
     # -- internals ----------------------------------------------------------------------
-
-    def _memo(self, key: str) -> _PodMemo | None:
-        raw = self.memos.get(key)
-        return None if raw is None else _unpack_memo(raw)
 
     def _workload(self, pod: Pod, ctx: Context) -> dict[str, Any] | None:
         meta = pod.metadata
