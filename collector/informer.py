@@ -3,8 +3,8 @@
 One thread per resource. The list is streamed where the server offers it: a watch with
 `sendInitialEvents=true` sends every object as an ADDED event, one at a time, then a bookmark
 annotated `k8s.io/initial-events-end` carrying the list's resourceVersion; the informer ends
-that request there and watches from the bookmark. A server that refuses the parameters (4xx),
-ignores them (a plain bookmark or another event type before the end, or silence for
+that request there and watches from the bookmark. A server that refuses the parameters (4xx)
+or ignores them (a plain bookmark or another event type before the end, or silence for
 `initial_events_quiet_seconds`) is listed in pages from then on; a stream cut before its end
 is listed in pages this once, so nothing half-listed is ever taken for complete. Pages
 (`limit`/`continue`; an expired continue token restarts the list) are bounded by bytes
@@ -39,6 +39,7 @@ import structlog
 
 from collector.kube import (
     ANSWER_LIMIT,
+    MESSAGE_LIMIT,
     Aborted,
     AnswerTooLarge,
     Forbidden,
@@ -109,6 +110,7 @@ class _Bookmark(msgspec.Struct):
 
 
 _decode_event = msgspec.json.Decoder(_WatchEvent).decode
+_decode_bookmark = msgspec.json.Decoder(_Bookmark).decode
 
 
 class _Status(msgspec.Struct):
@@ -301,20 +303,8 @@ class Informer(Generic[T]):
             ) as lines:
                 for line in lines:
                     self._check_stop()
-                    event = _decode_event(line)
-                    if event.type == "ERROR":
-                        raise self._status_error(event)
-                    if event.type == "BOOKMARK":
-                        meta = msgspec.json.decode(event.object, type=_Bookmark).metadata
-                        if meta.annotations.get(INITIAL_EVENTS_END) != "true":
-                            raise _StreamingUnavailable("a plain bookmark came first")
-                        self._listed(meta.resource_version, listed_at, seen)
+                    if self._initial_event(_decode_event(line), seen, listed_at):
                         return  # ends this request; the watch resumes from the bookmark
-                    if event.type != "ADDED":
-                        raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
-                    obj = self._decode_object(event.object)
-                    seen.add(obj.metadata.key)  # type: ignore[attr-defined]
-                    self.sink.apply(obj)
         except TimedOut as exc:
             raise _StreamingUnavailable(
                 f"the initial events did not end within {quiet:g} s of silence"
@@ -328,6 +318,23 @@ class Informer(Generic[T]):
                 raise _StreamCut(str(exc)) from exc
             raise
         raise _StreamCut("the stream ended before the initial events did")
+
+    def _initial_event(self, event: _WatchEvent, seen: set[str], listed_at: str) -> bool:
+        """One event of a streaming list; True once it was the end of the initial events."""
+        if event.type == "ERROR":
+            raise self._status_error(event)
+        if event.type == "BOOKMARK":
+            meta = _decode_bookmark(event.object).metadata
+            if meta.annotations.get(INITIAL_EVENTS_END) != "true":
+                raise _StreamingUnavailable("a plain bookmark came first")
+            self._listed(meta.resource_version, listed_at, seen)
+            return True
+        if event.type != "ADDED":
+            raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
+        obj = self._decode_object(event.object)
+        seen.add(obj.metadata.key)  # type: ignore[attr-defined]
+        self.sink.apply(obj)
+        return False
 
     def _list_pages(self) -> None:
         listed_at = utc_timestamp()
@@ -412,8 +419,9 @@ class Informer(Generic[T]):
         """What an ERROR event means (410: the history to resume from is gone)."""
         status = msgspec.json.decode(event.object, type=_Status)
         error = Gone if status.code == 410 else KubeError
+        message = status.message[:MESSAGE_LIMIT]
         return error(
-            f"watch {self.resource.path}: {status.code} {status.reason}: {status.message[:300]}",
+            f"watch {self.resource.path}: {status.code} {status.reason}: {message}",
             status=status.code or None,
             reason=status.reason,
         )
@@ -422,7 +430,7 @@ class Informer(Generic[T]):
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
-            bookmark = msgspec.json.decode(event.object, type=_Bookmark)
+            bookmark = _decode_bookmark(event.object)
             self.resource_version = bookmark.metadata.resource_version
             self.reporter.count("bookmarks")
             return

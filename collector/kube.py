@@ -9,8 +9,9 @@ failures into one error tree, translated in exactly one place (`_translate`):
     ├── Forbidden             403: RBAC does not allow it
     ├── NotFound              404
     ├── Conflict              409: exists already, or a stale resourceVersion
-    └── TooManyRequests       429 (retry_after from Retry-After)
-
+    ├── TooManyRequests       429 (retry_after from Retry-After)
+    ├── TimedOut              no byte within the read timeout (a stalled watch, a silent server)
+    ├── Aborted               a watch ended on purpose by `abort_streams()`
     └── AnswerTooLarge        an answer (or one watch event) past the bytes it may hold
 
 Error messages carry the API's Status message cut short, never a token.
@@ -43,7 +44,7 @@ from shipper.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, r
 from shipper.bounded import AnswerTooLarge as _OverLimit
 from shipper.version import VERSION
 
-_MESSAGE_LIMIT = 300
+MESSAGE_LIMIT = 300  # characters of an API message kept in an error
 _ERROR_BODY_BYTES = 64 * 1024  # an error's Status is a few hundred bytes
 # kube-apiserver ends a request its handler has not answered within a minute
 # (`--request-timeout`); waiting longer than that only means something in between hangs.
@@ -351,7 +352,7 @@ def _translate(exc: Exception, method: str, path: str) -> KubeError:
     """The one place where transport failures become KubeErrors."""
     if isinstance(exc, httpx.TimeoutException):
         return TimedOut(f"{method} {path}: timed out ({type(exc).__name__})")
-    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[:_MESSAGE_LIMIT]}")
+    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[:MESSAGE_LIMIT]}")
 
 
 def _error_body(response: httpx.Response) -> bytes:
@@ -366,7 +367,7 @@ def _status_error(response: httpx.Response, body: bytes, method: str, path: str)
     try:
         status = msgspec.json.decode(body, type=_Status)
     except msgspec.DecodeError:
-        status = _Status(message=body[:_MESSAGE_LIMIT].decode("utf-8", "replace"))
+        status = _Status(message=body[:MESSAGE_LIMIT].decode("utf-8", "replace"))
     retry_after = None
     header = response.headers.get("Retry-After", "")
     if header.isdigit():
@@ -374,7 +375,7 @@ def _status_error(response: httpx.Response, body: bytes, method: str, path: str)
     cls = _BY_STATUS.get(response.status_code, KubeError)
     return cls(
         f"{method} {path}: {response.status_code} {status.reason or response.reason_phrase}: "
-        f"{status.message[:_MESSAGE_LIMIT]}",
+        f"{status.message[:MESSAGE_LIMIT]}",
         status=response.status_code,
         reason=status.reason,
         retry_after=retry_after,
