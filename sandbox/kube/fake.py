@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from sandbox.kube import resources
+from sandbox.kube.controllers import Controllers
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.options import STREAMING_LIST_MODES
@@ -83,6 +84,7 @@ class FakeKube:
     served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
     annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
     resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
+    `controllers`: names from `controllers.REGISTRY` to run from the start (none by default).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class FakeKube:
         request_log_limit: int = 100_000,
         streaming_lists: str = "serve",
         too_large_rv_wait: float = 3.0,
+        controllers: Iterable[str] = (),
     ) -> None:
         _check_mode(watch_expired)
         _check_streaming_mode(streaming_lists)
@@ -107,6 +110,10 @@ class FakeKube:
         self._faults = Faults()
         self._log = RequestLog(request_log_limit)
         self._pod_logs = PodLogs()
+        self._controllers = Controllers(self._store)
+        self._default_controllers = tuple(controllers)
+        for name in self._default_controllers:
+            self._controllers.enable(name)
         self._settings = Settings(
             bookmark_interval, watch_expired, git_version, streaming_lists, too_large_rv_wait
         )
@@ -192,6 +199,23 @@ class FakeKube:
         self._settings.streaming_lists = streaming
         self._settings.watch_expired_for.clear()
         self._settings.streaming_lists_for.clear()
+        for name in self._controllers.running():
+            self._controllers.disable(name)
+        for name in self._default_controllers:
+            self._controllers.enable(name)
+
+    # controllers ------------------------------------------------------------------------
+
+    def enable_controller(self, name: str) -> None:
+        """Start a controller of `controllers.REGISTRY` (KeyError names the known ones)."""
+        self._controllers.enable(name)
+
+    def disable_controller(self, name: str) -> None:
+        self._controllers.disable(name)
+
+    @property
+    def running_controllers(self) -> tuple[str, ...]:
+        return self._controllers.running()
 
     # objects ------------------------------------------------------------------------------
 

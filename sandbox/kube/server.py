@@ -310,17 +310,17 @@ class Router:
             if method == "GET":
                 return self._list(handler, route, query, choice)
             if method == "POST":
-                return self._create(handler, route, raw, choice)
+                return self._create(handler, route, query, raw, choice)
             raise status.method_not_allowed(method)
         store = self.backend.store
         if method == "GET":
             entry = store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry = self._put(route, raw, status_only=False)
+            entry = self._put(route, query, raw, status_only=False)
         elif method == "PATCH":
-            entry = self._patch(handler, route, raw, status_only=False)
+            entry = self._patch(handler, route, query, raw, status_only=False)
         elif method == "DELETE":
-            return self._delete(handler, route, raw, choice)
+            return self._delete(handler, route, query, raw, choice)
         else:
             raise status.method_not_allowed(method)
         handler.reply(200, choice.for_object(resource).entry(resource, entry))
@@ -340,9 +340,9 @@ class Router:
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry = self._put(route, raw, status_only=True)
+            entry = self._put(route, query, raw, status_only=True)
         elif method == "PATCH":
-            entry = self._patch(handler, route, raw, status_only=True)
+            entry = self._patch(handler, route, query, raw, status_only=True)
         else:
             raise status.method_not_allowed(method)
         handler.reply(200, choice.for_object(resource).entry(resource, entry))
@@ -362,7 +362,9 @@ class Router:
         )
         handler.reply(200, choice.list_body(resource, page))
 
-    def _create(self, handler: _Handler, route: Route, raw: bytes, choice: Choice) -> None:
+    def _create(
+        self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
+    ) -> None:
         resource = route.resource
         body = _object_body(raw, resource)
         metadata = body["metadata"]
@@ -379,7 +381,7 @@ class Router:
         entry = self.backend.store.create(resource, body)
         handler.reply(201, choice.for_object(resource).entry(resource, entry))
 
-    def _put(self, route: Route, raw: bytes, *, status_only: bool) -> Any:
+    def _put(self, route: Route, query: dict[str, str], raw: bytes, *, status_only: bool) -> Any:
         resource = route.resource
         body = _object_body(raw, resource)
         keep_status = resource.status and not status_only
@@ -394,7 +396,15 @@ class Router:
         assert route.name is not None
         return self.backend.store.modify(resource, route.namespace, route.name, replace)
 
-    def _patch(self, handler: _Handler, route: Route, raw: bytes, *, status_only: bool) -> Any:
+    def _patch(
+        self,
+        handler: _Handler,
+        route: Route,
+        query: dict[str, str],
+        raw: bytes,
+        *,
+        status_only: bool,
+    ) -> Any:
         resource = route.resource
         content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         patcher = _PATCHERS.get(content_type)
@@ -421,7 +431,9 @@ class Router:
         assert route.name is not None
         return self.backend.store.modify(resource, route.namespace, route.name, apply)
 
-    def _delete(self, handler: _Handler, route: Route, raw: bytes, choice: Choice) -> None:
+    def _delete(
+        self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
+    ) -> None:
         resource = route.resource
         options = _json_body(raw) if raw.strip() else {}
         preconditions = options.get("preconditions") if isinstance(options, dict) else None

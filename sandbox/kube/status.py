@@ -134,15 +134,22 @@ def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> Fie
 
 def invalid_list_options(errors: list[FieldError]) -> ApiError:
     """422 for query parameters a list or watch may not carry together."""
+    details = {"group": "meta.k8s.io", "kind": "ListOptions"}
+    return _invalid('ListOptions.meta.k8s.io ""', details, errors)
+
+
+def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:
+    """422 for an object that fails validation, one cause per field error."""
+    return _invalid(f'{resource.kind} "{name}"', _details(resource, name), errors)
+
+
+def _invalid(subject: str, details: dict[str, Any], errors: list[FieldError]) -> ApiError:
     # Identical messages are said once; more than one is bracketed, as Go's aggregate prints.
     messages = list(dict.fromkeys(str(error) for error in errors))
     summary = messages[0] if len(messages) == 1 else f"[{', '.join(messages)}]"
     causes = [{"reason": e.reason, "message": e.body, "field": e.field} for e in errors]
     return ApiError(
-        422,
-        "Invalid",
-        f'ListOptions.meta.k8s.io "" is invalid: {summary}',
-        details={"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes},
+        422, "Invalid", f"{subject} is invalid: {summary}", details={**details, "causes": causes}
     )
 
 

@@ -153,6 +153,7 @@ class Store:
         self._rv = 0
         self._kinds = {resource: _Kind(resource, history) for resource in RESOURCES}
         self._random = random.Random()
+        self._observers: list[Callable[[Resource, Change], None]] = []
 
     @property
     def current_rv(self) -> int:
@@ -403,12 +404,24 @@ class Store:
         history.append(change)
         for subscription in kind.subscribers:
             subscription.queue.put(change)
+        for observer in list(self._observers):
+            observer(kind.resource, change)
 
     def _next_rv(self) -> int:
         self._rv += 1
         if self._waiting:
             self._advanced.notify_all()
         return self._rv
+
+    def add_observer(self, observer: Callable[[Resource, Change], None]) -> None:
+        """Call `observer` with every change recorded from now on, under the lock (the
+        controllers' hook; an observer's own writes reach it too)."""
+        with self.lock:
+            self._observers.append(observer)
+
+    def remove_observer(self, observer: Callable[[Resource, Change], None]) -> None:
+        with self.lock:
+            self._observers.remove(observer)
 
     # watching -----------------------------------------------------------------------------
 
