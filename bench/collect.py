@@ -115,11 +115,13 @@ from collector.collector import Collector, CollectorSettings
 from collector.kube import KubeApi
 from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
+from sandbox.kube import auth
 from sandbox.kube.synthetic import SyntheticSpec
 from shipper.outbox import StreamOutbox
 from shipper.records import DISCOVERY
 
 TOKEN = "bench-collect-token"
+KUBE_AUTH = {"Authorization": f"Bearer {auth.DEFAULT_TOKEN}"}  # what the fake accepts
 PROJECT_ID = "p-1"
 CLUSTER_ID = "c-1"
 PAGE_SIZE = 500
@@ -224,7 +226,7 @@ class Served:
             self.close()
             raise RuntimeError(f"the fake {name} did not start:\n{tail(log)}")
         self.url = line[1]
-        self.http = httpx.Client(base_url=self.url, trust_env=False, timeout=30)
+        self.http = httpx.Client(base_url=self.url, headers=KUBE_AUTH, trust_env=False, timeout=30)
 
     def stats(self) -> dict[str, Any]:
         return self.http.get("/_sandbox/stats").json()
@@ -498,7 +500,7 @@ def change_pods(url: str, pods: list[_PodItem], rate: float, seconds: float) -> 
     """Change `rate` pods a second for `seconds`, one at a time on a keep-alive connection;
     behind schedule, the next changes go out at once until it is caught up."""
     changes = restarts = 0
-    with httpx.Client(base_url=url, trust_env=False, timeout=30) as http:
+    with httpx.Client(base_url=url, headers=KUBE_AUTH, trust_env=False, timeout=30) as http:
         started = time.monotonic()
         while (now := time.monotonic()) - started < seconds:
             due = started + changes / rate

@@ -72,7 +72,7 @@ def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[st
 
 @pytest.fixture
 def api(kube: FakeKube) -> Iterator[KubeApi]:
-    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
     yield client
     client.close()
 

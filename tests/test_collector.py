@@ -68,7 +68,7 @@ def start(kube: FakeKube, outbox: StreamOutbox) -> Iterator[Callable[..., Collec
     running: list[Collector] = []
 
     def make(settings: CollectorSettings = SETTINGS) -> Collector:
-        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
         collector = Collector(api, outbox, settings=settings)
         collector.start()
         running.append(collector)
@@ -323,7 +323,7 @@ def test_the_resync_mark_is_cleared_only_once_the_resent_records_are_in_the_outb
         stream.put(model.upsert("namespace", ObjectMeta(name=f"n{i}"), {}) for i in range(61))
         assert stream.resync_needed
         Received(stream).drain()
-        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+        api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
         # A long flush window: only the resync's own commit can put what it re-sends.
         collector = Collector(
             api, stream, settings=dataclasses.replace(SETTINGS, flush_seconds=30.0)
@@ -577,7 +577,7 @@ def test_streamed_lists_and_their_fallbacks_send_what_paginated_lists_send(
 ) -> None:
     def collect(settings: CollectorSettings, directory: Path) -> Received:
         with Outbox(directory, streams=(DISCOVERY,)) as box:
-            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
             collector = Collector(api, box[DISCOVERY], settings=settings)
             collector.start()
             try:
@@ -616,7 +616,7 @@ def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
 
     def run() -> list[dict[str, Any]]:
         with Outbox(tmp_path / "queue", streams=(DISCOVERY,)) as box:
-            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+            api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
             collector = Collector(api, box[DISCOVERY], settings=settings)
             collector.start()
             received = Received(box[DISCOVERY])

@@ -24,12 +24,13 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.kube import ApiError, FakeKube
+from sandbox.kube import ApiError, FakeKube, auth
 from sandbox.kube.synthetic import SyntheticSpec, populate
 from tests.waiting import wait_until
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 NS = "shop"
+SUBPROCESS_AUTH = {"Authorization": f"Bearer {auth.DEFAULT_TOKEN}"}
 
 
 # --- fixtures and helpers --------------------------------------------------------------------
@@ -167,7 +168,12 @@ class RawAnswer:
         self.pieces: list[tuple[float, bytes]] = []
         self.ended = False
         self._socket = socket.create_connection(("127.0.0.1", kube.port), timeout=60)
-        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            "Host: 127.0.0.1",
+            f"Authorization: Bearer {kube.token}",
+            f"Content-Length: {len(body)}",
+        ]
         if content_type:
             lines.append(f"Content-Type: {content_type}")
         self.sent = time.monotonic()  # before the server can have seen the request
@@ -266,10 +272,10 @@ def test_a_paginated_list_serves_every_object_once_from_the_first_pages_snapshot
     assert first.metadata.resource_version == second.metadata.resource_version
     assert first.metadata.resource_version == third.metadata.resource_version
     # List items carry no kind/apiVersion, as upstream; single reads do.
-    raw = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods").json()
+    raw = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods", headers=kube.headers).json()
     assert raw["kind"] == "PodList" and raw["apiVersion"] == "v1"
     assert "kind" not in raw["items"][0] and "apiVersion" not in raw["items"][0]
-    single = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods/p0").json()
+    single = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods/p0", headers=kube.headers).json()
     assert (single["kind"], single["apiVersion"]) == ("Pod", "v1")
 
 
@@ -580,6 +586,7 @@ def test_watches_also_answer_the_legacy_watch_path_and_send_initial_events(
     with httpx.stream(
         "GET",
         f"{kube.url}/api/v1/watch/namespaces/{NS}/pods",
+        headers=kube.headers,
         params={
             "sendInitialEvents": "true",
             "allowWatchBookmarks": "true",
@@ -802,7 +809,10 @@ def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
     assert len(lines) == 200 and lines[0] == "line 101" and lines[-1] == "line 300"
     assert core.read_namespaced_pod_log("job-x", NS, container="main", previous=True) == "crashed\n"
     assert core.read_namespaced_pod_log("job-x", NS, container="sidecar") == ""
-    raw = httpx.get(f"{kube.url}/api/v1/namespaces/{NS}/pods/job-x/log?container=main&tailLines=1")
+    raw = httpx.get(
+        f"{kube.url}/api/v1/namespaces/{NS}/pods/job-x/log?container=main&tailLines=1",
+        headers=kube.headers,
+    )
     assert raw.headers["content-type"] == "text/plain" and raw.text == "line 300\n"
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod_log("job-x", NS)  # two containers: which one?
@@ -890,9 +900,9 @@ def test_version_and_discovery_documents_are_served(kube: FakeKube, api: client.
     assert {"apps", "batch", "autoscaling", "coordination.k8s.io", "events.k8s.io"} <= groups
     resources = client.AppsV1Api(api).get_api_resources()
     assert {r.name for r in resources.resources} >= {"deployments", "deployments/status"}
-    core_resources = httpx.get(f"{kube.url}/api/v1").json()
+    core_resources = httpx.get(f"{kube.url}/api/v1", headers=kube.headers).json()
     assert "pods/log" in {r["name"] for r in core_resources["resources"]}
-    assert httpx.get(f"{kube.url}/apis/nothing.example/v1").status_code == 404
+    assert httpx.get(f"{kube.url}/apis/nothing.example/v1", headers=kube.headers).status_code == 404
 
 
 def test_python_side_refusals_raise_api_error_with_the_status(kube: FakeKube) -> None:
@@ -1137,7 +1147,9 @@ def test_a_dripped_get_sends_its_head_at_once_and_its_body_a_byte_at_a_time(
     assert answer.arrival(start + 4) - answer.arrival(start) >= every
     assert (kube.requests[-1].path, kube.requests[-1].status) == (f"/api/v1/namespaces/{NS}", 200)
     # The drip is used up: the same request is answered at once, and began the same way.
-    assert httpx.get(f"{kube.url}/api/v1/namespaces/{NS}").content.startswith(answer.body)
+    assert httpx.get(f"{kube.url}/api/v1/namespaces/{NS}", headers=kube.headers).content.startswith(
+        answer.body
+    )
 
 
 @pytest.mark.parametrize("headers", [False, True])
@@ -1380,7 +1392,9 @@ def test_the_subprocess_mode_prints_its_url_and_stops_on_sigterm(tmp_path: Path)
         line = process.stdout.readline()
         assert line.startswith("URL http://127.0.0.1:")
         url = line.split()[1]
-        pods = httpx.get(f"{url}/api/v1/pods", params={"limit": "10"}).json()
+        pods = httpx.get(
+            f"{url}/api/v1/pods", params={"limit": "10"}, headers=SUBPROCESS_AUTH
+        ).json()
         assert pods["kind"] == "PodList" and len(pods["items"]) == 10
         assert pods["metadata"]["remainingItemCount"] == 30 + 0 - 10  # 2 cronjobs: no Jobs
         assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.30.2"

@@ -61,7 +61,7 @@ def kube(server: FakeKube) -> FakeKube:
 
 @pytest.fixture
 def http(kube: FakeKube) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=kube.url, timeout=10) as client:
+    with httpx.Client(base_url=kube.url, headers=kube.headers, timeout=10) as client:
         yield client
 
 
@@ -194,7 +194,9 @@ def test_a_streaming_list_from_a_resource_version_not_reached_yet_waits_for_it()
 
         def watch() -> None:
             params = {**STREAM, "resourceVersion": str(wanted)}
-            with httpx.stream("GET", kube.url + PODS, params=params, timeout=30) as response:
+            with httpx.stream(
+                "GET", kube.url + PODS, params=params, headers=kube.headers, timeout=30
+            ) as response:
                 answer["status"] = response.status_code
                 answer["events"] = take(response, 3)
 
@@ -215,7 +217,7 @@ def test_a_streaming_list_from_a_resource_version_never_reached_is_a_504_to_retr
         kube.create(namespace(NS))
         current = kube.current_rv
         params = {**STREAM, "resourceVersion": str(current + 5)}
-        response = httpx.get(kube.url + PODS, params=params)
+        response = httpx.get(kube.url + PODS, params=params, headers=kube.headers)
         assert kube.open_watches() == 0
     assert response.status_code == 504
     assert response.headers["retry-after"] == "1"
@@ -482,7 +484,7 @@ def test_the_streaming_list_mode_can_differ_per_resource_and_reset_restores_the_
         other.create(namespace(NS))
         other.set_streaming_lists("serve")
         other.reset()
-        assert httpx.get(other.url + PODS, params=STREAM).status_code == 422
+        assert httpx.get(other.url + PODS, params=STREAM, headers=other.headers).status_code == 422
 
 
 def test_an_unknown_streaming_list_mode_or_a_negative_cut_is_a_value_error(kube: FakeKube) -> None:
@@ -728,7 +730,7 @@ def test_the_request_log_records_each_requests_accept_header(
 ) -> None:
     http.get(SECRETS, headers={"Accept": CLIENT_GO_LIST})
     connection = HTTPConnection("127.0.0.1", kube.port, timeout=10)
-    connection.request("GET", SECRETS)  # http.client sends no Accept header
+    connection.request("GET", SECRETS, headers=kube.headers)  # http.client sends no Accept
     assert connection.getresponse().status == 200
     connection.close()
     assert [r.accept for r in kube.requests if r.path == SECRETS] == [CLIENT_GO_LIST, ""]
@@ -743,7 +745,7 @@ def test_a_continue_token_serves_its_page_again_after_the_last_page_went_out(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{n}", "namespace": "a"}}
         for n in range(3)
     )
-    with httpx.Client(base_url=kube.url, trust_env=False) as http:
+    with httpx.Client(base_url=kube.url, headers=kube.headers, trust_env=False) as http:
         first = http.get("/api/v1/configmaps", params={"limit": "1"}).json()
         token = first["metadata"]["continue"]
         rest = http.get("/api/v1/configmaps", params={"limit": "5", "continue": token})

@@ -14,7 +14,7 @@ from sandbox.kube import FakeKube
 
 @pytest.fixture
 def api(kube: FakeKube) -> Iterator[KubeApi]:
-    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+    client = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
     yield client
     client.close()
 

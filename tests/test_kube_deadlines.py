@@ -25,7 +25,7 @@ NAMESPACES = "/api/v1/namespaces"
 
 @pytest.fixture
 def collector_kube(kube: FakeKube) -> Iterator[CollectorKube]:
-    target = KubeTarget(server=kube.url, verify=False, token=lambda: "t")
+    target = KubeTarget(server=kube.url, verify=False, token=lambda: kube.token)
     api = CollectorKube(target, deadline_seconds=0.5)
     yield api
     api.close()

@@ -20,7 +20,7 @@ class Replica:
     """One agent replica's elector, with what its callbacks saw."""
 
     def __init__(self, kube: FakeKube, identity: str, **timing: float) -> None:
-        self.api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: "t"))
+        self.api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
         self.started = threading.Event()
         self.stopped = threading.Event()
         settings = LeaseSettings(

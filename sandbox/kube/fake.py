@@ -16,17 +16,21 @@ need it, so a process that runs the fake does not pay for the client's models.
 
 from __future__ import annotations
 
+import base64
 import builtins
+import functools
+import ssl
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sandbox.kube import resources
+from sandbox.kube import auth, resources
+from sandbox.kube.auth import Tokens
 from sandbox.kube.controllers import Controllers
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
 from sandbox.kube.lists import Pager, matcher
@@ -49,6 +53,8 @@ from sandbox.serving import HOST
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
+
+    from sandbox.tls import TLSAuthority
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -95,11 +101,12 @@ class FakeKube:
         history: int = 1000,
         watch_expired: str = "event",
         max_list_snapshots: int = 32,
-        git_version: str = "v1.30.2",
+        git_version: str = "v1.37.1",
         request_log_limit: int = 100_000,
         streaming_lists: str = "serve",
         too_large_rv_wait: float = 3.0,
         controllers: Iterable[str] = (),
+        tokens: Mapping[str, str] | None = None,
     ) -> None:
         _check_mode(watch_expired)
         _check_streaming_mode(streaming_lists)
@@ -110,6 +117,8 @@ class FakeKube:
         self._faults = Faults()
         self._log = RequestLog(request_log_limit)
         self._pod_logs = PodLogs()
+        self._default_tokens = dict(tokens or {auth.DEFAULT_TOKEN: auth.DEFAULT_USER})
+        self._tokens = Tokens(self._default_tokens)
         self._controllers = Controllers(self._store)
         self._default_controllers = tuple(controllers)
         for name in self._default_controllers:
@@ -118,20 +127,28 @@ class FakeKube:
             bookmark_interval, watch_expired, git_version, streaming_lists, too_large_rv_wait
         )
         self._backend = Backend(
-            self._store, self._pager, self._faults, self._log, self._pod_logs, self._settings
+            self._store,
+            self._pager,
+            self._faults,
+            self._log,
+            self._pod_logs,
+            self._settings,
+            self._tokens,
         )
         self._stalls: list[threading.Event] = []
         self._stalls_lock = threading.Lock()
         self._server: KubeServer | None = None
         self._thread: threading.Thread | None = None
         self._lifecycle = threading.Lock()
+        self._lifecycle_tls = threading.Lock()
+        self._server_context: ssl.SSLContext | None = None
 
     # lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> FakeKube:
         with self._lifecycle:
             if self._server is None:
-                server = KubeServer(self._port, Router(self._backend))
+                server = KubeServer(self._port, Router(self._backend), self._tls_context)
                 self._port = server.server_address[1]
                 thread = threading.Thread(
                     target=server.serve_forever,
@@ -179,6 +196,24 @@ class FakeKube:
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
 
+    @property
+    def https_url(self) -> str:
+        """The same server over TLS (the port answers both), certified by `tls`."""
+        return f"https://{HOST}:{self.port}"
+
+    @functools.cached_property
+    def tls(self) -> TLSAuthority:
+        """The throw-away CA of the TLS side, made on first use (kubeconfig or handshake)."""
+        from sandbox.tls import TLSAuthority  # trustme is needed only for TLS
+
+        return TLSAuthority()
+
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._lifecycle_tls:
+            if self._server_context is None:
+                self._server_context = self.tls.server_context()
+            return self._server_context
+
     def reset(self) -> None:
         """Back to an empty cluster with the constructor's settings; open watches and
         dripped answers end, scripted faults are forgotten.
@@ -199,10 +234,31 @@ class FakeKube:
         self._settings.streaming_lists = streaming
         self._settings.watch_expired_for.clear()
         self._settings.streaming_lists_for.clear()
+        self._tokens.reset(self._default_tokens)
         for name in self._controllers.running():
             self._controllers.disable(name)
         for name in self._default_controllers:
             self._controllers.enable(name)
+
+    # authentication -----------------------------------------------------------------------
+
+    @property
+    def token(self) -> str:
+        """A token the fake accepts (the first one it was given)."""
+        return next(iter(self._default_tokens))
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Authorization header of `token`, for raw HTTP clients."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def add_token(self, token: str, user: str) -> None:
+        """Accept `token` as `user` from now on (a new or rotated ServiceAccount token)."""
+        self._tokens.add(token, user)
+
+    def remove_token(self, token: str) -> None:
+        """Refuse `token` from now on (401), as after a rotation or a deleted ServiceAccount."""
+        self._tokens.remove(token)
 
     # controllers ------------------------------------------------------------------------
 
@@ -480,20 +536,28 @@ class FakeKube:
     # clients ------------------------------------------------------------------------------
 
     def kubeconfig(
-        self, path: str | Path, *, namespace: str = "default", token: str = "fake-token"
+        self,
+        path: str | Path,
+        *,
+        namespace: str = "default",
+        token: str | None = None,
+        tls: bool = False,
     ) -> Path:
-        """Write a kubeconfig for this server (insecure, a dummy bearer token)."""
+        """Write a kubeconfig for this server; `token` defaults to `self.token`.
+
+        Plain http unless `tls`: then https, with the fake's CA as
+        `certificate-authority-data`, which is what kubectl needs before it sends a token.
+        """
         path = Path(path)
+        cluster: dict[str, Any] = {"server": self.url, "insecure-skip-tls-verify": True}
+        if tls:
+            authority = base64.b64encode(self.tls.ca_pem).decode("ascii")
+            cluster = {"server": self.https_url, "certificate-authority-data": authority}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": "fake",
-                    "cluster": {"server": self.url, "insecure-skip-tls-verify": True},
-                }
-            ],
-            "users": [{"name": "fake", "user": {"token": token}}],
+            "clusters": [{"name": "fake", "cluster": cluster}],
+            "users": [{"name": "fake", "user": {"token": token or self.token}}],
             "contexts": [
                 {
                     "name": "fake",
@@ -507,12 +571,12 @@ class FakeKube:
         path.write_bytes(msgspec.json.format(_encode(config)) + b"\n")
         return path
 
-    def client_configuration(self, *, token: str = "fake-token") -> Configuration:
+    def client_configuration(self, *, token: str | None = None) -> Configuration:
         """A `kubernetes.client.Configuration` pointing at this server."""
         from kubernetes.client import Configuration
 
         configuration = Configuration(host=self.url)
-        configuration.api_key = {"authorization": f"Bearer {token}"}
+        configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         configuration.verify_ssl = False
         return configuration
 

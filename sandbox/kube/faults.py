@@ -50,6 +50,7 @@ class RequestRecord:
     watch: bool
     time: float
     accept: str  # the Accept header, "" when there was none
+    user: str = ""  # who the request authenticated as; "" when it did not
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +223,10 @@ class RequestLog:
         watch: bool,
         arrived: float,
         accept: str,
+        user: str,
     ) -> None:
         qualified = resource.qualified if resource else None
-        record = RequestRecord(method, path, query, code, qualified, watch, arrived, accept)
+        record = RequestRecord(method, path, query, code, qualified, watch, arrived, accept, user)
         with self._lock:
             self._records.append(record)
             self._count += 1

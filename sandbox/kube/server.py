@@ -33,6 +33,7 @@ import copy
 import io
 import select
 import socket
+import ssl
 import time
 import traceback
 from collections.abc import Callable
@@ -43,7 +44,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import resources, status
+from sandbox.kube import admission, openapi, resources, status
+from sandbox.kube.admission import WriteOptions
+from sandbox.kube.auth import Tokens
 from sandbox.kube.faults import Drip, Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.negotiation import Choice, negotiate
@@ -66,6 +69,7 @@ _PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
     "application/strategic-merge-patch+json": strategic_merge_patch,
     "application/json-patch+json": json_patch,
 }
+_TLS_HANDSHAKE = b"\x16"  # the content type of a TLS handshake record, its first byte
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -96,6 +100,7 @@ class Backend:
     log: RequestLog
     pod_logs: PodLogs
     settings: Settings
+    tokens: Tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,16 +208,18 @@ class Router:
         watch = self._is_watch(handler.command, route, query)
 
         accept = handler.headers.get("Accept", "")
+        user = ""
 
         # Logged when the status line goes out, so a watch is in the log while it streams.
         def record(code: int) -> None:
             self.backend.log.add(
-                handler.command, path, query, code, resource, watch, arrived, accept
+                handler.command, path, query, code, resource, watch, arrived, accept, user
             )
 
         handler.record = record
         handler.drip = None
         try:
+            user = self.backend.tokens.authenticate(path, handler.headers.get("Authorization"))
             verb = self._verb(handler.command, route, watch)
             fault = self.backend.faults.check(
                 path, resource, verb, route.namespace if route else None
@@ -271,6 +278,14 @@ class Router:
             return
         elif stripped == "/_sandbox/stats":
             doc = self.stats()
+        elif stripped == "/openapi/v3":
+            doc = openapi.index(settings.git_version)
+        elif stripped.startswith("/openapi/v3/"):
+            found = openapi.find(settings.git_version, stripped.removeprefix("/openapi/v3/"))
+            if found is None:
+                raise status.path_not_found()
+            handler.reply(200, found)
+            return
         else:
             parts = stripped.strip("/").split("/")
             doc = None
@@ -313,17 +328,19 @@ class Router:
                 return self._create(handler, route, query, raw, choice)
             raise status.method_not_allowed(method)
         store = self.backend.store
+        warnings: list[str] = []
         if method == "GET":
             entry = store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry = self._put(route, query, raw, status_only=False)
+            entry, warnings = self._put(route, query, raw, status_only=False)
         elif method == "PATCH":
-            entry = self._patch(handler, route, query, raw, status_only=False)
+            entry, warnings = self._patch(handler, route, query, raw, status_only=False)
         elif method == "DELETE":
             return self._delete(handler, route, query, raw, choice)
         else:
             raise status.method_not_allowed(method)
-        handler.reply(200, choice.for_object(resource).entry(resource, entry))
+        body = choice.for_object(resource).entry(resource, entry)
+        handler.reply(200, body, headers=admission.warning_headers(warnings))
 
     def _subresource(
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes
@@ -337,15 +354,17 @@ class Router:
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
         choice = _choice(handler)
+        warnings: list[str] = []
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry = self._put(route, query, raw, status_only=True)
+            entry, warnings = self._put(route, query, raw, status_only=True)
         elif method == "PATCH":
-            entry = self._patch(handler, route, query, raw, status_only=True)
+            entry, warnings = self._patch(handler, route, query, raw, status_only=True)
         else:
             raise status.method_not_allowed(method)
-        handler.reply(200, choice.for_object(resource).entry(resource, entry))
+        body = choice.for_object(resource).entry(resource, entry)
+        handler.reply(200, body, headers=admission.warning_headers(warnings))
 
     def _list(self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice) -> None:
         resource = route.resource
@@ -376,25 +395,58 @@ class Router:
                     "the request"
                 )
             metadata["namespace"] = namespace
+        options = WriteOptions.parse(query, "CreateOptions")
+        if str(metadata.get("resourceVersion") or "0") != "0":
+            raise status.bad_request("resourceVersion should not be set on objects to be created")
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
             metadata.pop(server_owned, None)
-        entry = self.backend.store.create(resource, body)
-        handler.reply(201, choice.for_object(resource).entry(resource, entry))
+        if resource.status:  # a status subresource's kind starts with an empty status
+            body["status"] = {}
+        warnings = self._admit(resource, body, None, options)
+        entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
+        answer = choice.for_object(resource).entry(resource, entry)
+        handler.reply(201, answer, headers=admission.warning_headers(warnings))
 
-    def _put(self, route: Route, query: dict[str, str], raw: bytes, *, status_only: bool) -> Any:
+    def _admit(
+        self,
+        resource: Resource,
+        obj: dict[str, Any],
+        stored: dict[str, Any] | None,
+        options: WriteOptions,
+    ) -> list[str]:
+        return admission.admit(self.backend.settings.git_version, resource, obj, stored, options)
+
+    def _put(
+        self, route: Route, query: dict[str, str], raw: bytes, *, status_only: bool
+    ) -> tuple[Any, list[str]]:
         resource = route.resource
         body = _object_body(raw, resource)
+        options = WriteOptions.parse(query, "UpdateOptions")
         keep_status = resource.status and not status_only
+        warnings: list[str] = []
 
         def replace(current: dict[str, Any]) -> dict[str, Any]:
+            uid = body["metadata"].get("uid")
+            if uid and uid != current["metadata"].get("uid"):
+                raise status.conflict(
+                    resource,
+                    str(route.name),
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    f"{current['metadata'].get('uid')}",
+                )
+            new = body
             if status_only:
-                return _with_status(current, body.get("status"), body["metadata"])
-            if keep_status:
-                _set_status(body, current.get("status"))
-            return body
+                new = _with_status(current, body.get("status"), body["metadata"])
+            elif keep_status:
+                _set_status(new, current.get("status"))
+            warnings.extend(self._admit(resource, new, current, options))
+            return new
 
         assert route.name is not None
-        return self.backend.store.modify(resource, route.namespace, route.name, replace)
+        entry = self.backend.store.modify(
+            resource, route.namespace, route.name, replace, dry_run=options.dry_run
+        )
+        return entry, warnings
 
     def _patch(
         self,
@@ -404,7 +456,7 @@ class Router:
         raw: bytes,
         *,
         status_only: bool,
-    ) -> Any:
+    ) -> tuple[Any, list[str]]:
         resource = route.resource
         content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         patcher = _PATCHERS.get(content_type)
@@ -415,21 +467,34 @@ class Router:
             raise status.bad_request("a JSON patch must be a list of operations")
         if patcher is not json_patch and not isinstance(patch, dict):
             raise status.bad_request("a merge patch must be a JSON object")
+        options = WriteOptions.parse(query, "PatchOptions")
         keep_status = resource.status and not status_only
+        warnings: list[str] = []
 
         def apply(current: dict[str, Any]) -> dict[str, Any]:
             # JSON patch works in place; the current status must survive it.
             patched = patcher(copy.deepcopy(current), patch)
             if not isinstance(patched, dict):
                 raise PatchError("the patch does not leave an object")
+            uid = (patched.get("metadata") or {}).get("uid")
+            if uid != current["metadata"].get("uid"):
+                raise status.invalid_object(
+                    resource,
+                    str(route.name),
+                    [status.invalid_field("metadata.uid", uid, "field is immutable")],
+                )
             if status_only:
-                return _with_status(current, patched.get("status"), patched.get("metadata"))
-            if keep_status:
+                patched = _with_status(current, patched.get("status"), patched.get("metadata"))
+            elif keep_status:
                 _set_status(patched, current.get("status"))
+            warnings.extend(self._admit(resource, patched, current, options))
             return patched
 
         assert route.name is not None
-        return self.backend.store.modify(resource, route.namespace, route.name, apply)
+        entry = self.backend.store.modify(
+            resource, route.namespace, route.name, apply, dry_run=options.dry_run
+        )
+        return entry, warnings
 
     def _delete(
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
@@ -613,6 +678,17 @@ class _Handler(BaseHTTPRequestHandler):
     record: Callable[[int], None] | None = None  # logs the request once its status is known
     drip: Drip | None = None  # how to trickle out this request's answer, if it is dripped
 
+    def setup(self) -> None:
+        # One port speaks both: a connection that opens with a TLS handshake record gets
+        # TLS (kubectl sends bearer tokens only over TLS), any other plain HTTP. The
+        # handshake runs in the connection's own thread, never in the accept loop.
+        connection: socket.socket = self.request
+        with contextlib.suppress(OSError):
+            if connection.recv(1, socket.MSG_PEEK) == _TLS_HANDSHAKE:
+                tls = self.server.tls_context().wrap_socket(connection, server_side=True)
+                self.request = tls
+        super().setup()
+
     def send_response(self, code: int, message: str | None = None) -> None:
         super().send_response(code, message)
         record, self.record = self.record, None
@@ -709,6 +785,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class KubeServer(LoopbackServer):
-    def __init__(self, port: int, router: Router) -> None:
+    def __init__(
+        self, port: int, router: Router, tls_context: Callable[[], ssl.SSLContext]
+    ) -> None:
         self.router = router
+        self.tls_context = tls_context
         super().__init__(port, _Handler)

@@ -126,6 +126,32 @@ def forbidden_field(field: str, detail: str) -> FieldError:
     return FieldError(field, "FieldValueForbidden", f"Forbidden: {detail}")
 
 
+def invalid_field(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(field, "FieldValueInvalid", f"Invalid value: {go_value(value)}: {detail}")
+
+
+def required_field(field: str, detail: str = "") -> FieldError:
+    return FieldError(
+        field, "FieldValueRequired", "Required value" + (f": {detail}" if detail else "")
+    )
+
+
+def too_long_field(field: str, limit: int) -> FieldError:
+    return FieldError(field, "FieldValueTooLong", f"Too long: must have at most {limit} bytes")
+
+
+def go_value(value: Any) -> str:
+    """A value as Go's `%#v` prints it in field errors: "text", 5, map[string]string{...}."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{go_value(k)}:{go_value(v)}" for k, v in value.items())
+        return f"map[string]string{{{pairs}}}"
+    return str(value)
+
+
 def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> FieldError:
     quoted = ", ".join(msgspec.json.encode(v).decode() for v in supported)
     body = f"Unsupported value: {msgspec.json.encode(value).decode()}: supported values: {quoted}"
@@ -134,8 +160,13 @@ def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> Fie
 
 def invalid_list_options(errors: list[FieldError]) -> ApiError:
     """422 for query parameters a list or watch may not carry together."""
-    details = {"group": "meta.k8s.io", "kind": "ListOptions"}
-    return _invalid('ListOptions.meta.k8s.io ""', details, errors)
+    return invalid_options("ListOptions", errors)
+
+
+def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
+    """422 for a request's options (`ListOptions`, `CreateOptions`, ...) that do not hold."""
+    details = {"group": "meta.k8s.io", "kind": kind}
+    return _invalid(f'{kind}.meta.k8s.io ""', details, errors)
 
 
 def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:
@@ -193,6 +224,11 @@ def continue_expired(fresh_token: str | None) -> ApiError:
     )
     metadata = {"continue": fresh_token} if fresh_token else None
     return ApiError(410, "Expired", message, metadata=metadata)
+
+
+def unauthorized() -> ApiError:
+    # Upstream's Status for a failed authentication carries no details.
+    return ApiError(401, "Unauthorized", "Unauthorized")
 
 
 def forbidden(resource: Resource | None, verb: str, namespace: str | None) -> ApiError:

@@ -193,21 +193,31 @@ class Store:
 
     # writing ------------------------------------------------------------------------------
 
-    def create(self, resource: Resource, obj: dict[str, Any], *, overwrite: bool = False) -> Entry:
-        """Store a new object (`obj` is consumed). Keeps a uid/creationTimestamp it carries."""
+    def create(
+        self,
+        resource: Resource,
+        obj: dict[str, Any],
+        *,
+        overwrite: bool = False,
+        dry_run: bool = False,
+    ) -> Entry:
+        """Store a new object (`obj` is consumed). Keeps a uid/creationTimestamp it carries.
+        `dry_run`: check and answer what would be stored (no resourceVersion), store nothing."""
         with self.lock:
-            return self._create(resource, obj, overwrite)
+            return self._create(resource, obj, overwrite, dry_run)
 
     def create_many(self, resource: Resource, objs: Iterable[dict[str, Any]]) -> int:
         """Bulk load (existing objects are replaced); one lock for the lot."""
         count = 0
         with self.lock:
             for obj in objs:
-                self._create(resource, obj, True)
+                self._create(resource, obj, True, False)
                 count += 1
         return count
 
-    def _create(self, resource: Resource, obj: dict[str, Any], overwrite: bool) -> Entry:
+    def _create(
+        self, resource: Resource, obj: dict[str, Any], overwrite: bool, dry_run: bool
+    ) -> Entry:
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
         namespace, name = self._identity(resource, obj)
@@ -222,6 +232,8 @@ class Store:
             metadata["creationTimestamp"] = timestamp()
         if resource.generation and not metadata.get("generation"):
             metadata["generation"] = 1
+        if dry_run:
+            return self._stamp(resource, obj, namespace, name, None)
         entry = self._stamp(resource, obj, namespace, name, self._next_rv())
         self._store(kind, entry, old)
         return entry
@@ -232,8 +244,10 @@ class Store:
         namespace: str | None,
         name: str,
         mutate: Callable[[dict[str, Any]], Any],
+        *,
+        dry_run: bool = False,
     ) -> Entry:
-        """Replace an object with `mutate(current)`.
+        """Replace an object with `mutate(current)` (`dry_run`: answer it, store nothing).
 
         A `metadata.resourceVersion` in the result that differs from the stored one is a
         409 Conflict (the precondition of PUT and of patches that carry one). Identity
@@ -283,6 +297,8 @@ class Store:
                 metadata["generation"] = generation
             if new == before:
                 return old
+            if dry_run:
+                return self._stamp(resource, new, scope, name, old.rv)
             entry = self._stamp(resource, new, scope, name, self._next_rv())
             self._store(kind, entry, old)
             return entry
@@ -367,10 +383,14 @@ class Store:
         return namespace, name
 
     def _stamp(
-        self, resource: Resource, obj: dict[str, Any], namespace: str, name: str, rv: int
+        self, resource: Resource, obj: dict[str, Any], namespace: str, name: str, rv: int | None
     ) -> Entry:
+        """The entry for `obj` at `rv` (None: a dry-run create, which has no version yet)."""
         metadata = obj["metadata"]
-        metadata["resourceVersion"] = str(rv)
+        if rv is None:
+            metadata.pop("resourceVersion", None)
+        else:
+            metadata["resourceVersion"] = str(rv)
         labels = metadata.get("labels")
         if not isinstance(labels, dict):
             labels = _NO_LABELS
@@ -378,7 +398,7 @@ class Store:
             namespace,
             name,
             metadata["uid"],
-            rv,
+            rv or 0,
             labels,
             extract_fields(resource, obj),
             _encode(obj),

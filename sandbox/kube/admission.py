@@ -1,0 +1,113 @@
+"""A write's body on its way to the store: decoded, pruned, defaulted and validated as
+kube-apiserver does it for every create, update and patch over HTTP.
+
+Order, as upstream: the decoder refuses values of the wrong type (400); fields the schema
+lacks are handled as the request's `fieldValidation` says (Strict: 400 naming them all;
+Warn, the default: dropped, each named in a `Warning` header; Ignore: dropped); the kind's
+defaults are filled in; validation refuses what breaks its rules (422 Invalid). For
+patches this runs on the patched object, and fields the stored object already carried are
+not held against the patch. Writes made through the Python side of the fake skip all of
+this, so tests can seed any object. Source:
+https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.kube import decoding, defaulting, schemas, status, validation
+from sandbox.kube.resources import Resource
+
+FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
+DRY_RUN = ("All",)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """The query parameters every write takes: `fieldValidation` and `dryRun`."""
+
+    field_validation: str
+    dry_run: bool
+
+    @classmethod
+    def parse(cls, query: dict[str, str], options_kind: str) -> WriteOptions:
+        """`options_kind` names the options in a 422 (CreateOptions, PatchOptions, ...)."""
+        errors = []
+        chosen = query.get("fieldValidation") or "Warn"
+        if chosen not in FIELD_VALIDATION:
+            errors.append(status.unsupported_field("fieldValidation", chosen, FIELD_VALIDATION))
+        dry_run = query.get("dryRun", "")
+        if dry_run not in ("", *DRY_RUN):
+            errors.append(status.unsupported_field("dryRun", dry_run, DRY_RUN))
+        if errors:
+            raise status.invalid_options(options_kind, errors)
+        return cls(chosen, dry_run == "All")
+
+
+def admit(
+    git_version: str,
+    resource: Resource,
+    obj: dict[str, Any],
+    stored: dict[str, Any] | None,
+    options: WriteOptions,
+) -> list[str]:
+    """Make `obj` what the server would store, in place; returns the warnings to send.
+    `stored` is the object a PUT or PATCH replaces (None for a create)."""
+    release = schemas.for_version(git_version)
+    definition = release.for_kind(resource.group, resource.version, resource.kind)
+    warnings: list[str] = []
+    if definition is not None:
+        warnings = _prune(release, definition, resource, obj, stored, options)
+    defaulting.apply(resource.api_version, resource.kind, obj)
+    errors = validation.validate(resource.group, resource.kind, obj)
+    if errors:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        raise status.invalid_object(resource, name, errors)
+    return warnings
+
+
+def _prune(
+    release: schemas.Schemas,
+    definition: str,
+    resource: Resource,
+    obj: dict[str, Any],
+    stored: dict[str, Any] | None,
+    options: WriteOptions,
+) -> list[str]:
+    try:
+        unknown = decoding.unknown_fields(release, definition, obj)
+    except decoding.DecodeError as error:
+        raise _cannot_handle(resource, str(error)) from None
+    if stored is not None and unknown:
+        try:
+            already = {f.path for f in decoding.unknown_fields(release, definition, stored)}
+        except decoding.DecodeError:
+            already = set()
+        unknown = [field for field in unknown if field.path not in already]
+    if not unknown:
+        return []
+    if options.field_validation == "Strict":
+        listed = ", ".join(f'unknown field "{field.path}"' for field in unknown)
+        raise _cannot_handle(resource, f"strict decoding error: {listed}")
+    for field in unknown:
+        field.prune()
+    if options.field_validation == "Ignore":
+        return []
+    return [f'unknown field "{field.path}"' for field in unknown]
+
+
+def _cannot_handle(resource: Resource, detail: str) -> status.ApiError:
+    kind, version = resource.kind, resource.version
+    return status.bad_request(
+        f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}'
+    )
+
+
+def warning_headers(warnings: list[str]) -> tuple[tuple[str, str], ...]:
+    """`Warning: 299 - "text"` headers, as the real server sends them (RFC 7234 form)."""
+    return tuple(("Warning", f'299 - "{_quote(text)}"') for text in warnings)
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')

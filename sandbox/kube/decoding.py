@@ -1,0 +1,189 @@
+"""A request body held against its kind's schema, as the real server's decoder holds it.
+
+kube-apiserver decodes a body into the kind's Go struct. A value of the wrong JSON type, an
+integer out of its Go range or a timestamp Go cannot parse stops the decode: 400
+BadRequest, `Deployment in version "v1" cannot be handled as a Deployment: json: cannot
+unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32`. A field
+the struct does not have is an *unknown field*: what happens to it is the request's
+`fieldValidation` choice (see `admission`). Sources: the API concepts page
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation) and
+sigs.k8s.io/json's strict decoder, which names unknown fields by their path
+(`spec.template.spec.containers[0].foo`).
+
+The walk follows the schema's `$ref`s; definitions without properties (RawExtension,
+FieldsV1, JSON) take anything, as Go's `json.RawMessage` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.kube import gotime
+from sandbox.kube.schemas import Schemas, go_type, ref_name
+
+_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+_MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+class DecodeError(Exception):
+    """The decoder's own words, without the `cannot be handled as` prefix."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownField:
+    path: str  # as upstream prints it: spec.containers[0].foo
+    parent: dict[str, Any]
+    key: str
+
+    def prune(self) -> None:
+        self.parent.pop(self.key, None)
+
+
+def unknown_fields(schemas: Schemas, definition: str, obj: dict[str, Any]) -> list[UnknownField]:
+    """Every field of `obj` its schema lacks; `DecodeError` on the first value Go would not
+    decode."""
+    found: list[UnknownField] = []
+    _Walk(schemas, found).value(obj, {"$ref": f"#/$defs/{definition}"}, "", "")
+    return found
+
+
+class _Walk:
+    def __init__(self, schemas: Schemas, found: list[UnknownField]) -> None:
+        self.schemas = schemas
+        self.found = found
+
+    def value(self, value: Any, schema: dict[str, Any], path: str, struct: str) -> None:
+        ref = schema.get("$ref")
+        go = _go_name(schema, self.schemas)
+        if ref is not None:
+            name = ref_name(ref)
+            if name in (_TIME, _MICRO_TIME):
+                return self.time(value, path, struct, micro=name == _MICRO_TIME)
+            schema = self.schemas.definition(name)
+            if path:
+                # Go names the struct that holds the field: keep the parent's for this one.
+                self.check_type(value, schema, path, struct, go)
+            struct_here = go_type(name)
+        else:
+            self.check_type(value, schema, path, struct, go)
+            struct_here = struct
+        if value is None:
+            return
+        if isinstance(value, dict):
+            self.members(value, schema, path, struct_here)
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            for index, item in enumerate(value):
+                self.value(item, schema["items"], f"{path}[{index}]", struct_here)
+
+    def members(self, obj: dict[str, Any], schema: dict[str, Any], path: str, struct: str) -> None:
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, member in list(obj.items()):
+            where = f"{path}.{key}" if path else key
+            if properties is not None and key in properties:
+                self.value(member, properties[key], where, struct)
+            elif properties is not None:
+                self.found.append(UnknownField(where, obj, key))
+            elif isinstance(extra, dict):
+                self.value(member, extra, path, struct)
+
+    def check_type(
+        self, value: Any, schema: dict[str, Any], path: str, struct: str, go: str
+    ) -> None:
+        if value is None:
+            return
+        allowed = _types(schema)
+        if not allowed:
+            return
+        kind = _json_type(value)
+        if kind == "integer" and "integer" not in allowed and "number" in allowed:
+            return
+        if kind in allowed:
+            if kind == "integer" and schema.get("format") in _INT_RANGES:
+                low, high = _INT_RANGES[schema["format"]]
+                if not low <= value <= high:
+                    raise DecodeError(_unmarshal(f"number {value}", path, struct, go))
+            return
+        # Go quotes the number only when it was aimed at an integer it cannot fill.
+        numeric_target = "integer" in allowed and kind in ("integer", "number")
+        described = f"number {value}" if numeric_target else _GO_JSON[kind]
+        raise DecodeError(_unmarshal(described, path, struct, go))
+
+    def time(self, value: Any, path: str, struct: str, *, micro: bool) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str):
+            go = "v1.MicroTime" if micro else "v1.Time"
+            raise DecodeError(_unmarshal(_GO_JSON[_json_type(value)], path, struct, go))
+        problem = gotime.time_error(value, micro=micro)
+        if problem is not None:
+            raise DecodeError(problem)
+
+
+_GO_JSON = {
+    "string": "string",
+    "boolean": "bool",
+    "object": "object",
+    "array": "array",
+    "integer": "number",
+    "number": "number",
+}
+
+
+def _unmarshal(described: str, path: str, struct: str, go: str) -> str:
+    return f"json: cannot unmarshal {described} into Go struct field {struct}.{path} of type {go}"
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    if "oneOf" in schema:
+        return {t for option in schema["oneOf"] for t in _types(option)}
+    declared = schema.get("type")
+    if declared is None:
+        return set()
+    names = {declared} if isinstance(declared, str) else set(declared)
+    names.discard("null")
+    return names
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _go_name(schema: dict[str, Any], schemas: Schemas) -> str:
+    """The Go type a schema stands for, as decode errors print it (`int32`, `v1.PodSpec`)."""
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref_name(ref)
+        if "intstr" in name:
+            return "intstr.IntOrString"
+        if "resource.Quantity" in name:
+            return "resource.Quantity"
+        return ".".join(name.rsplit(".", 2)[-2:])
+    types = _types(schema)
+    if "array" in types:
+        items = schema.get("items")
+        return "[]" + (_go_name(items, schemas) if isinstance(items, dict) else "interface {}")
+    if "object" in types:
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return f"map[string]{_go_name(extra, schemas)}"
+        return "map[string]interface {}"
+    if "integer" in types:
+        return str(schema.get("format") or "int64")
+    if "number" in types:
+        return "float64"
+    if "boolean" in types:
+        return "bool"
+    return "string"
