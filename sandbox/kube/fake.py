@@ -29,9 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sandbox.kube import auth, resources
+from sandbox.kube import (
+    auth,
+    garbage,  # noqa: F401  (importing it registers the controller)
+    namespaces,
+    resources,
+)
 from sandbox.kube.auth import Tokens
 from sandbox.kube.controllers import Controllers
+from sandbox.kube.deletion import DeleteOptions
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.options import STREAMING_LIST_MODES
@@ -90,7 +96,11 @@ class FakeKube:
     served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
     annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
     resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
-    `controllers`: names from `controllers.REGISTRY` to run from the start (none by default).
+    `controllers`: names from `controllers.REGISTRY` to run from the start; the namespace
+    controller always runs (a namespace marked for deletion is emptied, then goes).
+    `system_namespaces`: `default`, `kube-system` and `kube-public` exist from the start
+    and after `reset()`, as in a real cluster (off: a test creates the namespaces it uses,
+    since an HTTP create into a missing namespace is 404).
     """
 
     def __init__(
@@ -107,6 +117,7 @@ class FakeKube:
         too_large_rv_wait: float = 3.0,
         controllers: Iterable[str] = (),
         tokens: Mapping[str, str] | None = None,
+        system_namespaces: bool = False,
     ) -> None:
         _check_mode(watch_expired)
         _check_streaming_mode(streaming_lists)
@@ -120,7 +131,9 @@ class FakeKube:
         self._default_tokens = dict(tokens or {auth.DEFAULT_TOKEN: auth.DEFAULT_USER})
         self._tokens = Tokens(self._default_tokens)
         self._controllers = Controllers(self._store)
-        self._default_controllers = tuple(controllers)
+        self._default_controllers = tuple(dict.fromkeys((namespaces.CONTROLLER, *controllers)))
+        self._system_namespaces = system_namespaces
+        self._seed_namespaces()
         for name in self._default_controllers:
             self._controllers.enable(name)
         self._settings = Settings(
@@ -239,6 +252,12 @@ class FakeKube:
             self._controllers.disable(name)
         for name in self._default_controllers:
             self._controllers.enable(name)
+        self._seed_namespaces()
+
+    def _seed_namespaces(self) -> None:
+        if self._system_namespaces:
+            for name in namespaces.PROTECTED:
+                self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # authentication -----------------------------------------------------------------------
 
@@ -276,7 +295,9 @@ class FakeKube:
     # objects ------------------------------------------------------------------------------
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create an object (its `apiVersion`/`kind` say where); returns it as stored."""
+        """Create an object (its `apiVersion`/`kind` say where); returns it as stored. No
+        admission, so seeding into a namespace that does not exist (or is terminating)
+        works here, where an HTTP create is refused."""
         resource = resources.for_object(obj)
         return self._full(resource, self._store.create(resource, _copy(obj)))
 
@@ -335,13 +356,21 @@ class FakeKube:
 
         return self._full(target, self._store.modify(target, namespace, name, apply))
 
-    def delete(self, resource: ResourceName, namespace: str | None, name: str) -> dict[str, Any]:
-        """Delete at once (a namespace takes its contents along); returns the last state."""
+    def delete(
+        self,
+        resource: ResourceName,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete as a client's DELETE does (no admission: protected namespaces too):
+        returns the last state of an object that went, or the object marked for deletion
+        when finalizers (or, for a namespace, the namespace controller) must act first."""
         target = resources.resolve(resource)
-        gone = self._store.delete(target, namespace, name)
-        if target.plural == "namespaces" and not target.group:
-            self._store.delete_namespace_contents(name)
-        return self._full(target, gone)
+        options = DeleteOptions(propagation=propagation_policy)
+        entry, _ = self._store.delete(target, namespace, name, options)
+        return self._full(target, entry)
 
     def get(self, resource: ResourceName, namespace: str | None, name: str) -> dict[str, Any]:
         target = resources.resolve(resource)

@@ -8,7 +8,8 @@ Collections: GET lists (paged by `limit`/`continue`) or watches (`watch` true as
 reads booleans, chunked newline-delimited JSON; streaming lists with `sendInitialEvents`,
 as `Settings.streaming_lists` has it), POST creates. Objects: GET, PUT (409 on a stale
 resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
-stale resourceVersion), DELETE (with preconditions). `status` subresources write only
+stale resourceVersion), DELETE (`deletion.DeleteOptions`; what has finalizers waits for
+them, a namespace for the namespace controller). `status` subresources write only
 `.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
 answers text/plain. The Accept header of every other resource request is negotiated
 (`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
@@ -44,9 +45,10 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, openapi, resources, status
+from sandbox.kube import admission, namespaces, openapi, resources, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
+from sandbox.kube.deletion import DeleteOptions
 from sandbox.kube.faults import Drip, Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.negotiation import Choice, negotiate
@@ -398,10 +400,18 @@ class Router:
         options = WriteOptions.parse(query, "CreateOptions")
         if str(metadata.get("resourceVersion") or "0") != "0":
             raise status.bad_request("resourceVersion should not be set on objects to be created")
-        for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        for server_owned in (
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ):
             metadata.pop(server_owned, None)
         if resource.status:  # a status subresource's kind starts with an empty status
             body["status"] = {}
+        namespaces.check_create(self.backend.store, resource, body)
         warnings = self._admit(resource, body, None, options)
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
         answer = choice.for_object(resource).entry(resource, entry)
@@ -500,24 +510,17 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
     ) -> None:
         resource = route.resource
-        options = _json_body(raw) if raw.strip() else {}
-        preconditions = options.get("preconditions") if isinstance(options, dict) else None
-        preconditions = preconditions if isinstance(preconditions, dict) else {}
+        options = DeleteOptions.parse(query, _json_body(raw) if raw.strip() else {})
         assert route.name is not None
-        store = self.backend.store
-        gone = store.delete(
-            resource,
-            route.namespace,
-            route.name,
-            resource_version=preconditions.get("resourceVersion"),
-            uid=preconditions.get("uid"),
-        )
-        if resource.plural == "namespaces" and not resource.group:
-            store.delete_namespace_contents(route.name)
-        if resource.returns_deleted:
-            handler.reply(200, choice.for_object(resource).entry(resource, gone))
+        namespaces.check_delete(resource, route.name)
+        entry, deleted = self.backend.store.delete(resource, route.namespace, route.name, options)
+        # Upstream answers 202 only to a delete that is not done yet and said
+        # orphanDependents=false (handlers/delete.go); a waiting object is always answered.
+        code = 202 if not deleted and options.orphan_dependents is False else 200
+        if resource.returns_deleted or not deleted:
+            handler.reply(code, choice.for_object(resource).entry(resource, entry))
         else:  # a Status is never transformed
-            handler.reply(200, _encode(status.success(resource, route.name, gone.uid)))
+            handler.reply(code, _encode(status.success(resource, route.name, entry.uid)))
 
     def _log(self, handler: _Handler, route: Route, query: dict[str, str]) -> None:
         assert route.name is not None

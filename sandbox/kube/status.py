@@ -245,6 +245,15 @@ def forbidden(resource: Resource | None, verb: str, namespace: str | None) -> Ap
     )
 
 
+def forbidden_object(resource: Resource, name: str, why: str) -> ApiError:
+    """403 from an admission rule about one object (`namespaces "default" is forbidden:
+    this namespace may not be deleted`), as apierrors.NewForbidden words it."""
+    subject = f'{resource.qualified} "{name}"' if name else resource.qualified
+    return ApiError(
+        403, "Forbidden", f"{subject} is forbidden: {why}", details=_details(resource, name)
+    )
+
+
 def too_many_requests(retry_after: int) -> ApiError:
     return ApiError(
         429,

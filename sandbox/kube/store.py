@@ -31,13 +31,15 @@ from typing import Any
 
 import msgspec
 
-from sandbox.kube import status
+from sandbox.kube import status, strategy
+from sandbox.kube.deletion import DeleteOptions
 from sandbox.kube.resources import RESOURCES, Resource
 from sandbox.kube.selectors import extract_fields
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 _NO_LABELS: dict[str, str] = {}
+_BACKGROUND = DeleteOptions()
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the real server uses for generateName
 
 
@@ -230,8 +232,7 @@ class Store:
             metadata["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         if not metadata.get("creationTimestamp"):
             metadata["creationTimestamp"] = timestamp()
-        if resource.generation and not metadata.get("generation"):
-            metadata["generation"] = 1
+        strategy.prepare_create(resource, obj)
         if dry_run:
             return self._stamp(resource, obj, namespace, name, None)
         entry = self._stamp(resource, obj, namespace, name, self._next_rv())
@@ -251,8 +252,10 @@ class Store:
 
         A `metadata.resourceVersion` in the result that differs from the stored one is a
         409 Conflict (the precondition of PUT and of patches that carry one). Identity
-        (name, namespace, uid, creationTimestamp) is kept; generation counts spec changes; a
-        result equal to the current object writes nothing, as the real server does.
+        (name, namespace, uid, creationTimestamp) is kept and the kind's rules apply
+        (`strategy`: generation, deletion fields, finalizers); a result equal to the current
+        object writes nothing, as the real server does. An object being deleted that the
+        result leaves without finalizers is removed (DELETED), and its last state returned.
         """
         scope = _scope(resource, namespace)
         with self.lock:
@@ -290,13 +293,11 @@ class Store:
             if "creationTimestamp" in kept:
                 metadata["creationTimestamp"] = kept["creationTimestamp"]
             metadata["resourceVersion"] = str(old.rv)
-            if resource.generation:
-                generation = kept.get("generation") or 1
-                if new.get("spec") != before.get("spec"):
-                    generation += 1
-                metadata["generation"] = generation
+            strategy.prepare_update(resource, new, before)
             if new == before:
                 return old
+            if strategy.finalized(new):  # the last finalizer went: so does the object
+                return old if dry_run else self._remove(kind, old)
             if dry_run:
                 return self._stamp(resource, new, scope, name, old.rv)
             entry = self._stamp(resource, new, scope, name, self._next_rv())
@@ -308,43 +309,50 @@ class Store:
         resource: Resource,
         namespace: str | None,
         name: str,
-        *,
-        resource_version: str | None = None,
-        uid: str | None = None,
-    ) -> Entry:
-        """Remove an object at once; returns its last state stamped with the delete's RV."""
+        options: DeleteOptions = _BACKGROUND,
+    ) -> tuple[Entry, bool]:
+        """Delete an object: (its last state stamped with the delete's RV, True) when it
+        goes at once; (the object marked for deletion, False) when finalizers (those it
+        has, or `orphan`/`foregroundDeletion` the options add) or the namespace controller
+        must act first. `options.dry_run`: answer the same, change nothing."""
         scope = _scope(resource, namespace)
         with self.lock:
             kind = self._kinds[resource]
             old = kind.find(scope, name)
             if old is None:
                 raise status.not_found(resource, name)
-            if uid and uid != old.uid:
+            if options.uid and options.uid != old.uid:
                 raise status.conflict(
                     resource,
                     name,
-                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                    f"{old.uid}",
+                    f"Precondition failed: UID in precondition: {options.uid}, UID in object "
+                    f"meta: {old.uid}",
                 )
-            if resource_version and resource_version != str(old.rv):
+            given = options.resource_version
+            if given and given != str(old.rv):
                 raise status.conflict(
                     resource,
                     name,
-                    f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
+                    f"Precondition failed: ResourceVersion in precondition: {given}, "
                     f"ResourceVersion in object meta: {old.rv}",
                 )
-            return self._remove(kind, old)
-
-    def delete_namespace_contents(self, namespace: str) -> int:
-        """What the namespace controller does after a namespace is deleted, at once."""
-        removed = 0
-        with self.lock:
-            for kind in self._kinds.values():
-                if kind.resource.namespaced:
-                    for entry in list(kind.objects.get(namespace, {}).values()):
-                        self._remove(kind, entry)
-                        removed += 1
-        return removed
+            obj = old.decode()
+            metadata = obj["metadata"]
+            finalizers = options.finalizers(metadata.get("finalizers") or [])
+            if finalizers:
+                metadata["finalizers"] = finalizers
+            if not strategy.waits_on_delete(resource, obj):
+                if options.dry_run:
+                    return old, True
+                return self._remove(kind, old), True
+            strategy.mark_deleting(resource, obj, timestamp())
+            if obj == old.decode():
+                return old, False
+            if options.dry_run:
+                return self._stamp(resource, obj, scope, name, old.rv), False
+            entry = self._stamp(resource, obj, scope, name, self._next_rv())
+            self._store(kind, entry, old)
+            return entry, False
 
     def _remove(self, kind: _Kind, old: Entry) -> Entry:
         bucket = kind.objects[old.namespace]
