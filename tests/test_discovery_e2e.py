@@ -79,6 +79,7 @@ def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
     tmp_path: Path,
 ) -> None:
     kube.create(cluster_objects.namespace())
+    kube.create(cluster_objects.namespace("moonin"))  # the Lease lives in the agent's own
     replicas = {}
     for name in ("pod-a", "pod-b"):
         env = dict(

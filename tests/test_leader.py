@@ -13,6 +13,7 @@ from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
 from collector.leader import LeaderElector, LeaseSettings
 from sandbox.kube import FakeKube
+from tests.cluster_objects import namespace
 from tests.waiting import wait_until
 
 
@@ -37,6 +38,7 @@ class Replica:
 
 @pytest.fixture
 def replicas(kube: FakeKube) -> Iterator[Callable[..., Replica]]:
+    kube.create(namespace("moonin"))  # the Lease's namespace exists, as in a cluster
     made: list[Replica] = []
 
     def make(identity: str, **timing: float) -> Replica:

@@ -99,6 +99,9 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
         # As the chart runs it: the store is trusted because this pod led last.
         discovery_env.update(LEADER_ELECTION="true", POD_NAMESPACE="moonin", POD_NAME="pod-a")
     expected = populate_with_a_second_namespace(kube)
+    if election == "with leader election":  # the Lease lives in the agent's own namespace
+        kube.create(cluster_objects.namespace("moonin"))
+        expected.add(("namespace", "moonin"))
     agent = discovery_agents()
     wait_until(lambda: set(view(platform)) == expected)
     snapshots_before = len(snapshot_records(platform))
