@@ -1,0 +1,592 @@
+"""Objects live and die in the fake as in kube-apiserver: namespaces that must exist and
+terminate, finalizers that hold a deletion, the garbage collector's cascades, generations
+counted by each kind's rules, and deletes that only pretend under dryRun.
+
+Each test cites the documentation or upstream source of the behaviour it checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from sandbox.kube import ApiError, FakeKube
+from tests import cluster_objects
+
+NS = "shop"
+CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+NAMESPACES = "/api/v1/namespaces"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeKube]:
+    with FakeKube() as kube:
+        yield kube
+
+
+@pytest.fixture
+def kube(server: FakeKube) -> FakeKube:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+def http(kube: FakeKube) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=kube.url, headers=kube.headers, trust_env=False) as client:
+        yield client
+
+
+def configmap(name: str = "settings", **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **metadata}}
+
+
+def delete(http: httpx.Client, path: str, **options: Any) -> httpx.Response:
+    body = msgspec.json.encode(options) if options else b""
+    return http.request("DELETE", path, content=body)
+
+
+def events(
+    kube: FakeKube, since: int, *paths: str, count: int
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(type, kind, name, object) of the changes after `since` on the watched `paths`, in
+    resourceVersion order across them. The fake replays them from its history; a bookmark
+    asked for once each watch is open comes after all of them."""
+    seen: list[tuple[int, tuple[str, str, str, dict[str, Any]]]] = []
+    query = {"watch": "1", "resourceVersion": str(since), "allowWatchBookmarks": "true"}
+    with httpx.Client(base_url=kube.url, headers=kube.headers, trust_env=False) as client:
+        for path in paths:
+            with client.stream("GET", path, params=query) as answer:
+                assert kube.bookmark_now() >= 1  # earlier watches may still be closing
+                for line in answer.iter_lines():
+                    event = msgspec.json.decode(line)
+                    if event["type"] == "BOOKMARK":
+                        break
+                    obj = event["object"]
+                    rv = int(obj["metadata"]["resourceVersion"])
+                    seen.append((rv, (event["type"], obj["kind"], obj["metadata"]["name"], obj)))
+    ordered = [item for _, item in sorted(seen, key=lambda pair: pair[0])]
+    assert len(ordered) == count, [(t, k, n) for t, k, n, _ in ordered]
+    return ordered
+
+
+def summary(changes: list[tuple[str, str, str, dict[str, Any]]]) -> list[tuple[str, str, str]]:
+    return [(kind_of_change, kind, name) for kind_of_change, kind, name, _ in changes]
+
+
+# --- namespaces ----------------------------------------------------------------------------
+
+
+def test_a_create_into_a_missing_namespace_is_404_naming_the_namespace(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """NamespaceLifecycle admission: plugin/pkg/admission/namespace/lifecycle/admission.go
+    answers errors.NewNotFound(namespaces, ns) before anything is stored."""
+    answer = http.post(CONFIGMAPS, json=configmap())
+    assert answer.status_code == 404
+    assert answer.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'namespaces "shop" not found',
+        "reason": "NotFound",
+        "details": {"name": "shop", "kind": "namespaces"},
+        "code": 404,
+    }
+    assert kube.list("configmaps") == []
+
+
+def test_a_python_side_create_may_seed_into_a_namespace_that_does_not_exist(
+    kube: FakeKube,
+) -> None:
+    """Seeding skips admission (documented on FakeKube.create), so tests stay fast."""
+    assert kube.create(configmap(namespace=NS))["metadata"]["namespace"] == NS
+
+
+@pytest.mark.parametrize("how", ["http", "python"])
+def test_a_namespace_starts_active_with_the_kubernetes_finalizer(
+    how: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    """pkg/registry/core/namespace/strategy.go PrepareForCreate: phase Active and the
+    `kubernetes` finalizer in spec.finalizers
+    (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/)."""
+    if how == "http":
+        made = http.post(NAMESPACES, json={"metadata": {"name": NS}}).json()
+    else:
+        made = kube.create(cluster_objects.namespace())
+    assert made["status"] == {"phase": "Active"}
+    assert made["spec"] == {"finalizers": ["kubernetes"]}
+
+
+def test_deleting_a_namespace_terminates_it_deletes_its_contents_and_then_removes_it(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """The namespace goes Terminating (deletionTimestamp, phase), the namespace controller
+    deletes its content, records its conditions, drops the `kubernetes` finalizer, and the
+    namespace is deleted: pkg/registry/core/namespace/storage/storage.go (Delete) and
+    pkg/controller/namespace/deletion/namespaced_resources_deleter.go."""
+    kube.create(cluster_objects.namespace())
+    kube.create(configmap(namespace=NS))
+    since = kube.current_rv
+    answer = delete(http, f"{NAMESPACES}/{NS}")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["kind"] == "Namespace"
+    assert body["status"] == {"phase": "Terminating"}
+    assert body["spec"] == {"finalizers": ["kubernetes"]}
+    assert "deletionTimestamp" in body["metadata"]
+    changes = events(kube, since, NAMESPACES, "/api/v1/configmaps", count=5)
+    assert summary(changes) == [
+        ("MODIFIED", "Namespace", NS),
+        ("DELETED", "ConfigMap", "settings"),
+        ("MODIFIED", "Namespace", NS),  # the controller's conditions
+        ("MODIFIED", "Namespace", NS),  # the `kubernetes` finalizer removed
+        ("DELETED", "Namespace", NS),
+    ]
+    conditions = {c["type"]: c for c in changes[2][3]["status"]["conditions"]}
+    assert conditions["NamespaceContentRemaining"]["status"] == "False"
+    assert conditions["NamespaceContentRemaining"]["reason"] == "ContentRemoved"
+    assert "finalizers" not in changes[3][3]["spec"]
+    assert http.get(f"{NAMESPACES}/{NS}").status_code == 404
+
+
+def test_content_with_finalizers_keeps_a_namespace_terminating_and_new_content_out(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """While content waits for its finalizers the namespace stays Terminating with
+    NamespaceFinalizersRemaining; a create there is 403 with a NamespaceTerminating cause
+    (plugin/pkg/admission/namespace/lifecycle/admission.go); the namespace goes with its
+    last content (https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/)."""
+    kube.create(cluster_objects.namespace())
+    kube.create(configmap(namespace=NS, finalizers=["example.com/hold"]))
+    delete(http, f"{NAMESPACES}/{NS}")
+
+    terminating = kube.get("namespaces", None, NS)
+    assert terminating["status"]["phase"] == "Terminating"
+    conditions = {c["type"]: c for c in terminating["status"]["conditions"]}
+    assert conditions["NamespaceContentRemaining"] == {
+        "type": "NamespaceContentRemaining",
+        "status": "True",
+        "reason": "SomeResourcesRemain",
+        "message": "Some resources are remaining: configmaps has 1 resource instances",
+        "lastTransitionTime": conditions["NamespaceContentRemaining"]["lastTransitionTime"],
+    }
+    assert conditions["NamespaceFinalizersRemaining"]["message"] == (
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 "
+        "resource instances"
+    )
+
+    refused = http.post(CONFIGMAPS, json=configmap("more"))
+    assert refused.status_code == 403
+    assert refused.json()["message"] == (
+        'configmaps "more" is forbidden: unable to create new content in namespace shop '
+        "because it is being terminated"
+    )
+    assert refused.json()["details"]["causes"] == [
+        {
+            "reason": "NamespaceTerminating",
+            "message": "namespace shop is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+
+    released = http.patch(
+        f"{CONFIGMAPS}/settings",
+        json={"metadata": {"finalizers": None}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert released.status_code == 200
+    assert kube.list("namespaces") == []
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public"])
+def test_the_system_namespaces_may_not_be_deleted(
+    name: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    """NamespaceLifecycle refuses to delete its immortal namespaces with a 403."""
+    kube.create(cluster_objects.namespace(name))
+    answer = delete(http, f"{NAMESPACES}/{name}")
+    assert answer.status_code == 403
+    assert answer.json()["reason"] == "Forbidden"
+    assert answer.json()["message"] == (
+        f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+    )
+    assert kube.get("namespaces", None, name)["status"]["phase"] == "Active"
+
+
+def test_system_namespaces_exist_from_the_start_and_after_a_reset_when_asked() -> None:
+    """A cluster always has default, kube-system and kube-public (namespaces docs)."""
+    with FakeKube(system_namespaces=True) as kube:
+        names = ["default", "kube-public", "kube-system"]
+        assert [n["metadata"]["name"] for n in kube.list("namespaces")] == names
+        kube.reset()
+        assert [n["metadata"]["name"] for n in kube.list("namespaces")] == names
+        answer = httpx.post(
+            kube.url + "/api/v1/namespaces/default/configmaps",
+            json=configmap(),
+            headers=kube.headers,
+            trust_env=False,
+        )
+        assert answer.status_code == 201
+
+
+# --- finalizers ----------------------------------------------------------------------------
+
+
+def test_deleting_an_object_with_finalizers_marks_it_and_answers_it(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/: the
+    object gets deletionTimestamp (and deletionGracePeriodSeconds 0: markAsDeleting in
+    staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go), a MODIFIED event,
+    and the answer is the object itself, 200, even for kinds that answer a Status."""
+    kube.create(configmap(namespace=NS, finalizers=["example.com/hold"]))
+    since = kube.current_rv
+    answer = delete(http, f"{CONFIGMAPS}/settings")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["kind"] == "ConfigMap"
+    assert body["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert body["metadata"]["finalizers"] == ["example.com/hold"]
+    [(kind, _, _, obj)] = events(kube, since, CONFIGMAPS, count=1)
+    assert kind == "MODIFIED"
+    assert obj["metadata"]["deletionTimestamp"] == body["metadata"]["deletionTimestamp"]
+    again = delete(http, f"{CONFIGMAPS}/settings")
+    assert (again.status_code, again.json()["metadata"]) == (200, body["metadata"])
+
+
+def test_removing_the_last_finalizer_deletes_the_object(kube: FakeKube, http: httpx.Client) -> None:
+    """The object is deleted by the update that removes its last finalizer (finalizers
+    docs; shouldDeleteDuringUpdate in the generic registry store): one DELETED event."""
+    kube.create(configmap(namespace=NS, finalizers=["example.com/a", "example.com/b"]))
+    delete(http, f"{CONFIGMAPS}/settings")
+    since = kube.current_rv
+    kube.patch(
+        "configmaps",
+        NS,
+        "settings",
+        {"metadata": {"finalizers": ["example.com/b"]}},
+        patch_type="merge",
+    )
+    still = http.get(f"{CONFIGMAPS}/settings").json()
+    answer = http.put(
+        f"{CONFIGMAPS}/settings",
+        json={**still, "metadata": {**still["metadata"], "finalizers": []}},
+    )
+    assert answer.status_code == 200
+    assert summary(events(kube, since, CONFIGMAPS, count=2)) == [
+        ("MODIFIED", "ConfigMap", "settings"),
+        ("DELETED", "ConfigMap", "settings"),
+    ]
+    assert http.get(f"{CONFIGMAPS}/settings").status_code == 404
+
+
+def test_no_finalizer_may_be_added_and_the_deletion_may_not_be_undone_once_deleting(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go: "no new finalizers
+    can be added if the object is being deleted"; rest.BeforeUpdate keeps the
+    deletionTimestamp whatever an update says."""
+    kube.create(configmap(namespace=NS, finalizers=["example.com/a"]))
+    marked = delete(http, f"{CONFIGMAPS}/settings").json()
+    merge = {"Content-Type": "application/merge-patch+json"}
+    added = http.patch(
+        f"{CONFIGMAPS}/settings",
+        json={"metadata": {"finalizers": ["example.com/a", "example.com/b"]}},
+        headers=merge,
+    )
+    assert added.status_code == 422
+    assert added.json()["message"] == (
+        'ConfigMap "settings" is invalid: metadata.finalizers: Forbidden: no new finalizers '
+        "can be added if the object is being deleted, found new finalizers "
+        '[]string{"example.com/b"}'
+    )
+    undone = http.patch(
+        f"{CONFIGMAPS}/settings",
+        json={"metadata": {"deletionTimestamp": None, "labels": {"x": "1"}}},
+        headers=merge,
+    )
+    assert undone.status_code == 200
+    assert undone.json()["metadata"]["deletionTimestamp"] == marked["metadata"]["deletionTimestamp"]
+
+
+def test_marking_a_kind_with_a_generation_for_deletion_bumps_its_generation(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """markAsDeleting bumps the generation of objects that have one, so their controllers
+    see the deletion as a change of desired state."""
+    made = kube.create(
+        {
+            **cluster_objects.deployment(),
+            "metadata": {
+                **cluster_objects.deployment()["metadata"],
+                "finalizers": ["example.com/a"],
+            },
+        }
+    )
+    assert made["metadata"]["generation"] == 1
+    assert delete(http, f"{DEPLOYMENTS}/web").json()["metadata"]["generation"] == 2
+
+
+# --- delete options and dry run --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["query", "body"])
+def test_a_dry_run_delete_answers_as_a_delete_would_and_changes_nothing(
+    where: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run: dryRun=All
+    (the query or DeleteOptions.dryRun) goes through every stage but persists nothing."""
+    kube.create(configmap(namespace=NS))
+    kube.create(configmap("held", namespace=NS, finalizers=["example.com/a"]))
+    since = kube.current_rv
+
+    def dry(name: str) -> httpx.Response:
+        if where == "query":
+            return http.request("DELETE", f"{CONFIGMAPS}/{name}", params={"dryRun": "All"})
+        return delete(http, f"{CONFIGMAPS}/{name}", dryRun=["All"])
+
+    gone = dry("settings")
+    assert (gone.status_code, gone.json()["status"]) == (200, "Success")
+    held = dry("held")
+    assert held.status_code == 200
+    assert "deletionTimestamp" in held.json()["metadata"]
+    assert kube.current_rv == since
+    assert [c["metadata"].get("deletionTimestamp") for c in kube.list("configmaps")] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "message"),
+    [
+        (
+            {"dryRun": "Some"},
+            {},
+            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Some": '
+            'supported values: "All"',
+        ),
+        (
+            {},
+            {"propagationPolicy": "Sideways"},
+            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+            '"Sideways": supported values: "Foreground", "Background", "Orphan", "nil"',
+        ),
+        (
+            {},
+            {"propagationPolicy": "Orphan", "orphanDependents": True},
+            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: '
+            '"Orphan": orphanDependents and deletionPropagation cannot be both set',
+        ),
+    ],
+)
+def test_delete_options_that_do_not_hold_are_422(
+    query: dict[str, str], body: dict[str, Any], message: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    """ValidateDeleteOptions (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation)."""
+    kube.create(configmap(namespace=NS))
+    answer = http.request(
+        "DELETE", f"{CONFIGMAPS}/settings", params=query, content=msgspec.json.encode(body)
+    )
+    assert (answer.status_code, answer.json()["message"]) == (422, message)
+    assert answer.json()["details"]["kind"] == "DeleteOptions"
+    assert kube.get("configmaps", NS, "settings")
+
+
+def test_a_waiting_delete_that_said_orphan_dependents_false_is_202(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go: 202 Accepted when the
+    object was not deleted at once and the legacy orphanDependents=false was sent."""
+    kube.create(configmap(namespace=NS, finalizers=["example.com/a"]))
+    answer = delete(http, f"{CONFIGMAPS}/settings", orphanDependents=False)
+    assert answer.status_code == 202
+    assert answer.json()["metadata"]["finalizers"] == ["example.com/a"]
+
+
+# --- garbage collection --------------------------------------------------------------------
+
+
+def owner_reference(owner: dict[str, Any], *, block: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": block,
+    }
+
+
+def application(kube: FakeKube, pods: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Deployment, its ReplicaSet and its Pods, as the Deployment controller makes them."""
+    kube.create(cluster_objects.namespace())
+    web = kube.create(cluster_objects.deployment())
+    replicaset = cluster_objects.replicaset(web["metadata"]["uid"])
+    replicaset["metadata"]["ownerReferences"] = [owner_reference(web)]
+    rs = kube.create(replicaset)
+    for index in range(pods):
+        pod = cluster_objects.crashing_pod(rs["metadata"]["name"], rs["metadata"]["uid"])
+        pod["metadata"]["name"] += str(index)
+        pod["metadata"]["ownerReferences"] = [owner_reference(rs)]
+        kube.create(pod)
+    return web, rs
+
+
+WATCHED = (
+    DEPLOYMENTS,
+    f"/apis/apps/v1/namespaces/{NS}/replicasets",
+    f"/api/v1/namespaces/{NS}/pods",
+)
+
+
+@pytest.mark.parametrize("how", ["default", "Background"])
+def test_background_deletion_of_a_deployment_deletes_its_replicasets_then_their_pods(
+    how: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/concepts/architecture/garbage-collection/#background-deletion:
+    the owner goes at once, the collector deletes the dependents after it."""
+    kube.enable_controller("garbage-collector")
+    application(kube)
+    since = kube.current_rv
+    options = {} if how == "default" else {"propagationPolicy": how}
+    answer = delete(http, f"{DEPLOYMENTS}/web", **options)
+    assert (answer.status_code, answer.json()["status"]) == (200, "Success")
+    assert summary(events(kube, since, *WATCHED, count=4)) == [
+        ("DELETED", "Deployment", "web"),
+        ("DELETED", "ReplicaSet", "web-5d8f7c9b6"),
+        ("DELETED", "Pod", "web-5d8f7c9b6-x2x9k0"),
+        ("DELETED", "Pod", "web-5d8f7c9b6-x2x9k1"),
+    ]
+
+
+def test_foreground_deletion_deletes_the_dependents_first_and_the_owner_last(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/concepts/architecture/garbage-collection/#foreground-deletion:
+    the owner is marked with the foregroundDeletion finalizer, dependents that block it
+    are deleted (a dependent with dependents of its own in the foreground too), then it."""
+    kube.enable_controller("garbage-collector")
+    application(kube)
+    since = kube.current_rv
+    answer = http.request(
+        "DELETE", f"{DEPLOYMENTS}/web", params={"propagationPolicy": "Foreground"}
+    )
+    assert answer.status_code == 200
+    assert answer.json()["metadata"]["finalizers"] == ["foregroundDeletion"]
+    changes = events(kube, since, *WATCHED, count=6)
+    assert summary(changes) == [
+        ("MODIFIED", "Deployment", "web"),
+        ("MODIFIED", "ReplicaSet", "web-5d8f7c9b6"),
+        ("DELETED", "Pod", "web-5d8f7c9b6-x2x9k0"),
+        ("DELETED", "Pod", "web-5d8f7c9b6-x2x9k1"),
+        ("DELETED", "ReplicaSet", "web-5d8f7c9b6"),
+        ("DELETED", "Deployment", "web"),
+    ]
+    assert changes[1][3]["metadata"]["finalizers"] == ["foregroundDeletion"]
+
+
+def test_orphan_deletion_leaves_the_dependents_without_their_owner_reference(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/concepts/architecture/garbage-collection/#orphaned-dependents:
+    the `orphan` finalizer holds the owner until its dependents' references to it are
+    removed; the legacy orphanDependents=true means the same."""
+    kube.enable_controller("garbage-collector")
+    application(kube)
+    since = kube.current_rv
+    answer = delete(http, f"{DEPLOYMENTS}/web", orphanDependents=True)
+    assert answer.json()["metadata"]["finalizers"] == ["orphan"]
+    changes = events(kube, since, *WATCHED, count=3)
+    assert summary(changes) == [
+        ("MODIFIED", "Deployment", "web"),
+        ("MODIFIED", "ReplicaSet", "web-5d8f7c9b6"),
+        ("DELETED", "Deployment", "web"),
+    ]
+    assert "ownerReferences" not in changes[1][3]["metadata"]
+    assert len(kube.list("pods", NS)) == 2
+
+
+def test_a_dependent_with_another_living_owner_survives_and_forgets_the_gone_one(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """owners-dependents docs: an object is collected only once it has no owner left; the
+    collector removes references to owners that are gone (attemptToDeleteItem)."""
+    kube.enable_controller("garbage-collector")
+    kube.create(cluster_objects.namespace())
+    first = kube.create(configmap("first", namespace=NS))
+    second = kube.create(configmap("second", namespace=NS))
+    both = [owner_reference(first), {**owner_reference(second), "controller": False}]
+    kube.create(configmap("shared", namespace=NS, ownerReferences=both))
+    delete(http, f"{CONFIGMAPS}/first")
+    shared = kube.get("configmaps", NS, "shared")
+    assert [r["name"] for r in shared["metadata"]["ownerReferences"]] == ["second"]
+    delete(http, f"{CONFIGMAPS}/second")
+    with pytest.raises(ApiError) as gone:
+        kube.get("configmaps", NS, "shared")
+    assert gone.value.code == 404
+
+
+def test_a_dependent_whose_owner_never_existed_is_collected(kube: FakeKube) -> None:
+    """The collector deletes an object whose owner's uid does not exist (owners-dependents:
+    "dangling" references are resolved by deleting the dependent)."""
+    kube.enable_controller("garbage-collector")
+    ghost = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ghost", "uid": "0"}}
+    kube.create(configmap("orphaned", namespace=NS, ownerReferences=[owner_reference(ghost)]))
+    assert kube.list("configmaps", NS) == []
+
+
+def test_without_the_collector_dependents_survive_their_owner(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """The collector is opt-in per test (sandbox/kube/controllers.py), so a test that does
+    not ask sees exactly the writes it made."""
+    application(kube)
+    delete(http, f"{DEPLOYMENTS}/web")
+    assert len(kube.list("replicasets", NS)) == 1
+    assert len(kube.list("pods", NS)) == 2
+
+
+# --- generation ----------------------------------------------------------------------------
+
+
+def test_a_deployment_generation_counts_spec_and_annotation_changes_not_labels(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """pkg/registry/apps/deployment/strategy.go PrepareForUpdate: spec or annotation
+    changes bump the generation ("annotations are copied from deployments to their
+    replica sets"); metadata.generation in the body is ignored."""
+    kube.create(cluster_objects.namespace())
+    http.post(DEPLOYMENTS, json=cluster_objects.deployment())
+    merge = {"Content-Type": "application/merge-patch+json"}
+
+    def patch(body: dict[str, Any]) -> int:
+        answer = http.patch(f"{DEPLOYMENTS}/web", json=body, headers=merge)
+        assert answer.status_code == 200, answer.text
+        generation: int = answer.json()["metadata"]["generation"]
+        return generation
+
+    assert patch({"metadata": {"labels": {"tier": "front"}}}) == 1
+    assert patch({"metadata": {"annotations": {"note": "x"}}}) == 2
+    assert patch({"spec": {"replicas": 5}}) == 3
+    assert patch({"metadata": {"generation": 40}}) == 3
+
+
+def test_a_replicaset_generation_counts_only_spec_changes(kube: FakeKube) -> None:
+    """pkg/registry/apps/replicaset/strategy.go: only spec changes bump the generation."""
+    rs = kube.create(cluster_objects.replicaset("uid-1"))
+    name = rs["metadata"]["name"]
+    annotated = kube.patch("replicasets", NS, name, {"metadata": {"annotations": {"a": "b"}}})
+    assert annotated["metadata"]["generation"] == 1
+    scaled = kube.patch("replicasets", NS, name, {"spec": {"replicas": 3}})
+    assert scaled["metadata"]["generation"] == 2
+
+
+def test_kinds_without_a_generation_never_get_one(kube: FakeKube) -> None:
+    """Only kinds whose strategy sets it have metadata.generation (ConfigMap has none)."""
+    kube.create(configmap(namespace=NS))
+    changed = kube.patch("configmaps", NS, "settings", {"data": {"a": "b"}})
+    assert "generation" not in changed["metadata"]
