@@ -4,8 +4,10 @@ It owns the store, the pager, the fault plans and the HTTP listener on 127.0.0.1
 offers the Python side of the fake: writing objects as a controller would (these writes
 produce watch events like any other), reading them back, scripting faults, inspecting the
 request log, and producing a kubeconfig or a client `Configuration` for the official
-client. Python-side writes change whatever they are given, `.status` included; only HTTP
-writes follow the status-subresource rules.
+client. Python-side writes change whatever they are given, `.status` included, with the
+kind's defaults filled in on creates and updates (every object a real server holds has
+them); only HTTP writes are decoded, validated (`admission`) and authenticated, and follow
+the status-subresource rules.
 
 Streaming lists (watches with `sendInitialEvents`) are served, refused or ignored as
 `streaming_lists` says, and `drop_initial_events` cuts one short. Refusals raise
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sandbox.kube import auth, resources
+from sandbox.kube import auth, defaulting, resources
 from sandbox.kube.auth import Tokens
 from sandbox.kube.controllers import Controllers
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
@@ -66,6 +68,11 @@ _PATCH_TYPES = {"merge": merge_patch, "strategic": strategic_merge_patch, "json"
 def _copy(obj: Any) -> Any:
     # Deep copy through JSON: the store takes ownership and never aliases the caller's dict.
     return _decode(_encode(obj))
+
+
+def _defaulted(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    # Every object a real server holds has its kind's defaults, however it was written.
+    return defaulting.apply(resource.api_version, resource.kind, obj)
 
 
 class FakeKube:
@@ -278,11 +285,12 @@ class FakeKube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create an object (its `apiVersion`/`kind` say where); returns it as stored."""
         resource = resources.for_object(obj)
-        return self._full(resource, self._store.create(resource, _copy(obj)))
+        return self._full(resource, self._store.create(resource, _defaulted(resource, _copy(obj))))
 
     def load(self, objects: Iterable[dict[str, Any]]) -> int:
         """Bulk create-or-replace (fixtures, synthetic clusters); returns how many. The
-        dicts are taken over by the store, not copied."""
+        dicts are taken over by the store, not copied, and stored as given (no defaults:
+        synthetic objects come complete, partly as pre-encoded `msgspec.Raw`)."""
         count = 0
         batch: list[dict[str, Any]] = []
         current: Resource | None = None
@@ -305,7 +313,7 @@ class FakeKube:
         """Replace an object; a `metadata.resourceVersion` it carries must be current (409)."""
         resource = resources.for_object(obj)
         metadata = obj.get("metadata") or {}
-        replacement = _copy(obj)
+        replacement = _defaulted(resource, _copy(obj))
         entry = self._store.modify(
             resource, metadata.get("namespace"), metadata.get("name", ""), lambda _: replacement
         )

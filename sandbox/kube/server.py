@@ -401,7 +401,7 @@ class Router:
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
             metadata.pop(server_owned, None)
         if resource.status:  # a status subresource's kind starts with an empty status
-            body["status"] = {}
+            body["status"] = _initial_status(resource)
         warnings = self._admit(resource, body, None, options)
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
         answer = choice.for_object(resource).entry(resource, entry)
@@ -611,6 +611,18 @@ class Router:
             # Unset is the legacy watch (the current objects first); false starts from now.
             return None if options.send_initial_events is None else store.current_rv
         return _integer("resourceVersion", text)
+
+
+def _initial_status(resource: Resource) -> dict[str, Any]:
+    """The status a create starts with: Go's zero status as JSON (only fields without
+    `omitempty` show), or what the kind's strategy sets in PrepareForCreate."""
+    if resource.kind == "HorizontalPodAutoscaler":
+        return {"desiredReplicas": 0}
+    if resource.kind == "Pod":
+        return {"phase": "Pending"}
+    if resource.kind == "Namespace":
+        return {"phase": "Active"}
+    return {}
 
 
 def _choice(handler: _Handler) -> Choice:
