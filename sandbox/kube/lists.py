@@ -14,6 +14,9 @@ again (one it gave up while reading, to ask for fewer objects). A token whose sn
 gone (forgotten, compacted, or expired on purpose with `expire_all()`) is answered 410
 `Expired`, carrying a fresh token that continues from the same key in the current state,
 as the real server does. A token that does not decode is a 400.
+
+A list at an exact resourceVersion (`resourceVersionMatch=Exact`) is rebuilt from the
+store's change history and paged the same way.
 """
 
 from __future__ import annotations
@@ -132,11 +135,16 @@ class Pager:
         match: Matcher | None,
         limit: int | None,
         token: str | None,
+        at: int | None = None,
     ) -> Page:
+        """A page of the objects now, or as they were at resourceVersion `at` (Exact)."""
         if token:
             snapshot_id, snapshot, position = self._resume(resource, namespace, match, token)
         else:
-            rv, entries = self._store.snapshot(resource, namespace)
+            if at is None:
+                rv, entries = self._store.snapshot(resource, namespace)
+            else:
+                rv, entries = at, self._store.snapshot_at(resource, namespace, at)
             if match is not None:
                 entries = [entry for entry in entries if match(entry)]
             snapshot_id, snapshot, position = 0, _Snapshot(rv, entries, match is not None), 0

@@ -63,6 +63,17 @@ class ListOptions:
         )
 
     @property
+    def resource_version_number(self) -> int:
+        """The resourceVersion as a number, 0 when unset; a value that is not one is what the
+        storage layer refuses (500, see `status.invalid_resource_version`)."""
+        text = self.resource_version
+        if text in ("", "0"):
+            return 0
+        if not (text.isascii() and text.isdigit()):
+            raise status.invalid_resource_version(text)
+        return int(text)
+
+    @property
     def ends_initial_events(self) -> bool:
         """A streaming list whose initial events end with the annotated bookmark."""
         return bool(self.send_initial_events) and self.allow_bookmarks
