@@ -226,6 +226,24 @@ def test_an_exact_list_is_the_state_at_that_version_rebuilt_from_history(
     assert second.json()["metadata"]["resourceVersion"] == str(at_two)
 
 
+def test_a_paginated_list_at_a_version_without_a_match_is_exact_as_it_always_was(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """resourceVersion N with `limit` and no resourceVersionMatch: Exact, the legacy
+    meaning kept for compatibility (#semantics-for-get-and-list, the table's
+    "limit=<n>, continue unset" row; KEP-2523)."""
+    kube.create(pod("a"))
+    old = kube.current_rv
+    kube.create(pod("b"))
+    answer = http.get(PODS, params={"resourceVersion": str(old), "limit": "5"})
+    assert names(answer) == ["a"]
+    assert answer.json()["metadata"]["resourceVersion"] == str(old)
+    whole = http.get(PODS, params={"resourceVersion": str(old)})  # no limit: not older than
+    assert names(whole) == ["a", "b"]
+    kube.compact()
+    assert http.get(PODS, params={"resourceVersion": str(old), "limit": "5"}).status_code == 410
+
+
 def test_an_exact_list_older_than_the_history_kept_is_410_expired(
     kube: FakeKube, http: httpx.Client
 ) -> None:

@@ -354,7 +354,8 @@ class Router:
         """A list at the resourceVersion the request asks for, as in
         https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-get-and-list:
         unset, the most recent; "0", any (served whole from the watch cache, `limit` ignored);
-        N, not older than N (waited for a while when ahead) or exactly N (`Exact`)."""
+        N, not older than N (waited for a while when ahead) or exactly N (`Exact`, and for
+        a paginated list without `resourceVersionMatch`, the legacy meaning)."""
         backend, resource = self.backend, route.resource
         options = ListOptions.parse(query, watch=False).as_served(
             backend.settings.streaming_mode(resource)
@@ -367,7 +368,8 @@ class Router:
         if token and rv:
             raise status.resource_version_with_continue()
         at = None
-        if options.resource_version_match == EXACT:
+        match = options.resource_version_match
+        if match == EXACT or (rv and not match and limit is not None and limit > 0):
             at = rv
         elif rv:
             self._wait_for_rv(rv)
