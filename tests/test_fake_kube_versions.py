@@ -381,6 +381,23 @@ def test_history_older_than_five_minutes_is_gone_for_watches_and_exact_lists(
     assert [seen(e) for e in events(http.get(PODS, params=params))] == [("ADDED", "c")]
 
 
+def test_a_continue_token_older_than_five_minutes_is_410_with_a_token_to_go_on(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """A continue token is valid until etcd compacts its revision (#retrieving-large-
+    results-sets-in-chunks: "410 ResourceExpired" once it is gone)."""
+    for name in ("a", "b", "c"):
+        kube.create(pod(name))
+    token = http.get(PODS, params={"limit": "1"}).json()["metadata"]["continue"]
+    CLOCK.now += 299
+    assert names(http.get(PODS, params={"limit": "1", "continue": token})) == ["b"]
+    CLOCK.now += 2
+    answer = http.get(PODS, params={"limit": "1", "continue": token})
+    assert (answer.status_code, answer.json()["reason"]) == (410, "Expired")
+    fresh = answer.json()["metadata"]["continue"]
+    assert names(http.get(PODS, params={"continue": fresh})) == ["b", "c"]
+
+
 # --- what a watch sends ------------------------------------------------------------------
 
 

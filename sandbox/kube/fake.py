@@ -88,8 +88,9 @@ class FakeKube:
     "sendInitialEvents is forbidden for watch unless the WatchList feature gate is
     enabled". "ignore" (a server that predates or ignores the parameters): the watch is
     served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
-    annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
-    resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
+    annotated bookmark ever comes. `too_large_rv_wait`: how long a list or streaming list
+    for a resourceVersion the fake has not reached waits for it before its 504 (3 s
+    upstream; a streaming list gets it as an ERROR event).
     `controllers`: names from `controllers.REGISTRY` to run from the start (none by default).
     """
 

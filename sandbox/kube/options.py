@@ -19,6 +19,9 @@ A list with `sendInitialEvents` is refused (except by "ignore"); a list's
 `resourceVersionMatch` is checked as upstream in every mode. Refusals are one 422 Invalid
 listing every complaint. Unlike upstream, where only `watch=true` makes options a watch's,
 a watch on the legacy `/watch/` path is checked and defaulted as one too.
+
+A `resourceVersion` that is not a number is refused where upstream's storage parses it,
+with the unclassified 500 it gives (`resource_version_number`).
 """
 
 from __future__ import annotations

@@ -13,11 +13,16 @@ stale resourceVersion), DELETE (with preconditions). `status` subresources write
 answers text/plain. The Accept header of every other resource request is negotiated
 (`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
 
-A streaming list (`sendInitialEvents=true`) starts from the current objects whatever its
-resourceVersion (NotOlderThan: an old one is no 410); one the fake has not reached yet is
-waited for up to `Settings.too_large_rv_wait` seconds, then answered 504, as the real
-server's watch cache does. `sendInitialEvents=false` watches from the resourceVersion
-given, or from now when it is "" or "0".
+A list reads `resourceVersion` and `resourceVersionMatch` as upstream: unset is the most
+recent state, "0" any state (whole: the watch cache ignores `limit`), N not older than N,
+or exactly N when asked (`Exact`, or legacy: N with a `limit`), rebuilt from the history.
+A resourceVersion the fake has not reached yet is waited for up to
+`Settings.too_large_rv_wait` seconds, then refused 504, as the real server's watch cache
+does; for a streaming list (`sendInitialEvents=true`) that refusal is the one ERROR event
+of a 200 stream. A streaming list starts from the current objects whatever its
+resourceVersion (NotOlderThan: an old one is no 410). `sendInitialEvents=false` watches
+from the resourceVersion given, or from now when it is "" or "0". A watch without
+`timeoutSeconds` ends after 1-2x `Settings.min_request_timeout`, as upstream.
 
 How it fails: every refusal is a Kubernetes Status body with the matching code; a bug in
 the fake answers 500 and prints its traceback to stderr; clients that vanish mid-request

@@ -186,6 +186,10 @@ class Store:
     def current_rv(self) -> int:
         return self._rv
 
+    def now(self) -> float:
+        """The store's clock: what history ages by."""
+        return self._clock()
+
     # reading ------------------------------------------------------------------------------
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> Entry:
