@@ -461,6 +461,8 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
     rv = core.list_namespaced_pod(NS).metadata.resource_version
+    # A bookmark only carries news: the cluster's resourceVersion moves past the list's.
+    kube.create(namespace("elsewhere"))
     w = watch.Watch()
     stream = w.stream(
         core.list_namespaced_pod,
@@ -480,6 +482,7 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube.bookmark_interval = 0  # only on demand from now on (new watches)
     events = collect(stream, lambda seen: seen[-1]["type"] == "ADDED")
     assert events[-1]["object"].metadata.name == "new"
+    kube.create(namespace("elsewhere-too"))
     assert kube.bookmark_now("pods") == 1
     bookmark = collect(stream, lambda seen: seen[-1]["type"] == "BOOKMARK")[-1]
     assert bookmark["raw_object"]["metadata"]["resourceVersion"] == str(kube.current_rv)

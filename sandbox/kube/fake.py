@@ -24,7 +24,7 @@ import functools
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -79,8 +79,14 @@ class FakeKube:
     """A fake Kubernetes API server on 127.0.0.1 (port 0 picks a free one).
 
     `bookmark_interval`: seconds between BOOKMARK events on watches that allow them (0
-    disables them; `bookmark_now()` still works). `history`: changes kept per resource for
-    watches to replay; older resourceVersions answer 410. `watch_expired`: how a watch from
+    disables them; `bookmark_now()` still works); a bookmark is sent only when the
+    resourceVersion moved past what the watch already told, and once more
+    `bookmark_before_timeout` seconds before the watch times out. `history`: changes kept
+    per resource for watches to replay and exact lists to rebuild from; `history_seconds`:
+    how long each is kept (a real server compacts about every 5 minutes) on `clock`
+    (monotonic seconds; tests pass one they move); older resourceVersions answer 410.
+    `min_request_timeout`: a watch without `timeoutSeconds` ends after 1-2x this, as the
+    real server's `--min-request-timeout`. `watch_expired`: how a watch from
     a too-old resourceVersion is refused, "event" (200 and one ERROR event, what real
     servers do) or "http" (a 410 answer). `max_list_snapshots`: paginated lists in progress
     whose continue tokens stay valid.
@@ -95,8 +101,9 @@ class FakeKube:
     "sendInitialEvents is forbidden for watch unless the WatchList feature gate is
     enabled". "ignore" (a server that predates or ignores the parameters): the watch is
     served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
-    annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
-    resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
+    annotated bookmark ever comes. `too_large_rv_wait`: how long a list or streaming list
+    for a resourceVersion the fake has not reached waits for it before its 504 (3 s
+    upstream; a streaming list gets it as an ERROR event).
     `controllers`: names from `controllers.REGISTRY` to run from the start (none by default).
     """
 
@@ -106,12 +113,16 @@ class FakeKube:
         *,
         bookmark_interval: float = 1.0,
         history: int = 1000,
+        history_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
         watch_expired: str = "event",
         max_list_snapshots: int = 32,
         git_version: str = "v1.37.1",
         request_log_limit: int = 100_000,
         streaming_lists: str = "serve",
         too_large_rv_wait: float = 3.0,
+        min_request_timeout: float = 1800.0,
+        bookmark_before_timeout: float = 2.0,
         controllers: Iterable[str] = (),
         tokens: Mapping[str, str] | None = None,
     ) -> None:
@@ -119,7 +130,7 @@ class FakeKube:
         _check_streaming_mode(streaming_lists)
         self._port = port
         self._defaults = (bookmark_interval, watch_expired, git_version, streaming_lists)
-        self._store = Store(history)
+        self._store = Store(history, history_seconds, clock)
         self._pager = Pager(self._store, max_list_snapshots)
         self._faults = Faults()
         self._log = RequestLog(request_log_limit)
@@ -131,7 +142,13 @@ class FakeKube:
         for name in self._default_controllers:
             self._controllers.enable(name)
         self._settings = Settings(
-            bookmark_interval, watch_expired, git_version, streaming_lists, too_large_rv_wait
+            bookmark_interval,
+            watch_expired,
+            git_version,
+            streaming_lists,
+            too_large_rv_wait,
+            min_request_timeout,
+            bookmark_before_timeout,
         )
         self._backend = Backend(
             self._store,
