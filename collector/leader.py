@@ -180,7 +180,12 @@ class LeaderElector:
             held = self._try_acquire_or_renew()
         except KubeError as exc:
             held = False
-            if self.reporter.set(Health.degraded(f"cannot reach the lease: {exc}")):
+            if exc.status in (400, 422):
+                # The server refused what we wrote (a field it does not know, a bad value):
+                # a bug here, not an outage; retrying will not fix it.
+                if self.reporter.set(Health.degraded(f"the lease write was refused: {exc}")):
+                    log.error("lease_write_refused", status=exc.status, error=str(exc))
+            elif self.reporter.set(Health.degraded(f"cannot reach the lease: {exc}")):
                 log.warning("lease_unreachable", error=str(exc))
         else:
             self.reporter.set(Health.healthy())

@@ -310,3 +310,26 @@ def test_a_replica_that_does_not_lead_waits_the_retry_period_with_jitter(
     assert a.elector._retry_delay() == pytest.approx(2.0 * (1 + JITTER_FACTOR))
     a.elector._leader = True
     assert a.elector._retry_delay() == 2.0
+
+
+def test_lease_writes_ask_for_strict_field_validation(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    # https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    a = replicas("pod-a")
+    a.elector._round()  # creates
+    a.elector._round()  # updates
+    writes = [r for r in kube.requests if r.method in ("POST", "PUT")]
+    assert [r.method for r in writes] == ["POST", "PUT"]
+    assert all(r.query.get("fieldValidation") == "Strict" for r in writes)
+
+
+def test_a_refused_lease_write_is_reported_as_refused_not_as_unreachable(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    a = replicas("pod-a")
+    kube.fail_next(400, resource="leases", verb="create")
+    a.elector._round()
+    health = a.elector.reporter.health
+    assert not a.elector.is_leader
+    assert not health.ok and "the lease write was refused" in (health.reason or "")
