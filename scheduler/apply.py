@@ -4,7 +4,8 @@ In order: the IGNORE_RESOURCES globs and the Deployment (missing: `deployment_no
 annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/v2 HPA whose
 `scaleTargetRef` is that Deployment. What happens next depends on the HPA:
 
-- none: a provisional HPA is created (named after the Deployment; see `provisional_name`);
+- none: a provisional HPA is created (named after the Deployment; see
+  `scheduler.names.provisional_hpa_name`);
 - not managed: its min and max (and whole spec) are kept as originals, then replaced;
 - managed by this template, action and window: nothing to do when the managed hash and the
   other annotations match (a re-apply is a no-op and emits nothing); a changed min:max is
@@ -29,7 +30,6 @@ errors are logged and counted.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -37,7 +37,7 @@ from typing import Literal
 import structlog
 
 from scheduler import annotations as notes
-from scheduler import events
+from scheduler import events, names
 from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
 from scheduler.ignore import DEPLOYMENT, HPA, IgnoreRules
@@ -58,7 +58,6 @@ Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "re
 # Decides whether the window an HPA is managed for is over, and why (None: still on).
 ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
 
-NAME_LIMIT = 253
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "moonin-agent"
 # A provisional HPA scales on CPU like an HPA created with no metrics would by default,
@@ -223,17 +222,6 @@ def find_hpa(hpas: list[Obj], deployment: str) -> Obj | None:
     return targets[0] if targets else None
 
 
-def provisional_name(deployment: str, taken: set[str]) -> str:
-    """The Deployment's name; when an HPA of that name scales something else,
-    `<name>-moonin`, then `<name>-moonin-<hash>`."""
-    digest = hashlib.sha256(deployment.encode()).hexdigest()[:8]
-    for suffix in ("", "-moonin", f"-moonin-{digest}"):
-        candidate = deployment[: NAME_LIMIT - len(suffix)] + suffix
-        if candidate not in taken:
-            return candidate
-    return f"{deployment[: NAME_LIMIT - 16]}-moonin-{digest}"
-
-
 def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
     spec = hpa.get("spec") or {}
     low, high = spec.get("minReplicas"), spec.get("maxReplicas")
@@ -290,7 +278,7 @@ def _create_provisional(
         max_replicas=None,
         spec=None,
     )
-    name = provisional_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
+    name = names.provisional_hpa_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
     annotations = {k: v for k, v in _annotations(planned, originals).items() if v is not None}
     body = {
         "apiVersion": HPA_API_VERSION,

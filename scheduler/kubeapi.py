@@ -35,6 +35,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from scheduler import names
 from scheduler.kubeconnect import REQUEST_TIMEOUT
 from shipper import deadline
 
@@ -196,8 +197,7 @@ class KubeApi:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            # client-go's naming: the object's name and a nanosecond clock in hex.
-            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+            "metadata": {"name": names.event_name(name, time.time_ns()), "namespace": namespace},
             "involvedObject": {
                 "apiVersion": involved.get("apiVersion"),
                 "kind": involved.get("kind"),
