@@ -13,6 +13,8 @@ annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/
   annotations; min or max changed by someone else: left alone (the revert scan releases it
   as `overridden`);
 - managed by another owner whose window is still on: `conflict`, nothing is written;
+- being deleted (`metadata.deletionTimestamp`, held by a finalizer): nothing is written and
+  no provisional HPA is made beside it; a later cycle applies once it is gone;
 - managed by an owner whose window is over: taken over in one write. The old window's
   revert event goes out first; its originals are kept (they are the state before any
   window), unless someone else changed min or max, whose values are then the originals.
@@ -24,8 +26,9 @@ Deployment's replicas raised to the new min when below it (checked on every cycl
 409 on that write is retried the next cycle).
 
 How it fails: `apply_action` returns an outcome and never raises for Kubernetes answers:
-403 is a `forbidden` error event, 409 is counted and retried on the next cycle, other API
-errors are logged and counted.
+403 is a `forbidden` error event, 409 is counted and retried on the next cycle, a 400 or
+422 (the server refused what was written: a bug) is logged as `scaling_write_refused` at
+error level, other API errors are logged and counted.
 """
 
 from __future__ import annotations
@@ -44,11 +47,14 @@ from scheduler.ignore import DEPLOYMENT, HPA, IgnoreRules
 from scheduler.kubeapi import (
     HPA_API_VERSION,
     HPA_KIND,
+    BadRequest,
     Conflict,
     Forbidden,
+    Invalid,
     KubeError,
     NotFound,
     Obj,
+    terminating,
 )
 from scheduler.revert import bounds, is_overridden, revert_event, target_name
 
@@ -151,6 +157,11 @@ def apply_action(
         cycle.count("conflicts")
         log.info("scaling_apply_conflict", error=str(exc), **where)
         return "retry"
+    except (BadRequest, Invalid) as exc:
+        # The server refused what we wrote: a bug here, which retrying will not fix.
+        cycle.count("apply_failures")
+        log.error("scaling_write_refused", status=exc.status, error=str(exc), **where)
+        return "failed"
     except KubeError as exc:
         cycle.count("apply_failures")
         log.warning("scaling_apply_failed", status=exc.status, error=str(exc), **where)
@@ -177,6 +188,12 @@ def _apply(cycle: Cycle, planned: Planned, ignore: IgnoreRules, reason_for: Reas
         message = f"hpa {action.namespace}/{hpa['metadata']['name']} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
+    if hpa is not None and terminating(hpa):
+        # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
+        # is made beside it. Once it is gone, a later cycle creates a provisional one.
+        cycle.count("terminating")
+        log.info("scaling_hpa_terminating", hpa=hpa["metadata"]["name"], target=action.target)
+        return "retry"
     marker = notes.release_marker(*planned.owner)
     if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
         return "released"
