@@ -550,6 +550,21 @@ def test_without_the_collector_dependents_survive_their_owner(
     assert len(kube.list("pods", NS)) == 2
 
 
+def test_without_the_collector_a_foreground_delete_leaves_the_owner_waiting(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """The foregroundDeletion finalizer is the collector's to remove (garbage-collection
+    docs); with no collector running, nothing removes it."""
+    application(kube)
+    delete(http, f"{DEPLOYMENTS}/web", propagationPolicy="Foreground")
+    waiting = kube.get("deployments", NS, "web")["metadata"]
+    assert (waiting["finalizers"], waiting["deletionGracePeriodSeconds"]) == (
+        ["foregroundDeletion"],
+        0,
+    )
+    assert len(kube.list("pods", NS)) == 2
+
+
 # --- generation ----------------------------------------------------------------------------
 
 
