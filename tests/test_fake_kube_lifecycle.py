@@ -550,6 +550,20 @@ def test_without_the_collector_dependents_survive_their_owner(
     assert len(kube.list("pods", NS)) == 2
 
 
+def test_deleting_a_namespace_with_the_collector_running_empties_it_once(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """The namespace controller and the collector both delete the same objects; each
+    object is deleted once (the namespace and garbage-collection docs)."""
+    kube.enable_controller("garbage-collector")
+    application(kube)
+    since = kube.current_rv
+    delete(http, f"{NAMESPACES}/{NS}")
+    deleted = [c for c in events(kube, since, watched(1, 1, 2)) if c[0] == "DELETED"]
+    assert len(deleted) == 4
+    assert kube.stats()["objects"] == {}
+
+
 def test_without_the_collector_a_foreground_delete_leaves_the_owner_waiting(
     kube: FakeKube, http: httpx.Client
 ) -> None:
