@@ -31,6 +31,7 @@ class Resource:
     generation: bool = False  # metadata.generation counts spec changes
     status: bool = False  # has a status subresource; main-resource writes keep .status
     returns_deleted: bool = False  # DELETE answers the object instead of a Status
+    scale: bool = False  # has a scale subresource (an autoscaling/v1 Scale)
     prefix: bytes = field(init=False, repr=False, compare=False)
     field_paths: tuple[tuple[str, tuple[str, ...]], ...] = field(
         init=False, repr=False, compare=False
@@ -178,6 +179,7 @@ RESOURCES: tuple[Resource, ...] = (
         ("deploy",),
         generation=True,
         status=True,
+        scale=True,
     ),
     Resource(
         "apps",
@@ -190,6 +192,7 @@ RESOURCES: tuple[Resource, ...] = (
         fields=(("status.replicas", "status.replicas"),),
         generation=True,
         status=True,
+        scale=True,
     ),
     # autoscaling/v2
     Resource(
@@ -398,6 +401,15 @@ def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
         resources.append(entry)
         if r.status:
             resources.append(_subresource(r, "status", ("get", "patch", "update")))
+        if r.scale:
+            resources.append(
+                {
+                    **_subresource(r, "scale", ("get", "patch", "update")),
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                }
+            )
         if r.plural == "pods":
             resources.append(_subresource(r, "log", ("get",)))
     return {

@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, openapi, resources, status
+from sandbox.kube import admission, openapi, resources, scale, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.faults import Drip, Faults, RequestLog
@@ -351,6 +351,8 @@ class Router:
             if method != "GET":
                 raise status.method_not_allowed(method)
             return self._log(handler, route, query)
+        if route.subresource == "scale" and resource.scale:
+            return self._scale(handler, route, query, raw)
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
         choice = _choice(handler)
@@ -365,6 +367,35 @@ class Router:
             raise status.method_not_allowed(method)
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
+
+    def _scale(self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes) -> None:
+        method, resource, name = handler.command, route.resource, str(route.name)
+        store = self.backend.store
+        if method == "GET":
+            entry = store.get(resource, route.namespace, name)
+            handler.reply(200, _encode(scale.of(entry.decode())))
+            return
+        if method == "PUT":
+            body = _json_body(raw)
+            options = WriteOptions.parse(query, "UpdateOptions")
+
+            def change(_: dict[str, Any]) -> Any:
+                return body
+        elif method == "PATCH":
+            patcher = _patcher(handler)
+            patch = _json_body(raw)
+            options = WriteOptions.parse(query, "PatchOptions")
+
+            def change(current: dict[str, Any]) -> Any:
+                return patcher(current, patch)
+        else:
+            raise status.method_not_allowed(method)
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            return scale.written(name, current, change(scale.of(current)))
+
+        entry = store.modify(resource, route.namespace, name, mutate, dry_run=options.dry_run)
+        handler.reply(200, _encode(scale.of(entry.decode())))
 
     def _list(self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice) -> None:
         resource = route.resource
@@ -458,10 +489,7 @@ class Router:
         status_only: bool,
     ) -> tuple[Any, list[str]]:
         resource = route.resource
-        content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        patcher = _PATCHERS.get(content_type)
-        if patcher is None:
-            raise status.unsupported_media_type(content_type)
+        patcher = _patcher(handler)
         patch = _json_body(raw)
         if patcher is json_patch and not isinstance(patch, list):
             raise status.bad_request("a JSON patch must be a list of operations")
@@ -611,6 +639,14 @@ class Router:
             # Unset is the legacy watch (the current objects first); false starts from now.
             return None if options.send_initial_events is None else store.current_rv
         return _integer("resourceVersion", text)
+
+
+def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
+    content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    patcher = _PATCHERS.get(content_type)
+    if patcher is None:
+        raise status.unsupported_media_type(content_type)
+    return patcher
 
 
 def _choice(handler: _Handler) -> Choice:

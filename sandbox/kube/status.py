@@ -174,6 +174,12 @@ def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> A
     return _invalid(f'{resource.kind} "{name}"', _details(resource, name), errors)
 
 
+def invalid_of_kind(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiError:
+    """422 for an object of a kind the fake does not store (a subresource's `Scale`)."""
+    details = {"name": name, "group": group, "kind": kind}
+    return _invalid(f'{kind}.{group} "{name}"', details, errors)
+
+
 def _invalid(subject: str, details: dict[str, Any], errors: list[FieldError]) -> ApiError:
     # Identical messages are said once; more than one is bracketed, as Go's aggregate prints.
     messages = list(dict.fromkeys(str(error) for error in errors))

@@ -1,0 +1,168 @@
+"""What kubectl and the HPA controller use beyond plain CRUD: the scale subresource, Table
+answers, the media types a body may come in, and the HPA controller's clamping.
+
+Each behaviour cites the Kubernetes documentation or source that says the real server does it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sandbox.kube import FakeKube
+
+NS = "shop"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeKube]:
+    with FakeKube() as kube:
+        yield kube
+
+
+@pytest.fixture
+def kube(server: FakeKube) -> FakeKube:
+    server.reset()
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return server
+
+
+@pytest.fixture(scope="module")
+def http(server: FakeKube) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, headers=server.headers, trust_env=False) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def apps(server: FakeKube) -> Iterator[client.AppsV1Api]:
+    with client.ApiClient(server.client_configuration()) as api_client:
+        yield client.AppsV1Api(api_client)
+
+
+def deployment(name: str = "web", replicas: int = 2, **labels: str) -> dict[str, Any]:
+    match = labels or {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": match},
+            "template": {
+                "metadata": {"labels": match},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+            },
+        },
+    }
+
+
+# --- the scale subresource ---------------------------------------------------------------
+# https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/deployment-v1/#get-read-scale-of-the-specified-deployment
+# pkg/registry/apps/deployment/storage/storage.go (scaleFromDeployment, scaleUpdatedObjectInfo)
+
+
+def test_the_scale_of_a_deployment_is_an_autoscaling_v1_scale_with_its_selector_as_a_string(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    created = kube.create(deployment(tier="web", app="shop"))
+    kube.patch("deployments", NS, "web", {"status": {"replicas": 1}})
+    scale = http.get(f"{DEPLOYMENTS}/web/scale").json()
+    stored = kube.get("deployments", NS, "web")
+    assert scale == {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": "web",
+            "namespace": NS,
+            "uid": created["metadata"]["uid"],
+            "resourceVersion": stored["metadata"]["resourceVersion"],
+            "creationTimestamp": created["metadata"]["creationTimestamp"],
+        },
+        "spec": {"replicas": 2},
+        "status": {"replicas": 1, "selector": "app=shop,tier=web"},
+    }
+
+
+def test_match_expressions_print_as_a_label_selector_string_sorted_by_key(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    obj = deployment()
+    obj["spec"]["selector"]["matchExpressions"] = [
+        {"key": "zone", "operator": "In", "values": ["b", "a"]},
+        {"key": "canary", "operator": "DoesNotExist"},
+        {"key": "env", "operator": "NotIn", "values": ["dev"]},
+        {"key": "bin", "operator": "Exists"},
+    ]
+    kube.create(obj)
+    selector = http.get(f"{DEPLOYMENTS}/web/scale").json()["status"]["selector"]
+    assert selector == "app=web,bin,!canary,env notin (dev),zone in (a,b)"
+
+
+def test_writing_the_scale_changes_the_deployments_replicas_and_generation(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment())
+    answer = apps.patch_namespaced_deployment_scale("web", NS, {"spec": {"replicas": 5}})
+    stored = kube.get("deployments", NS, "web")
+    assert (stored["spec"]["replicas"], stored["metadata"]["generation"]) == (5, 2)
+    assert answer.spec.replicas == 5
+    assert answer.metadata.resource_version == stored["metadata"]["resourceVersion"]
+    replaced = apps.replace_namespaced_deployment_scale(
+        "web", NS, {"metadata": {"name": "web"}, "spec": {"replicas": 0}}
+    )
+    assert replaced.spec.replicas == 0
+    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 0
+
+
+def test_a_replicaset_has_a_scale_subresource_too(kube: FakeKube, http: httpx.Client) -> None:
+    obj = deployment("rs")
+    obj.update(apiVersion="apps/v1", kind="ReplicaSet")
+    kube.create(obj)
+    path = f"/apis/apps/v1/namespaces/{NS}/replicasets/rs/scale"
+    answer = http.put(path, json={"kind": "Scale", "spec": {"replicas": 3}})
+    assert answer.status_code == 200, answer.text
+    assert kube.get("replicasets", NS, "rs")["spec"]["replicas"] == 3
+
+
+def test_a_scale_write_with_a_stale_resource_version_is_409_conflict(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    created = kube.create(deployment())
+    kube.patch("deployments", NS, "web", {"metadata": {"labels": {"touched": "yes"}}})
+    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
+    answer = http.put(f"{DEPLOYMENTS}/web/scale", json={**stale, "spec": {"replicas": 9}})
+    assert (answer.status_code, answer.json()["reason"]) == (409, "Conflict")
+    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 2
+
+
+def test_negative_replicas_are_422_invalid_on_the_scale(
+    kube: FakeKube, apps: client.AppsV1Api
+) -> None:
+    kube.create(deployment())
+    with pytest.raises(ApiException) as raised:
+        apps.patch_namespaced_deployment_scale("web", NS, {"spec": {"replicas": -1}})
+    assert raised.value.status == 422
+    assert '"Scale.autoscaling \\"web\\" is invalid: spec.replicas: Invalid value: -1: must be' in (
+        raised.value.body
+    )
+
+
+def test_the_scale_of_a_missing_deployment_is_404(kube: FakeKube, http: httpx.Client) -> None:
+    answer = http.get(f"{DEPLOYMENTS}/gone/scale")
+    assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound")
+
+
+def test_discovery_lists_the_scale_subresource_as_autoscaling_v1_scale(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    listed = http.get("/apis/apps/v1").json()["resources"]
+    scales = {r["name"]: r for r in listed if r["name"].endswith("/scale")}
+    assert set(scales) == {"deployments/scale", "replicasets/scale"}
+    assert scales["deployments/scale"]["group"] == "autoscaling"
+    assert scales["deployments/scale"]["kind"] == "Scale"
