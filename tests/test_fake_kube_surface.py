@@ -166,3 +166,85 @@ def test_discovery_lists_the_scale_subresource_as_autoscaling_v1_scale(
     assert set(scales) == {"deployments/scale", "replicasets/scale"}
     assert scales["deployments/scale"]["group"] == "autoscaling"
     assert scales["deployments/scale"]["kind"] == "Scale"
+
+
+# --- the HPA controller --------------------------------------------------------------------
+# https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/ (replicas kept
+# within minReplicas..maxReplicas), pkg/controller/podautoscaler/horizontal.go (setStatus;
+# a target at 0 replicas has autoscaling disabled).
+
+HPAS = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers"
+
+
+def hpa(low: int | None, high: int, target: str = "web") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "maxReplicas": high,
+    }
+    if low is not None:
+        spec["minReplicas"] = low
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": target},
+        "spec": spec,
+    }
+
+
+@pytest.fixture
+def autoscaled(kube: FakeKube) -> Iterator[FakeKube]:
+    kube.enable_controller("horizontal-pod-autoscaler")
+    yield kube
+    kube.disable_controller("horizontal-pod-autoscaler")
+
+
+def replicas(http: httpx.Client, name: str = "web") -> int:
+    return http.get(f"{DEPLOYMENTS}/{name}").json()["spec"]["replicas"]
+
+
+def test_an_hpa_created_over_http_scales_its_deployment_into_its_bounds(
+    autoscaled: FakeKube, http: httpx.Client
+) -> None:
+    assert http.post(DEPLOYMENTS, json=deployment(replicas=1)).status_code == 201
+    assert http.post(HPAS, json=hpa(3, 6)).status_code == 201
+    assert replicas(http) == 3
+    reported = http.get(f"{HPAS}/web").json()["status"]
+    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (1, 3)
+    assert "lastScaleTime" in reported
+
+
+def test_scaling_a_deployment_past_its_hpas_maximum_is_brought_back(
+    autoscaled: FakeKube, http: httpx.Client
+) -> None:
+    http.post(DEPLOYMENTS, json=deployment(replicas=2))
+    http.post(HPAS, json=hpa(None, 4))
+    answer = http.patch(
+        f"{DEPLOYMENTS}/web/scale",
+        json={"spec": {"replicas": 10}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert answer.status_code == 200
+    assert replicas(http) == 4
+    reported = http.get(f"{HPAS}/web").json()["status"]
+    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (10, 4)
+
+
+def test_changing_the_hpas_bounds_moves_the_deployment_and_min_replicas_defaults_to_1(
+    autoscaled: FakeKube, http: httpx.Client
+) -> None:
+    http.post(DEPLOYMENTS, json=deployment(replicas=5))
+    http.post(HPAS, json=hpa(None, 8))
+    assert replicas(http) == 5
+    merge = {"Content-Type": "application/merge-patch+json"}
+    http.patch(f"{HPAS}/web", json={"spec": {"maxReplicas": 2}}, headers=merge)
+    assert replicas(http) == 2
+    http.put(f"{DEPLOYMENTS}/web/scale", json={"spec": {"replicas": 0}})
+    assert replicas(http) == 0, "a target at 0 has autoscaling disabled"
+    assert http.get(f"{HPAS}/web").json()["status"]["desiredReplicas"] == 0
+
+
+def test_without_the_controller_an_hpa_changes_nothing(kube: FakeKube, http: httpx.Client) -> None:
+    http.post(DEPLOYMENTS, json=deployment(replicas=1))
+    http.post(HPAS, json=hpa(3, 6))
+    assert replicas(http) == 1
+    assert http.get(f"{HPAS}/web").json()["status"] == {}

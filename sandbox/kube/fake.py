@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sandbox.kube import auth, resources
+from sandbox.kube import auth, hpa_controller, resources
 from sandbox.kube.auth import Tokens
 from sandbox.kube.controllers import Controllers
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
@@ -50,6 +50,8 @@ from sandbox.kube.status import ApiError, unprocessable
 from sandbox.kube.store import Bookmark, Store
 from sandbox.kube.watch import DROP, STOP, Stall
 from sandbox.serving import HOST
+
+CONTROLLER_MODULES = (hpa_controller,)  # importing a controller registers it
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
