@@ -248,3 +248,64 @@ def test_without_the_controller_an_hpa_changes_nothing(kube: FakeKube, http: htt
     http.post(HPAS, json=hpa(3, 6))
     assert replicas(http) == 1
     assert http.get(f"{HPAS}/web").json()["status"] == {}
+
+
+# --- the media types of a body ---------------------------------------------------------------
+# staging/src/k8s.io/apiserver/pkg/endpoints/handlers/negotiation/negotiate.go
+# (NegotiateInputSerializerForMediaType) and errors.go (errUnsupportedMediaType); the
+# fake decodes no protobuf, as a custom resource's endpoint:
+# https://kubernetes.io/docs/reference/using-api/api-concepts/#alternate-representations-of-resources
+
+CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
+UNKNOWN_FORMAT = (
+    "the body of the request was in an unknown format - accepted media types include: "
+    "application/json, application/yaml"
+)
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/vnd.kubernetes.protobuf", "text/plain", "application/cbor"]
+)
+def test_a_body_in_a_media_type_the_server_does_not_decode_is_415(
+    content_type: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    body = b'{"metadata":{"name":"c"}}'
+    for method, path in (("POST", CONFIGMAPS), ("PUT", f"{CONFIGMAPS}/c")):
+        answer = http.request(method, path, content=body, headers={"Content-Type": content_type})
+        assert answer.status_code == 415, (method, answer.text)
+        assert answer.json()["reason"] == "UnsupportedMediaType"
+        assert answer.json()["message"] == UNKNOWN_FORMAT
+    assert kube.list("configmaps", NS) == []
+
+
+def test_a_yaml_body_is_decoded_like_json(kube: FakeKube, http: httpx.Client) -> None:
+    body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  when: 2024-01-01\n"
+    answer = http.post(CONFIGMAPS, content=body, headers={"Content-Type": "application/yaml"})
+    assert answer.status_code == 201, answer.text
+    assert kube.get("configmaps", NS, "c")["data"] == {"when": "2024-01-01"}
+
+
+def test_a_body_without_a_content_type_is_json(kube: FakeKube, http: httpx.Client) -> None:
+    answer = http.post(CONFIGMAPS, content=b'{"metadata":{"name":"c"}}')
+    assert answer.status_code == 201, answer.text
+
+
+def test_a_patch_in_a_type_that_is_no_patch_is_415_listing_the_patch_types(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    kube.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS}}
+    )
+    answer = http.patch(f"{CONFIGMAPS}/c", json={}, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 415
+    assert answer.json()["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, "
+        "application/strategic-merge-patch+json"
+    )
+
+
+def test_an_unknown_path_is_404_not_found(kube: FakeKube, http: httpx.Client) -> None:
+    for path in ("/apis/apps/v1/namespaces/shop/widgets", "/nothing", f"{DEPLOYMENTS}/web/bogus"):
+        answer = http.get(path)
+        assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound"), path

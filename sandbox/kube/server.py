@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, openapi, resources, scale, status
+from sandbox.kube import admission, negotiation, openapi, resources, scale, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.faults import Drip, Faults, RequestLog
@@ -64,10 +64,10 @@ WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for its 415
+    "application/json-patch+json": json_patch,
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
-    "application/json-patch+json": json_patch,
 }
 _TLS_HANDSHAKE = b"\x16"  # the content type of a TLS handshake record, its first byte
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -316,6 +316,8 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, watch: bool
     ) -> None:
         method, resource = handler.command, route.resource
+        if method in ("POST", "PUT") or (method == "DELETE" and raw):
+            raw = negotiation.body_as_json(handler.headers.get("Content-Type") or "", raw)
         if route.subresource is not None:
             return self._subresource(handler, route, query, raw)
         choice = _choice(handler)
@@ -645,7 +647,7 @@ def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
     content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     patcher = _PATCHERS.get(content_type)
     if patcher is None:
-        raise status.unsupported_media_type(content_type)
+        raise status.unsupported_media_type(tuple(_PATCHERS))
     return patcher
 
 

@@ -270,13 +270,13 @@ def internal_error(message: str = "an injected fault") -> ApiError:
     )
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
+def unsupported_media_type(accepted: tuple[str, ...]) -> ApiError:
+    """415 for a body in a media type the endpoint does not decode (negotiation/errors.go)."""
     return ApiError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format ({content_type!r}) - accepted media "
-        "types include: application/json-patch+json, application/merge-patch+json, "
-        "application/strategic-merge-patch+json",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
     )
 
 
