@@ -40,13 +40,15 @@ from typing import Any
 import msgspec
 import yaml
 
-from sandbox.kube import status
+from sandbox.kube import status, tables
 from sandbox.kube.lists import Page
 from sandbox.kube.resources import Resource
 from sandbox.kube.store import Entry
 
 PARTIAL = "PartialObjectMetadata"
 PARTIAL_LIST = "PartialObjectMetadataList"
+TABLE = "Table"
+INCLUDE_OBJECT = ("None", "Object", "Metadata")  # Metadata when not given
 _META_GROUP = "meta.k8s.io"
 _META_VERSIONS = ("v1", "v1beta1")
 # What the real server serves built-in kinds as, in its order: (type, subtype, streams).
@@ -109,6 +111,63 @@ class _Refused(View):
         raise Unencodable
 
 
+class _Table(View):
+    """Objects as Table rows. On a watch (`once`) only the first event's table carries the
+    column definitions (`columnDefinitions: null` after it), as upstream's watch encoder
+    prints headers once; a bookmark is a table without rows carrying its resourceVersion."""
+
+    __slots__ = ("_api_version", "_columns_sent", "_include", "_metadata", "_once")
+
+    def __init__(self, api_version: str, include: str, once: bool) -> None:
+        self._api_version = api_version
+        self._include = include
+        self._metadata = _Metadata(api_version)
+        self._once = once
+        self._columns_sent = False
+
+    def entry(self, resource: Resource, entry: Entry) -> bytes:
+        row = self._row(resource, entry.decode(), lambda: self._object(resource, entry))
+        return self._table(resource, f'"resourceVersion":"{entry.rv}"', [row])
+
+    def decoded(self, resource: Resource, obj: dict[str, Any]) -> bytes:
+        metadata = obj.get("metadata") or {}
+        rv = f'"resourceVersion":"{metadata.get("resourceVersion", "")}"'
+        if "name" not in metadata:  # a bookmark
+            return self._table(resource, rv, None)
+        row = self._row(resource, obj, lambda: self._decoded_object(resource, obj))
+        return self._table(resource, rv, [row])
+
+    def page(self, resource: Resource, page: Page) -> bytes:
+        rows = [
+            self._row(resource, e.decode(), lambda e=e: self._object(resource, e))
+            for e in page.entries
+        ]
+        return self._table(resource, page.metadata(), rows)
+
+    def _object(self, resource: Resource, entry: Entry) -> bytes:
+        if self._include == "Object":
+            return entry.full(resource)
+        return self._metadata.entry(resource, entry)
+
+    def _decoded_object(self, resource: Resource, obj: dict[str, Any]) -> bytes:
+        if self._include == "Object":
+            return _AS_STORED.decoded(resource, obj)
+        return self._metadata.decoded(resource, obj)
+
+    def _row(self, resource: Resource, obj: dict[str, Any], content: Any) -> bytes:
+        included = b"null" if self._include == "None" else content()
+        return b'{"cells":%s,"object":%s}' % (_encode(tables.cells(resource, obj)), included)
+
+    def _table(self, resource: Resource, metadata: str, rows: list[bytes] | None) -> bytes:
+        columns = b"null"
+        if not (self._once and self._columns_sent):
+            columns = _encode(tables.columns(resource))
+            self._columns_sent = True
+        listed = b"null" if not rows else b"[%s]" % b",".join(rows)
+        head = f'{{"kind":"{TABLE}","apiVersion":"{self._api_version}","metadata":{{{metadata}}},'
+        return b'%s"columnDefinitions":%s,"rows":%s}' % (head.encode(), columns, listed)
+
+
 _AS_STORED = View()
 _REFUSED = _Refused()
 
@@ -117,9 +176,10 @@ _REFUSED = _Refused()
 class Choice:
     """The clause a request's Accept header is answered by."""
 
-    target: str | None  # PARTIAL, PARTIAL_LIST, or None: objects as stored
+    target: str | None  # PARTIAL, PARTIAL_LIST, TABLE, or None: objects as stored
     api_version: str  # the target's: meta.k8s.io/v1 or meta.k8s.io/v1beta1
     streams: bool  # its media type has a watch encoding
+    include: str = "Metadata"  # what a Table's rows carry: one of INCLUDE_OBJECT
 
     def for_object(self, resource: Resource) -> View:
         if self.target == PARTIAL_LIST:
@@ -137,12 +197,16 @@ class Choice:
                     "application/vnd.kubernetes.protobuf;stream=watch",
                 )
             )
+        if self.target == TABLE:
+            return _Table(self.api_version, self.include, once=True)
         return _REFUSED if self.target == PARTIAL_LIST else self._view()
 
     def list_body(self, resource: Resource, page: Page) -> bytes:
         if self.target is None:
             items = b",".join(entry.item for entry in page.entries)
             return page.body(resource.list_kind, resource.api_version, items)
+        if self.target == TABLE:
+            return _Table(self.api_version, self.include, once=False).page(resource, page)
         if self.target == PARTIAL:
             raise status.not_acceptable(
                 f"you requested {PARTIAL}, but the requested object is a list "
@@ -153,14 +217,17 @@ class Choice:
         return page.body(PARTIAL_LIST, self.api_version, joined if page.entries else None)
 
     def _view(self) -> View:
+        if self.target == TABLE:
+            return _Table(self.api_version, self.include, once=False)
         return _AS_STORED if self.target is None else _Metadata(self.api_version)
 
 
 _PLAIN = Choice(None, "", True)
 
 
-def negotiate(accept: str) -> Choice:
-    """The clause the real server would answer `accept` by; ApiError 406 when none fits."""
+def negotiate(accept: str, include_object: str = "") -> Choice:
+    """The clause the real server would answer `accept` by; ApiError 406 when none fits.
+    `include_object` is the request's `includeObject` (what Table rows carry)."""
     if not accept:
         return _PLAIN
     for clause in _clauses(accept):
@@ -168,9 +235,17 @@ def negotiate(accept: str) -> Choice:
             wildcard = clause.type == "*" and clause.subtype == "*"
             if wildcard or (clause.type == main and clause.subtype in (sub, "*")):
                 choice = _honoured(clause.params, streams)
+                if choice is not None and choice.target == TABLE:
+                    return _with_rows(choice, include_object)
                 if choice is not None:
                     return choice
     raise status.not_acceptable(_only(*(f"{main}/{sub}" for main, sub, _ in _SERVED)))
+
+
+def _with_rows(choice: Choice, include_object: str) -> Choice:
+    if include_object and include_object not in INCLUDE_OBJECT:
+        raise status.bad_request(f'unrecognized includeObject value: "{include_object}"')
+    return Choice(TABLE, choice.api_version, choice.streams, include_object or "Metadata")
 
 
 def _only(*media_types: str) -> str:
@@ -190,7 +265,11 @@ def _honoured(params: dict[str, str], streams: bool) -> Choice | None:
     if not convert:
         return Choice(None, "", streams)
     kind, group, version = (convert.get(key, "") for key in ("as", "g", "v"))
-    if kind in (PARTIAL, PARTIAL_LIST) and group == _META_GROUP and version in _META_VERSIONS:
+    if (
+        kind in (PARTIAL, PARTIAL_LIST, TABLE)
+        and group == _META_GROUP
+        and version in _META_VERSIONS
+    ):
         return Choice(kind, f"{group}/{version}", streams)
     return None
 

@@ -320,7 +320,7 @@ class Router:
             raw = negotiation.body_as_json(handler.headers.get("Content-Type") or "", raw)
         if route.subresource is not None:
             return self._subresource(handler, route, query, raw)
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         if route.name is None:
             if watch:
                 return self._watch(handler, route, query, choice)
@@ -357,7 +357,7 @@ class Router:
             return self._scale(handler, route, query, raw)
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         warnings: list[str] = []
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
@@ -651,8 +651,8 @@ def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
     return patcher
 
 
-def _choice(handler: _Handler) -> Choice:
-    return negotiate(handler.headers.get("Accept", ""))
+def _choice(handler: _Handler, query: dict[str, str]) -> Choice:
+    return negotiate(handler.headers.get("Accept", ""), query.get("includeObject", ""))
 
 
 def _set_status(obj: dict[str, Any], value: Any) -> None:
