@@ -6,6 +6,7 @@ Each behaviour cites the Kubernetes documentation or source that says the real s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.kube import FakeKube
+from sandbox.kube import FakeKube, tables
 
 NS = "shop"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
@@ -247,7 +248,7 @@ def test_without_the_controller_an_hpa_changes_nothing(kube: FakeKube, http: htt
     http.post(DEPLOYMENTS, json=deployment(replicas=1))
     http.post(HPAS, json=hpa(3, 6))
     assert replicas(http) == 1
-    assert http.get(f"{HPAS}/web").json()["status"] == {}
+    assert "currentReplicas" not in http.get(f"{HPAS}/web").json()["status"]
 
 
 # --- the media types of a body ---------------------------------------------------------------
@@ -309,3 +310,183 @@ def test_an_unknown_path_is_404_not_found(kube: FakeKube, http: httpx.Client) ->
     for path in ("/apis/apps/v1/namespaces/shop/widgets", "/nothing", f"{DEPLOYMENTS}/web/bogus"):
         answer = http.get(path)
         assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound"), path
+
+
+# --- Table answers ---------------------------------------------------------------------------
+# https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables
+# Columns: pkg/printers/internalversion/printers.go; kinds without a printer:
+# staging/src/k8s.io/apiserver/pkg/registry/rest/table.go (defaultTableConvertor).
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+KUBECTL_ACCEPT = f"{TABLE},application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+
+def names(table: dict[str, Any]) -> list[str]:
+    return [column["name"] for column in table["columnDefinitions"] if column["priority"] == 0]
+
+
+def test_a_list_as_a_table_has_the_printers_columns_and_one_row_per_object(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    kube.create(deployment("a", replicas=3))
+    kube.patch("deployments", NS, "a", {"status": {"readyReplicas": 1, "updatedReplicas": 2}})
+    kube.create(deployment("b"))
+    table = http.get(DEPLOYMENTS, headers={"Accept": KUBECTL_ACCEPT}).json()
+    assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert table["metadata"]["resourceVersion"] == str(kube.current_rv)
+    assert names(table) == ["Name", "Ready", "Up-to-date", "Available", "Age"]
+    wide = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 1]
+    assert wide == ["Containers", "Images", "Selector"]
+    first = table["rows"][0]
+    assert first["cells"][:4] == ["a", "1/3", 2, 0]
+    assert first["cells"][5:] == ["app", "nginx", "app=a"]
+    assert first["object"]["kind"] == "PartialObjectMetadata"
+    assert first["object"]["metadata"]["name"] == "a"
+    assert [row["cells"][0] for row in table["rows"]] == ["a", "b"]
+
+
+def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS},
+        "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "a", "ready": True, "restartCount": 2, "state": {"running": {}}},
+                {
+                    "name": "b",
+                    "ready": False,
+                    "restartCount": 1,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                },
+            ],
+        },
+    }
+    kube.create(pod)
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": NS},
+            "data": {"a": "1", "b": "2"},
+            "binaryData": {"c": ""},
+        }
+    )
+    kube.create(hpa(None, 4) | {"metadata": {"name": "h", "namespace": NS}})
+    rs = deployment("rs", replicas=3) | {"kind": "ReplicaSet"}
+    kube.create(rs)
+    expected = {
+        f"/api/v1/namespaces/{NS}/pods": (
+            ["Name", "Ready", "Status", "Restarts", "Age"],
+            ["p", "1/2", "CrashLoopBackOff", 3],
+        ),
+        "/api/v1/namespaces": (["Name", "Status", "Age"], None),
+        CONFIGMAPS: (["Name", "Data", "Age"], ["c", 3]),
+        f"/apis/apps/v1/namespaces/{NS}/replicasets": (
+            ["Name", "Desired", "Current", "Ready", "Age"],
+            ["rs", 3, 0, 0],
+        ),
+        HPAS: (
+            ["Name", "Reference", "Targets", "MinPods", "MaxPods", "Replicas", "Age"],
+            ["h", "Deployment/web", "<none>", "<unset>", 4, 0],
+        ),
+    }
+    for path, (columns, cells) in expected.items():
+        table = http.get(path, headers={"Accept": TABLE}).json()
+        assert names(table) == columns, path
+        if cells is not None:
+            assert table["rows"][0]["cells"][: len(cells)] == cells, path
+
+
+def test_a_kind_without_a_printer_gets_the_default_name_and_created_at_columns(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    lease = kube.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "l", "namespace": NS},
+        }
+    )
+    table = http.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/l", headers={"Accept": TABLE}
+    ).json()
+    assert [(c["name"], c["type"]) for c in table["columnDefinitions"]] == [
+        ("Name", "string"),
+        ("Created At", "date"),
+    ]
+    assert table["rows"][0]["cells"] == ["l", lease["metadata"]["creationTimestamp"]]
+    assert table["metadata"]["resourceVersion"] == lease["metadata"]["resourceVersion"]
+
+
+@pytest.mark.parametrize("include", ["None", "Object", "Metadata"])
+def test_include_object_says_what_each_row_carries(
+    include: str, kube: FakeKube, http: httpx.Client
+) -> None:
+    kube.create(deployment())
+    v1beta1 = "application/json;as=Table;v=v1beta1;g=meta.k8s.io"
+    answer = http.get(
+        f"{DEPLOYMENTS}/web", params={"includeObject": include}, headers={"Accept": v1beta1}
+    ).json()
+    assert answer["apiVersion"] == "meta.k8s.io/v1beta1"
+    carried = answer["rows"][0]["object"]
+    if include == "None":
+        assert carried is None
+    elif include == "Object":
+        assert (carried["kind"], carried["spec"]["replicas"]) == ("Deployment", 2)
+    else:
+        assert carried["apiVersion"] == "meta.k8s.io/v1beta1"
+        assert set(carried) == {"kind", "apiVersion", "metadata"}
+
+
+def test_an_unknown_include_object_is_400(kube: FakeKube, http: httpx.Client) -> None:
+    answer = http.get(DEPLOYMENTS, params={"includeObject": "All"}, headers={"Accept": TABLE})
+    assert (answer.status_code, answer.json()["message"]) == (
+        400,
+        'unrecognized includeObject value: "All"',
+    )
+
+
+def test_a_table_watch_sends_rows_with_the_columns_only_in_its_first_event(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    kube.create(deployment("a"))
+    events: list[dict[str, Any]] = []
+    params = {"watch": "1", "timeoutSeconds": "5"}
+    with http.stream("GET", DEPLOYMENTS, params=params, headers={"Accept": TABLE}) as stream:
+        lines = stream.iter_lines()
+        events.append(json.loads(next(lines)))
+        kube.patch("deployments", NS, "a", {"spec": {"replicas": 7}})
+        events.append(json.loads(next(lines)))
+    assert [event["type"] for event in events] == ["ADDED", "MODIFIED"]
+    first, second = (event["object"] for event in events)
+    assert first["kind"] == second["kind"] == "Table"
+    assert names(first)[:2] == ["Name", "Ready"]
+    assert second["columnDefinitions"] is None
+    assert second["rows"][0]["cells"][:2] == ["a", "0/7"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "printed"),
+    [
+        (-5, "<invalid>"),
+        (-1, "0s"),
+        (59, "59s"),
+        (119, "119s"),
+        (125, "2m5s"),
+        (600, "10m"),
+        (3 * 3600, "3h"),
+        (3 * 3600 + 60, "3h1m"),
+        (50 * 3600, "2d2h"),
+        (400 * 86400, "400d"),
+        (3 * 365 * 86400 + 86400, "3y1d"),
+        (9 * 365 * 86400, "9y"),
+    ],
+)
+def test_ages_print_as_human_durations(seconds: int, printed: str) -> None:
+    # k8s.io/apimachinery/pkg/util/duration/duration.go (HumanDuration)
+    assert tables.human_duration(seconds) == printed

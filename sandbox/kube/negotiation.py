@@ -12,10 +12,12 @@ typed commands such as `kubectl create namespace`) cannot write to the fake.
 The real server reads the clauses of the Accept header in goautoneg's order (a higher q
 first, a concrete type before a wildcard, ties as written) and answers by the first one
 that names a media type it serves (JSON, YAML, protobuf) and whose parameters it honours.
-A transformation (`as=...;g=...;v=...`) is honoured for `PartialObjectMetadata` and
-`PartialObjectMetadataList` of `meta.k8s.io` `v1` or `v1beta1`; any other (a `Table` too:
-the fake has no table printer, like an endpoint without one) passes the clause over, so a
-later clause may still be taken. No clause honoured: 406. No header: objects as stored.
+A transformation (`as=...;g=...;v=...`) is honoured for `PartialObjectMetadata`,
+`PartialObjectMetadataList` and `Table` of `meta.k8s.io` `v1` or `v1beta1`; any other
+passes the clause over, so a later clause may still be taken. No clause honoured: 406. No
+header: objects as stored. A Table's rows carry what the request's `includeObject` asks
+(`Metadata` by default: the PartialObjectMetadata; `Object`; `None`: `"object":null`;
+anything else is 400), and their cells are the kind's printer's (`tables`).
 
 The transformation chosen applies to what was read, so a kind that does not fit it is a
 406 even where a later clause would have fitted: PartialObjectMetadata of a list,
