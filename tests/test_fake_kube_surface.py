@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +16,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from collector import kubeconfig
 from sandbox.kube import FakeKube, tables
+from scheduler import kubeconnect
 
 NS = "shop"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
@@ -490,3 +493,27 @@ def test_a_table_watch_sends_rows_with_the_columns_only_in_its_first_event(
 def test_ages_print_as_human_durations(seconds: int, printed: str) -> None:
     # k8s.io/apimachinery/pkg/util/duration/duration.go (HumanDuration)
     assert tables.human_duration(seconds) == printed
+
+
+# --- the agent over https ------------------------------------------------------------------
+# kubectl and client-go send a bearer token only over TLS with a verified server:
+# https://kubernetes.io/docs/reference/access-authn-authz/authentication/#putting-a-bearer-token-in-a-request
+
+
+def test_both_agent_loaders_reach_the_fake_over_https_with_its_ca(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    path = kube.kubeconfig(tmp_path / "kubeconfig", tls=True)
+    target = kubeconfig.load_target({}, kubeconfig=str(path))
+    assert target.server == kube.https_url
+    answer = httpx.get(
+        f"{target.server}/api/v1/namespaces",
+        headers={"Authorization": f"Bearer {target.token()}"},
+        verify=target.verify,
+        trust_env=False,
+    )
+    assert [n["metadata"]["name"] for n in answer.json()["items"]] == [NS]
+    with kubeconnect.connect(str(path)) as api:
+        listed = client.CoreV1Api(api).list_namespace()
+    assert [n.metadata.name for n in listed.items] == [NS]
+    assert kube.requests[-1].user == "system:serviceaccount:moonin:moonin-agent"
