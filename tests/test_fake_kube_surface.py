@@ -395,7 +395,7 @@ def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
         ),
         HPAS: (
             ["Name", "Reference", "Targets", "MinPods", "MaxPods", "Replicas", "Age"],
-            ["h", "Deployment/web", "<none>", "<unset>", 4, 0],
+            ["h", "Deployment/web", "cpu: <unknown>/80%", "1", 4, 0],
         ),
     }
     for path, (columns, cells) in expected.items():
