@@ -7,6 +7,10 @@ Each behaviour cites the Kubernetes documentation or source that says the real s
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -517,3 +521,47 @@ def test_both_agent_loaders_reach_the_fake_over_https_with_its_ca(
         listed = client.CoreV1Api(api).list_namespace()
     assert [n.metadata.name for n in listed.items] == [NS]
     assert kube.requests[-1].user == "system:serviceaccount:moonin:moonin-agent"
+
+
+# --- with a real kubectl -------------------------------------------------------------------
+# https://kubernetes.io/docs/reference/kubectl/generated/kubectl_get/ (server-side printing)
+# https://kubernetes.io/docs/reference/kubectl/generated/kubectl_scale/
+
+
+def kubectl(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    if binary is None:
+        pytest.skip("kubectl is not installed (python scripts/install_kubectl.py)")
+    return subprocess.run(
+        [binary, "--kubeconfig", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(path.parent)},
+    )
+
+
+def test_kubectl_get_prints_the_servers_table_and_kubectl_scale_writes_the_scale(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    kube.create(deployment("web", replicas=2))
+    path = kube.kubeconfig(tmp_path / "kubeconfig", tls=True, namespace=NS)
+    listed = kubectl(path, "get", "deployments", "-o", "wide")
+    assert listed.returncode == 0, listed.stderr
+    head, row = listed.stdout.splitlines()
+    assert head.split() == [
+        "NAME",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "AGE",
+        "CONTAINERS",
+        "IMAGES",
+        "SELECTOR",
+    ]
+    assert row.split()[:3] == ["web", "0/2", "0"]
+    assert row.split()[-3:] == ["app", "nginx", "app=web"]
+    scaled = kubectl(path, "scale", "deployment/web", "--replicas=4")
+    assert scaled.returncode == 0, scaled.stderr
+    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 4
+    assert any(r.path.endswith("/deployments/web/scale") for r in kube.requests)

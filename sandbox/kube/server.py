@@ -9,9 +9,11 @@ reads booleans, chunked newline-delimited JSON; streaming lists with `sendInitia
 as `Settings.streaming_lists` has it), POST creates. Objects: GET, PUT (409 on a stale
 resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
 stale resourceVersion), DELETE (with preconditions). `status` subresources write only
-`.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
-answers text/plain. The Accept header of every other resource request is negotiated
-(`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
+`.status`, and writes to the main resource keep `.status`, as upstream. `scale`
+subresources read and write replicas as a `Scale` (`scale`). `pods/{name}/log` answers
+text/plain. The Accept header of every other resource request is negotiated
+(`negotiation`): objects as stored, their metadata alone (PartialObjectMetadata), or a
+Table (`tables`); so is the Content-Type of a body (JSON or YAML, else 415).
 
 A list reads `resourceVersion` and `resourceVersionMatch` as upstream: unset is the most
 recent state, "0" any state (whole: the watch cache ignores `limit`), N not older than N,
