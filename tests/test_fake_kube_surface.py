@@ -409,25 +409,76 @@ def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
             assert table["rows"][0]["cells"][: len(cells)] == cells, path
 
 
-def test_a_kind_without_a_printer_gets_the_default_name_and_created_at_columns(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    lease = kube.create(
+def test_the_columns_of_secrets_leases_and_services(kube: FakeKube, http: httpx.Client) -> None:
+    meta = {"name": "x", "namespace": NS}
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta,
+            "type": "Opaque",
+            "data": {"a": "MQ==", "b": "Mg=="},
+        }
+    )
+    kube.create(
         {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
+            "metadata": meta,
+            "spec": {"holderIdentity": "pod-1"},
+        }
+    )
+    ports = [{"port": 80, "protocol": "TCP"}, {"port": 443, "nodePort": 30443, "protocol": "TCP"}]
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "type": "NodePort",
+                "clusterIP": "10.0.0.7",
+                "ports": ports,
+                "selector": {"tier": "web", "app": "shop"},
+            },
+        }
+    )
+    expected = {
+        f"/api/v1/namespaces/{NS}/secrets": (["Name", "Type", "Data", "Age"], ["x", "Opaque", 2]),
+        f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases": (
+            ["Name", "Holder", "Age"],
+            ["x", "pod-1"],
+        ),
+        f"/api/v1/namespaces/{NS}/services": (
+            ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age"],
+            ["x", "NodePort", "10.0.0.7", "<none>", "80/TCP,443:30443/TCP"],
+        ),
+    }
+    for path, (columns, cells) in expected.items():
+        table = http.get(path, headers={"Accept": TABLE}).json()
+        assert names(table) == columns, path
+        assert table["rows"][0]["cells"][: len(cells)] == cells, path
+    service = http.get(f"/api/v1/namespaces/{NS}/services", headers={"Accept": TABLE}).json()
+    assert service["rows"][0]["cells"][-1] == "app=shop,tier=web"
+
+
+def test_a_kind_without_a_printer_gets_the_default_name_and_created_at_columns(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    role = kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
             "metadata": {"name": "l", "namespace": NS},
         }
     )
-    table = http.get(
-        f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/l", headers={"Accept": TABLE}
-    ).json()
+    path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/l"
+    table = http.get(path, headers={"Accept": TABLE}).json()
     assert [(c["name"], c["type"]) for c in table["columnDefinitions"]] == [
         ("Name", "string"),
         ("Created At", "date"),
     ]
-    assert table["rows"][0]["cells"] == ["l", lease["metadata"]["creationTimestamp"]]
-    assert table["metadata"]["resourceVersion"] == lease["metadata"]["resourceVersion"]
+    assert table["rows"][0]["cells"] == ["l", role["metadata"]["creationTimestamp"]]
+    assert table["metadata"]["resourceVersion"] == role["metadata"]["resourceVersion"]
 
 
 @pytest.mark.parametrize("include", ["None", "Object", "Metadata"])

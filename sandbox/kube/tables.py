@@ -6,8 +6,10 @@ gets. kube-apiserver fills the table with the printer of each built-in kind
 Deployments (NAME READY UP-TO-DATE AVAILABLE AGE, then wide CONTAINERS IMAGES SELECTOR),
 ReplicaSets (NAME DESIRED CURRENT READY AGE, wide the same three), Pods (NAME READY STATUS
 RESTARTS AGE, wide IP NODE NOMINATED NODE READINESS GATES), Namespaces (NAME STATUS AGE),
-HorizontalPodAutoscalers (NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE) and
-ConfigMaps (NAME DATA AGE). Every other kind gets the default table convertor's columns
+HorizontalPodAutoscalers (NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE),
+ConfigMaps (NAME DATA AGE), Secrets (NAME TYPE DATA AGE), Leases (NAME HOLDER AGE) and
+Services (NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE, wide SELECTOR). Every other kind
+gets the default table convertor's columns
 (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go): Name and `Created At`, an RFC
 3339 date. Wide columns have priority 1, as upstream, and are always sent (kubectl hides
 them unless `-o wide`). Ages are printed as duration.HumanDuration prints them.
@@ -212,6 +214,45 @@ def _hpa(obj: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _secret(obj: dict[str, Any], now: datetime) -> list[Any]:
+    return [obj.get("type", ""), len(obj.get("data") or {}), _age(obj, now)]
+
+
+def _lease(obj: dict[str, Any], now: datetime) -> list[Any]:
+    return [(obj.get("spec") or {}).get("holderIdentity") or "", _age(obj, now)]
+
+
+def _external_ip(spec: dict[str, Any], state: dict[str, Any]) -> str:
+    kind, external = spec.get("type", "ClusterIP"), list(spec.get("externalIPs") or [])
+    if kind == "ExternalName":
+        return str(spec.get("externalName", ""))
+    if kind == "LoadBalancer":
+        ingress = (state.get("loadBalancer") or {}).get("ingress") or []
+        found = [
+            i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")
+        ]
+        return ",".join([*found, *external]) or "<pending>"
+    return ",".join(external) or "<none>"
+
+
+def _port(port: dict[str, Any]) -> str:
+    node_port = f":{port['nodePort']}" if port.get("nodePort") else ""
+    return f"{port.get('port')}{node_port}/{port.get('protocol', 'TCP')}"
+
+
+def _service(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, state = obj.get("spec") or {}, obj.get("status") or {}
+    selector = spec.get("selector") or {}
+    return [
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP") or "<none>",
+        _external_ip(spec, state),
+        ",".join(_port(port) for port in spec.get("ports") or []) or "<none>",
+        _age(obj, now),
+        ",".join(f"{key}={selector[key]}" for key in sorted(selector)) or "<none>",
+    ]
+
+
 _PRINTERS: dict[tuple[str, str], tuple[list[dict], Cells]] = {
     ("apps", "deployments"): (
         [
@@ -261,6 +302,38 @@ _PRINTERS: dict[tuple[str, str], tuple[list[dict], Cells]] = {
     ("", "configmaps"): (
         [_column("Data", "Data contains the configuration data.", "integer"), _AGE],
         _config_map,
+    ),
+    ("", "secrets"): (
+        [
+            _column("Type", "Used to facilitate programmatic handling of secret data."),
+            _column("Data", "Data contains the secret data."),
+            _AGE,
+        ],
+        _secret,
+    ),
+    ("coordination.k8s.io", "leases"): (
+        [
+            _column(
+                "Holder", "holderIdentity contains the identity of the holder of a current lease."
+            ),
+            _AGE,
+        ],
+        _lease,
+    ),
+    ("", "services"): (
+        [
+            _column("Type", "type determines how the Service is exposed."),
+            _column("Cluster-IP", "clusterIP is the IP address of the service."),
+            _column("External-IP", "The external IPs of the service."),
+            _column("Port(s)", "The list of ports that are exposed by this service."),
+            _AGE,
+            _column(
+                "Selector",
+                "Route service traffic to pods with label keys and values matching this selector.",
+                priority=1,
+            ),
+        ],
+        _service,
     ),
     ("autoscaling", "horizontalpodautoscalers"): (
         [
