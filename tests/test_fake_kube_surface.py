@@ -501,12 +501,54 @@ def test_include_object_says_what_each_row_carries(
         assert set(carried) == {"kind", "apiVersion", "metadata"}
 
 
-def test_an_unknown_include_object_is_400(kube: FakeKube, http: httpx.Client) -> None:
+def test_an_unknown_include_object_is_400_once_the_object_is_read(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    # staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go (optionsForTransform)
+    missing = http.get(
+        f"{DEPLOYMENTS}/gone", params={"includeObject": "All"}, headers={"Accept": TABLE}
+    )
+    assert missing.status_code == 404
     answer = http.get(DEPLOYMENTS, params={"includeObject": "All"}, headers={"Accept": TABLE})
     assert (answer.status_code, answer.json()["message"]) == (
         400,
-        'unrecognized includeObject value: "All"',
+        'Unable to convert to Table as requested: includeObject: Unsupported value: "All": '
+        'supported values: "Metadata", "None", "Object"',
     )
+
+
+def test_an_empty_list_has_no_rows_as_a_printer_or_the_default_convertor_leaves_them(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    assert http.get(DEPLOYMENTS, headers={"Accept": TABLE}).json()["rows"] == []
+    roles = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles"
+    assert http.get(roles, headers={"Accept": TABLE}).json()["rows"] is None
+
+
+def test_a_table_watch_prints_bookmarks_as_rows_of_an_empty_object(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    # staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go: every event's object,
+    # a bookmark's too, goes through asTable.
+    kube.create(deployment("a"))
+    params = {
+        "watch": "1",
+        "allowWatchBookmarks": "true",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "timeoutSeconds": "5",
+    }
+    with http.stream("GET", DEPLOYMENTS, params=params, headers={"Accept": TABLE}) as stream:
+        lines = stream.iter_lines()
+        added, bookmark = json.loads(next(lines)), json.loads(next(lines))
+    assert added["type"] == "ADDED"
+    assert bookmark["type"] == "BOOKMARK"
+    table = bookmark["object"]
+    assert (table["kind"], table["columnDefinitions"]) == ("Table", None)
+    assert table["metadata"]["resourceVersion"] == str(kube.current_rv)
+    row = table["rows"][0]
+    assert row["cells"][:2] == ["", "0/0"]
+    assert row["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
 def test_a_table_watch_sends_rows_with_the_columns_only_in_its_first_event(

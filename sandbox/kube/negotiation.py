@@ -36,7 +36,7 @@ its stored bytes once per stored version; a metadata-only list without items car
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -50,7 +50,7 @@ from sandbox.kube.store import Entry
 PARTIAL = "PartialObjectMetadata"
 PARTIAL_LIST = "PartialObjectMetadataList"
 TABLE = "Table"
-INCLUDE_OBJECT = ("None", "Object", "Metadata")  # Metadata when not given
+INCLUDE_OBJECT = ("Metadata", "None", "Object")  # Metadata when not given
 _META_GROUP = "meta.k8s.io"
 _META_VERSIONS = ("v1", "v1beta1")
 # What the real server serves built-in kinds as, in its order: (type, subtype, streams).
@@ -116,7 +116,8 @@ class _Refused(View):
 class _Table(View):
     """Objects as Table rows. On a watch (`once`) only the first event's table carries the
     column definitions (`columnDefinitions: null` after it), as upstream's watch encoder
-    prints headers once; a bookmark is a table without rows carrying its resourceVersion."""
+    prints headers once; a bookmark is transformed like any object, as upstream: one row
+    printed from an object that has nothing but its metadata."""
 
     __slots__ = ("_api_version", "_columns_sent", "_include", "_metadata", "_once")
 
@@ -132,12 +133,9 @@ class _Table(View):
         return self._table(resource, f'"resourceVersion":"{entry.rv}"', [row])
 
     def decoded(self, resource: Resource, obj: dict[str, Any]) -> bytes:
-        metadata = obj.get("metadata") or {}
-        rv = f'"resourceVersion":"{metadata.get("resourceVersion", "")}"'
-        if "name" not in metadata:  # a bookmark
-            return self._table(resource, rv, None)
+        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
         row = self._row(resource, obj, lambda: self._decoded_object(resource, obj))
-        return self._table(resource, rv, [row])
+        return self._table(resource, f'"resourceVersion":"{rv}"', [row])
 
     def page(self, resource: Resource, page: Page) -> bytes:
         rows = [
@@ -160,12 +158,14 @@ class _Table(View):
         included = b"null" if self._include == "None" else content()
         return b'{"cells":%s,"object":%s}' % (_encode(tables.cells(resource, obj)), included)
 
-    def _table(self, resource: Resource, metadata: str, rows: list[bytes] | None) -> bytes:
+    def _table(self, resource: Resource, metadata: str, rows: list[bytes]) -> bytes:
         columns = b"null"
         if not (self._once and self._columns_sent):
             columns = _encode(tables.columns(resource))
             self._columns_sent = True
-        listed = b"null" if not rows else b"[%s]" % b",".join(rows)
+        # A printer makes an empty slice of rows; the default convertor leaves them nil.
+        as_slice = bool(rows) or tables.printed(resource)
+        listed = b"[%s]" % b",".join(rows) if as_slice else b"null"
         head = f'{{"kind":"{TABLE}","apiVersion":"{self._api_version}","metadata":{{{metadata}}},'
         return b'%s"columnDefinitions":%s,"rows":%s}' % (head.encode(), columns, listed)
 
@@ -181,7 +181,7 @@ class Choice:
     target: str | None  # PARTIAL, PARTIAL_LIST, TABLE, or None: objects as stored
     api_version: str  # the target's: meta.k8s.io/v1 or meta.k8s.io/v1beta1
     streams: bool  # its media type has a watch encoding
-    include: str = "Metadata"  # what a Table's rows carry: one of INCLUDE_OBJECT
+    include: str = ""  # the request's includeObject: what a Table's rows carry
 
     def for_object(self, resource: Resource) -> View:
         if self.target == PARTIAL_LIST:
@@ -200,7 +200,7 @@ class Choice:
                 )
             )
         if self.target == TABLE:
-            return _Table(self.api_version, self.include, once=True)
+            return self._table(once=True)
         return _REFUSED if self.target == PARTIAL_LIST else self._view()
 
     def list_body(self, resource: Resource, page: Page) -> bytes:
@@ -208,7 +208,7 @@ class Choice:
             items = b",".join(entry.item for entry in page.entries)
             return page.body(resource.list_kind, resource.api_version, items)
         if self.target == TABLE:
-            return _Table(self.api_version, self.include, once=False).page(resource, page)
+            return self._table(once=False).page(resource, page)
         if self.target == PARTIAL:
             raise status.not_acceptable(
                 f"you requested {PARTIAL}, but the requested object is a list "
@@ -218,9 +218,16 @@ class Choice:
         joined = b",".join(view.entry(resource, entry) for entry in page.entries)
         return page.body(PARTIAL_LIST, self.api_version, joined if page.entries else None)
 
+    def _table(self, once: bool) -> _Table:
+        # Checked once the object is read, as upstream's optionsForTransform is.
+        if self.include and self.include not in INCLUDE_OBJECT:
+            error = status.unsupported_field("includeObject", self.include, INCLUDE_OBJECT)
+            raise status.bad_request(f"Unable to convert to Table as requested: {error}")
+        return _Table(self.api_version, self.include or "Metadata", once)
+
     def _view(self) -> View:
         if self.target == TABLE:
-            return _Table(self.api_version, self.include, once=False)
+            return self._table(once=False)
         return _AS_STORED if self.target is None else _Metadata(self.api_version)
 
 
@@ -237,17 +244,9 @@ def negotiate(accept: str, include_object: str = "") -> Choice:
             wildcard = clause.type == "*" and clause.subtype == "*"
             if wildcard or (clause.type == main and clause.subtype in (sub, "*")):
                 choice = _honoured(clause.params, streams)
-                if choice is not None and choice.target == TABLE:
-                    return _with_rows(choice, include_object)
                 if choice is not None:
-                    return choice
+                    return replace(choice, include=include_object)
     raise status.not_acceptable(_only(*(f"{main}/{sub}" for main, sub, _ in _SERVED)))
-
-
-def _with_rows(choice: Choice, include_object: str) -> Choice:
-    if include_object and include_object not in INCLUDE_OBJECT:
-        raise status.bad_request(f'unrecognized includeObject value: "{include_object}"')
-    return Choice(TABLE, choice.api_version, choice.streams, include_object or "Metadata")
 
 
 def _only(*media_types: str) -> str:

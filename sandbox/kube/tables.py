@@ -112,14 +112,14 @@ def _template_cells(obj: dict[str, Any]) -> list[str]:
 
 def _deployment(obj: dict[str, Any], now: datetime) -> list[Any]:
     spec, state = obj.get("spec") or {}, obj.get("status") or {}
-    ready = f"{state.get('readyReplicas', 0)}/{spec.get('replicas', 1)}"
+    ready = f"{state.get('readyReplicas', 0)}/{spec.get('replicas', 0)}"
     updated, available = state.get("updatedReplicas", 0), state.get("availableReplicas", 0)
     return [ready, updated, available, _age(obj, now), *_template_cells(obj)]
 
 
 def _replica_set(obj: dict[str, Any], now: datetime) -> list[Any]:
     spec, state = obj.get("spec") or {}, obj.get("status") or {}
-    counts = [spec.get("replicas", 1), state.get("replicas", 0), state.get("readyReplicas", 0)]
+    counts = [spec.get("replicas", 0), state.get("replicas", 0), state.get("readyReplicas", 0)]
     return [*counts, _age(obj, now), *_template_cells(obj)]
 
 
@@ -360,6 +360,11 @@ _DEFAULT: tuple[list[dict], Cells] = (
     [_column("Created At", _AGE["description"], "date")],
     _default,
 )
+
+
+def printed(resource: Resource) -> bool:
+    """Whether the kind has a printer of its own (not the default convertor)."""
+    return (resource.group, resource.plural) in _PRINTERS
 
 
 def columns(resource: Resource) -> list[dict[str, Any]]:
