@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -363,7 +364,13 @@ def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
         "status": {
             "phase": "Running",
             "containerStatuses": [
-                {"name": "a", "ready": True, "restartCount": 2, "state": {"running": {}}},
+                {
+                    "name": "a",
+                    "ready": True,
+                    "restartCount": 2,
+                    "state": {"running": {}},
+                    "lastState": {"terminated": {"finishedAt": "2020-01-01T00:00:00Z"}},
+                },
                 {
                     "name": "b",
                     "ready": False,
@@ -389,7 +396,7 @@ def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
     expected = {
         f"/api/v1/namespaces/{NS}/pods": (
             ["Name", "Ready", "Status", "Restarts", "Age"],
-            ["p", "1/2", "CrashLoopBackOff", 3],
+            ["p", "1/2", "CrashLoopBackOff"],
         ),
         "/api/v1/namespaces": (["Name", "Status", "Age"], None),
         CONFIGMAPS: (["Name", "Data", "Age"], ["c", 3]),
@@ -407,6 +414,8 @@ def test_the_columns_of_pods_namespaces_config_maps_replicasets_and_hpas(
         assert names(table) == columns, path
         if cells is not None:
             assert table["rows"][0]["cells"][: len(cells)] == cells, path
+    pods = http.get(f"/api/v1/namespaces/{NS}/pods", headers={"Accept": TABLE}).json()
+    assert re.fullmatch(r"3 \(\d+y\d*d? ago\)", pods["rows"][0]["cells"][3])
 
 
 def test_the_columns_of_secrets_leases_and_services(kube: FakeKube, http: httpx.Client) -> None:

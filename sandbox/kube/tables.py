@@ -89,12 +89,15 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def _created(obj: dict[str, Any]) -> datetime | None:
-    text = (obj.get("metadata") or {}).get("creationTimestamp")
+def _time(text: Any) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
     except ValueError:
         return None
+
+
+def _created(obj: dict[str, Any]) -> datetime | None:
+    return _time((obj.get("metadata") or {}).get("creationTimestamp"))
 
 
 def _age(obj: dict[str, Any], now: datetime) -> str:
@@ -139,7 +142,7 @@ def _pod_reason(obj: dict[str, Any]) -> str:
                 if terminated.get("signal")
                 else f"ExitCode:{terminated.get('exitCode', 0)}"
             )
-        elif current.get("running") and container.get("ready"):
+        elif "running" in current and container.get("ready"):
             running = True
     if reason == "Completed" and running:
         ready = any(
@@ -155,8 +158,16 @@ def _pod_reason(obj: dict[str, Any]) -> str:
 def _pod(obj: dict[str, Any], now: datetime) -> list[Any]:
     spec, state = obj.get("spec") or {}, obj.get("status") or {}
     statuses = state.get("containerStatuses") or []
-    ready = sum(1 for c in statuses if c.get("ready"))
+    ready = sum(1 for c in statuses if c.get("ready") and "running" in (c.get("state") or {}))
     restarts = sum(int(c.get("restartCount", 0)) for c in statuses)
+    finished = [
+        moment
+        for c in statuses
+        if (moment := _time(((c.get("lastState") or {}).get("terminated") or {}).get("finishedAt")))
+    ]
+    restart_cell = str(restarts)
+    if restarts and finished:  # "3 (5m ago)": when the last container restarted
+        restart_cell += f" ({human_duration((now - max(finished)).total_seconds())} ago)"
     gates = spec.get("readinessGates") or []
     gate_cell = "<none>"
     if gates:
@@ -166,7 +177,7 @@ def _pod(obj: dict[str, Any], now: datetime) -> list[Any]:
     return [
         f"{ready}/{len(spec.get('containers') or [])}",
         _pod_reason(obj),
-        restarts,
+        restart_cell,
         _age(obj, now),
         state.get("podIP") or "<none>",
         spec.get("nodeName") or "<none>",
