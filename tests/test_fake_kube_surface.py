@@ -162,6 +162,18 @@ def test_negative_replicas_are_422_invalid_on_the_scale(
     )
 
 
+def test_a_dry_run_scale_write_answers_the_new_scale_and_stores_nothing(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    # https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
+    kube.create(deployment())
+    answer = http.put(
+        f"{DEPLOYMENTS}/web/scale", params={"dryRun": "All"}, json={"spec": {"replicas": 6}}
+    )
+    assert (answer.status_code, answer.json()["spec"]["replicas"]) == (200, 6)
+    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 2
+
+
 def test_the_scale_of_a_missing_deployment_is_404(kube: FakeKube, http: httpx.Client) -> None:
     answer = http.get(f"{DEPLOYMENTS}/gone/scale")
     assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound")
@@ -285,6 +297,20 @@ def test_a_body_in_a_media_type_the_server_does_not_decode_is_415(
         assert answer.json()["reason"] == "UnsupportedMediaType"
         assert answer.json()["message"] == UNKNOWN_FORMAT
     assert kube.list("configmaps", NS) == []
+
+
+def test_delete_options_in_protobuf_are_415_too(kube: FakeKube, http: httpx.Client) -> None:
+    kube.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS}}
+    )
+    answer = http.request(
+        "DELETE",
+        f"{CONFIGMAPS}/c",
+        content=b"\x6b\x38\x73\x00",
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    )
+    assert (answer.status_code, answer.json()["message"]) == (415, UNKNOWN_FORMAT)
+    assert http.delete(f"{CONFIGMAPS}/c").status_code == 200
 
 
 def test_a_yaml_body_is_decoded_like_json(kube: FakeKube, http: httpx.Client) -> None:
