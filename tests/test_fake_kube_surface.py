@@ -256,6 +256,9 @@ def test_changing_the_hpas_bounds_moves_the_deployment_and_min_replicas_defaults
     http.post(DEPLOYMENTS, json=deployment(replicas=5))
     http.post(HPAS, json=hpa(None, 8))
     assert replicas(http) == 5
+    # Within bounds only metrics could move it: none here, so nothing is desired yet.
+    reported = http.get(f"{HPAS}/web").json()["status"]
+    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (5, 0)
     merge = {"Content-Type": "application/merge-patch+json"}
     http.patch(f"{HPAS}/web", json={"spec": {"maxReplicas": 2}}, headers=merge)
     assert replicas(http) == 2

@@ -5,8 +5,11 @@ The real controller (https://kubernetes.io/docs/tasks/run-application/horizontal
 pkg/controller/podautoscaler/horizontal.go) computes a desired replica count from metrics
 and clamps it to `[minReplicas (default 1), maxReplicas]`. The fake cluster has no metrics,
 so the count it starts from is the target's own `spec.replicas`: the controller only clamps.
-As upstream, a target scaled to 0 while `minReplicas` is not 0 has autoscaling disabled
-(left at 0, desired 0). A sync writes the target's `spec.replicas` through its scale (a
+As upstream (reconcileAutoscaler), a target scaled to 0 while `minReplicas` is not 0 has
+autoscaling disabled (left at 0, desired 0); one outside the bounds is brought to the
+nearest; one within them is for metrics to move, and with none to read the real controller
+reports the replicas it found and leaves `desiredReplicas` as it was (0 on a new HPA), as a
+cluster without a metrics server shows. A sync writes the target's `spec.replicas` (a
 Deployment or a ReplicaSet: `scaleTargetRef`), then the HPA's status: `currentReplicas` as
 the target had it, `desiredReplicas`, and `lastScaleTime` when it rescaled; the HPA's
 conditions and last scale time are otherwise kept (`setStatus`). It syncs when an HPA is
@@ -65,8 +68,11 @@ class HorizontalPodAutoscaler:
         spec = hpa.get("spec") or {}
         current = (workload.get("spec") or {}).get("replicas", 1)
         low, high = spec.get("minReplicas", 1), spec.get("maxReplicas", current)
-        desired = 0 if current == 0 and low != 0 else min(max(current, low), high)
-        if desired != current:
+        desired: int | None = None  # within bounds: metrics decide, and there are none
+        if current == 0 and low != 0:
+            desired = 0
+        elif not low <= current <= high:
+            desired = min(max(current, low), high)
             self._store.modify(resource, namespace, name, _replicas(desired))
         self._store.modify(HPA, namespace, hpa["metadata"]["name"], _status(current, desired))
 
@@ -86,11 +92,13 @@ def _replicas(desired: int) -> Any:
     return scaled
 
 
-def _status(current: int, desired: int) -> Any:
+def _status(current: int, desired: int | None) -> Any:
     def reported(hpa: dict[str, Any]) -> dict[str, Any]:
         before = hpa.get("status") or {}
-        after: dict[str, Any] = {"currentReplicas": current, "desiredReplicas": desired}
-        last_scale = timestamp() if desired != current else before.get("lastScaleTime")
+        wanted = before.get("desiredReplicas", 0) if desired is None else desired
+        after: dict[str, Any] = {"currentReplicas": current, "desiredReplicas": wanted}
+        rescaled = desired is not None and desired != current
+        last_scale = timestamp() if rescaled else before.get("lastScaleTime")
         if last_scale:
             after["lastScaleTime"] = last_scale
         if before.get("conditions"):
