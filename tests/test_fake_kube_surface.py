@@ -696,3 +696,14 @@ def test_kubectl_get_prints_the_servers_table_and_kubectl_scale_writes_the_scale
     assert scaled.returncode == 0, scaled.stderr
     assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 4
     assert any(r.path.endswith("/deployments/web/scale") for r in kube.requests)
+
+
+def test_a_client_configuration_with_a_ca_bundle_speaks_verified_https(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    configuration = kube.client_configuration(ca_bundle=tmp_path / "ca.pem")
+    assert configuration.host == kube.https_url
+    assert configuration.ssl_ca_cert == str(tmp_path / "ca.pem")
+    with client.ApiClient(configuration) as api:
+        names = [n.metadata.name for n in client.CoreV1Api(api).list_namespace().items]
+    assert names == [NS]
