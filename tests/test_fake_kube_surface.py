@@ -179,6 +179,21 @@ def test_the_scale_of_a_missing_deployment_is_404(kube: FakeKube, http: httpx.Cl
     assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound")
 
 
+def test_discovery_puts_workloads_services_and_hpas_in_the_all_category(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    # https://kubernetes.io/docs/reference/kubectl/generated/kubectl_get/ (`kubectl get all`),
+    # the categories of each kind's REST storage (pkg/registry/*/storage: Categories()).
+    def in_all(path: str) -> set[str]:
+        listed = http.get(path).json()["resources"]
+        return {r["name"] for r in listed if "all" in r.get("categories", ())}
+
+    assert in_all("/api/v1") == {"pods", "services"}
+    assert in_all("/apis/apps/v1") == {"deployments", "replicasets"}
+    assert in_all("/apis/batch/v1") == {"jobs", "cronjobs"}
+    assert in_all("/apis/autoscaling/v2") == {"horizontalpodautoscalers"}
+
+
 def test_discovery_lists_the_scale_subresource_as_autoscaling_v1_scale(
     kube: FakeKube, http: httpx.Client
 ) -> None:
@@ -230,7 +245,7 @@ def test_an_hpa_created_over_http_scales_its_deployment_into_its_bounds(
     assert http.post(HPAS, json=hpa(3, 6)).status_code == 201
     assert replicas(http) == 3
     reported = http.get(f"{HPAS}/web").json()["status"]
-    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (1, 3)
+    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (3, 3)
     assert "lastScaleTime" in reported
 
 
@@ -247,7 +262,7 @@ def test_scaling_a_deployment_past_its_hpas_maximum_is_brought_back(
     assert answer.status_code == 200
     assert replicas(http) == 4
     reported = http.get(f"{HPAS}/web").json()["status"]
-    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (10, 4)
+    assert (reported["currentReplicas"], reported["desiredReplicas"]) == (4, 4)
 
 
 def test_changing_the_hpas_bounds_moves_the_deployment_and_min_replicas_defaults_to_1(

@@ -10,10 +10,11 @@ autoscaling disabled (left at 0, desired 0); one outside the bounds is brought t
 nearest; one within them is for metrics to move, and with none to read the real controller
 reports the replicas it found and leaves `desiredReplicas` as it was (0 on a new HPA), as a
 cluster without a metrics server shows. A sync writes the target's `spec.replicas` (a
-Deployment or a ReplicaSet: `scaleTargetRef`), then the HPA's status: `currentReplicas` as
-the target had it, `desiredReplicas`, and `lastScaleTime` when it rescaled; the HPA's
-conditions and last scale time are otherwise kept (`setStatus`). It syncs when an HPA is
-written and when a target is, at once rather than every 15 seconds.
+Deployment or a ReplicaSet: `scaleTargetRef`), then the HPA's status as it settles:
+`currentReplicas` as the target now has it (upstream's first sync reports the count it
+found, the next one, 15 seconds later, the new count), `desiredReplicas`, and
+`lastScaleTime` when it rescaled; the HPA's conditions are kept (`setStatus`). It syncs
+when an HPA is written and when a target is, at once rather than every 15 seconds.
 """
 
 from __future__ import annotations
@@ -69,12 +70,15 @@ class HorizontalPodAutoscaler:
         current = (workload.get("spec") or {}).get("replicas", 1)
         low, high = spec.get("minReplicas", 1), spec.get("maxReplicas", current)
         desired: int | None = None  # within bounds: metrics decide, and there are none
+        rescaled = False
         if current == 0 and low != 0:
             desired = 0
         elif not low <= current <= high:
             desired = min(max(current, low), high)
             self._store.modify(resource, namespace, name, _replicas(desired))
-        self._store.modify(HPA, namespace, hpa["metadata"]["name"], _status(current, desired))
+            current, rescaled = desired, True  # as the next sync finds it
+        status = _status(current, desired, rescaled)
+        self._store.modify(HPA, namespace, hpa["metadata"]["name"], status)
 
 
 def _target(hpa: dict[str, Any]) -> tuple[Resource, str] | None:
@@ -92,12 +96,11 @@ def _replicas(desired: int) -> Any:
     return scaled
 
 
-def _status(current: int, desired: int | None) -> Any:
+def _status(current: int, desired: int | None, rescaled: bool) -> Any:
     def reported(hpa: dict[str, Any]) -> dict[str, Any]:
         before = hpa.get("status") or {}
         wanted = before.get("desiredReplicas", 0) if desired is None else desired
         after: dict[str, Any] = {"currentReplicas": current, "desiredReplicas": wanted}
-        rescaled = desired is not None and desired != current
         last_scale = timestamp() if rescaled else before.get("lastScaleTime")
         if last_scale:
             after["lastScaleTime"] = last_scale

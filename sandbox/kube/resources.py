@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+# The kinds upstream puts in the `all` category (`kubectl get all`).
+_CATEGORY_ALL = frozenset(
+    {
+        ("", "pods"),
+        ("", "services"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +410,8 @@ def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
         }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
+        if (r.group, r.plural) in _CATEGORY_ALL:
+            entry["categories"] = ["all"]
         resources.append(entry)
         if r.status:
             resources.append(_subresource(r, "status", ("get", "patch", "update")))
