@@ -413,6 +413,19 @@ def test_field_selectors_support_the_real_fields_and_refuse_others_with_400(
     )
 
 
+def test_a_field_selector_on_a_kind_without_field_labels_names_the_two_it_knows(
+    core: client.CoreV1Api,
+) -> None:
+    # No conversion is registered for ConfigMaps, so apimachinery's
+    # runtime.DefaultMetaV1FieldSelectorConversion answers (pkg/runtime/conversion.go).
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_config_map(NS, field_selector="data.mode=fast")
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"] == (
+        '"data.mode" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
+
+
 # --- watches ---------------------------------------------------------------------------------
 
 
