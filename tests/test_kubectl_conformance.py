@@ -353,6 +353,17 @@ def test_apply_of_a_manifest_with_an_unknown_field_is_refused_by_strict_validati
     assert any(r.path.startswith("/openapi/v3") for r in cluster.requests)
 
 
+def test_apply_with_server_dry_run_stores_nothing(
+    kubectl: Kubectl, cluster: FakeKube, tmp_path: Path
+) -> None:
+    # https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
+    path = manifest(tmp_path, "settings.yaml", SETTINGS)
+    out = kubectl.ok("apply", "-f", path, "--dry-run=server")
+    assert out == "configmap/settings created (server dry run)\n"
+    assert cluster.list("configmaps", "default") == []
+    assert [r.query.get("dryRun") for r in cluster.requests if r.method == "POST"] == ["All"]
+
+
 def test_an_invalid_hpa_is_refused_with_every_cause_the_server_gives(
     kubectl: Kubectl, cluster: FakeKube, tmp_path: Path
 ) -> None:
@@ -427,6 +438,18 @@ def test_patch_that_changes_nothing_says_no_change(kubectl: Kubectl, cluster: Fa
     cluster.create(config_map("settings"))
     out = kubectl.ok("patch", "cm", "settings", "-p", '{"data":{"mode":"fast"}}')
     assert out == "configmap/settings patched (no change)\n"
+
+
+def test_label_adds_a_label_and_refuses_to_overwrite_one(
+    kubectl: Kubectl, cluster: FakeKube
+) -> None:
+    # https://kubernetes.io/docs/reference/kubectl/generated/kubectl_label/
+    cluster.create(config_map("settings", tier="web"))
+    assert kubectl.ok("label", "cm", "settings", "team=shop") == "configmap/settings labeled\n"
+    err = kubectl.fails("label", "cm", "settings", "tier=db")
+    assert err == ("error: 'tier' already has a value (web), and --overwrite is false\n")
+    labels = cluster.get("configmaps", "default", "settings")["metadata"]["labels"]
+    assert labels == {"tier": "web", "team": "shop"}
 
 
 def test_replace_with_a_stale_resource_version_is_a_conflict(
@@ -517,6 +540,17 @@ def test_delete_with_cascade_orphan_leaves_the_dependents_without_their_owner(
     assert names(cluster, "pods") == ["web-5d4f-a", "web-5d4f-b"]
     orphan = cluster.get("replicasets", "default", "web-5d4f")
     assert not orphan["metadata"].get("ownerReferences")
+
+
+def test_delete_of_a_namespace_deletes_what_is_in_it(kubectl: Kubectl, cluster: FakeKube) -> None:
+    # https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/
+    # kubectl waits (--wait=true) until the namespace is gone, not only Terminating.
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    cluster.create(config_map("settings", "team"))
+    assert kubectl.ok("delete", "namespace", "team") == 'namespace "team" deleted\n'
+    assert cluster.list("configmaps", "team") == []
+    err = kubectl.fails("get", "namespace", "team")
+    assert err == 'Error from server (NotFound): namespaces "team" not found\n'
 
 
 # --- authentication -----------------------------------------------------------------------
