@@ -400,7 +400,7 @@ def test_create_into_a_namespace_that_does_not_exist_is_not_found(
     path = manifest(
         tmp_path,
         "nope.yaml",
-        SETTINGS.replace("name: settings", "name: settings\n  namespace: nope"),
+        SETTINGS.replace("name: settings", "name: settings\n      namespace: nope"),
     )
     err = kubectl.fails("create", "-f", path)
     assert err.strip() == (
