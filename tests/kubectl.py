@@ -59,6 +59,9 @@ def find_kubectl() -> tuple[Path | None, list[str]]:
     installer = load_installer()
     seen: list[str] = []
     for candidate in _candidates():
+        if not candidate.exists():
+            seen.append(f"{candidate}: absent")
+            continue
         minor = installer.client_minor(candidate)
         if minor == installer.MINOR:
             return candidate, seen

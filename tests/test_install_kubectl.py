@@ -164,7 +164,7 @@ def test_the_first_kubectl_of_1_37_is_used_and_the_others_are_reported(
     monkeypatch.setenv("PATH", str(on_path.parent))
     found, seen = find_kubectl()
     assert found == on_path
-    assert seen == [f"{old}: 1.32", f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: not runnable"]
+    assert seen == [f"{old}: 1.32", f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: absent"]
 
 
 def test_kubectl_named_by_the_environment_comes_first(
@@ -178,9 +178,13 @@ def test_kubectl_named_by_the_environment_comes_first(
 
 
 def test_no_kubectl_of_1_37_finds_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KUBECTL", raising=False)
+    broken = tmp_path / "broken" / "kubectl"
+    broken.parent.mkdir()
+    broken.write_bytes(b"#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("KUBECTL", str(broken))
     monkeypatch.setattr(sys, "prefix", str(place_stub(tmp_path / "venv" / "bin", "36").parents[1]))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     found, seen = find_kubectl()
     assert found is None
-    assert seen == [f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: 1.36"]
+    assert seen == [f"{broken}: not runnable", f"{tmp_path / 'venv' / 'bin' / 'kubectl'}: 1.36"]
