@@ -136,6 +136,15 @@ def columns(line: str) -> list[str]:
     return line.split()
 
 
+def table(out: str) -> list[dict[str, str]]:
+    """kubectl's table as rows by column name, cut where the header's columns start (a
+    cell may hold spaces: `cpu: <unknown>/80%`)."""
+    header, *lines = out.splitlines()
+    starts = [i for i, c in enumerate(header) if c != " " and (i == 0 or header[i - 1] == " ")]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [{header[a:b].strip(): line[a:b].strip() for a, b in bounds} for line in lines]
+
+
 # --- version and discovery ----------------------------------------------------------------
 # https://kubernetes.io/docs/reference/kubectl/generated/kubectl_version/
 
@@ -185,6 +194,48 @@ def test_get_prints_the_servers_table_columns_for_deployments(
     header, row = kubectl.ok("get", "deployments").splitlines()
     assert columns(header) == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
     assert columns(row)[:4] == ["web", "2/3", "3", "2"]
+
+
+def test_get_prints_an_hpa_with_the_defaults_the_server_gave_it(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    # minReplicas defaults to 1 and metrics to CPU at 80%:
+    # https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/horizontal-pod-autoscaler-v2/
+    # Columns: pkg/printers/internalversion/printers.go, horizontalPodAutoscalerColumnDefinitions.
+    path = manifest(
+        tmp_path,
+        "hpa.yaml",
+        """\
+        apiVersion: autoscaling/v2
+        kind: HorizontalPodAutoscaler
+        metadata:
+          name: web
+        spec:
+          scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+          maxReplicas: 5
+        """,
+    )
+    kubectl.ok("apply", "-f", path)
+    [row] = table(kubectl.ok("get", "hpa"))
+    assert list(row) == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
+    assert (row["NAME"], row["REFERENCE"], row["MINPODS"], row["MAXPODS"]) == (
+        "web",
+        "Deployment/web",
+        "1",
+        "5",
+    )
+    assert row["TARGETS"].endswith("/80%")
+    spec = kubectl.json("get", "hpa", "web")["spec"]
+    assert spec["minReplicas"] == 1
+    assert spec["metrics"] == [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80},
+            },
+        }
+    ]
 
 
 def test_get_all_namespaces_adds_a_namespace_column(kubectl: Kubectl, cluster: FakeKube) -> None:
