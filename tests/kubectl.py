@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -115,9 +115,9 @@ class Kubectl:
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done.stdout
 
-    def fails(self, *args: str, stdin: str | None = None) -> str:
+    def fails(self, *args: str) -> str:
         """stderr of a command that must fail."""
-        done = self.run(*args, stdin=stdin)
+        done = self.run(*args)
         assert done.returncode != 0, f"kubectl {' '.join(args)} succeeded: {done.stdout}"
         return done.stderr
 
@@ -172,7 +172,7 @@ def kubectl(kubectl_binary: Path, kubectl_kube: FakeKube, tmp_path: Path) -> Ite
 
 
 @pytest.fixture
-def streaming(kubectl: Kubectl) -> Iterator[Any]:
+def streaming(kubectl: Kubectl) -> Iterator[Callable[..., Streaming]]:
     """Start a long-running kubectl; it is killed when the test ends."""
     started: list[Streaming] = []
 

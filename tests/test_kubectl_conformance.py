@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox.kube import FakeKube
-from tests.kubectl import Kubectl
+from tests.kubectl import Kubectl, Streaming
 from tests.waiting import wait_until
 
 DNS_SUBDOMAIN_MESSAGE = (
@@ -321,7 +322,7 @@ def test_get_with_a_chunk_size_pages_through_every_object(
 
 
 def test_get_watch_prints_the_object_then_each_change_made_to_it(
-    cluster: FakeKube, streaming: Any
+    cluster: FakeKube, streaming: Callable[..., Streaming]
 ) -> None:
     cluster.create(config_map("settings"))
     watch = streaming("get", "configmap", "settings", "-w", "--output-watch-events")
@@ -336,7 +337,9 @@ def test_get_watch_prints_the_object_then_each_change_made_to_it(
     assert columns(watch.line())[:2] == ["DELETED", "settings"]
 
 
-def test_get_watch_rows_carry_the_servers_table_columns(cluster: FakeKube, streaming: Any) -> None:
+def test_get_watch_rows_carry_the_servers_table_columns(
+    cluster: FakeKube, streaming: Callable[..., Streaming]
+) -> None:
     cluster.create(config_map("settings"))
     watch = streaming("get", "configmap", "settings", "-w")
     assert columns(watch.line()) == ["NAME", "DATA", "AGE"]
@@ -370,6 +373,14 @@ def test_create_from_a_manifest_creates_the_object_once(
         f'Error from server (AlreadyExists): error when creating "{path}": '
         'configmaps "settings" already exists'
     )
+
+
+def test_create_from_standard_input_takes_a_json_manifest(
+    kubectl: Kubectl, cluster: FakeKube
+) -> None:
+    out = kubectl.ok("create", "-f", "-", stdin=json.dumps(config_map("settings")))
+    assert out == "configmap/settings created\n"
+    assert cluster.get("configmaps", "default", "settings")["data"]["mode"] == "fast"
 
 
 def test_apply_creates_then_leaves_unchanged_then_configures(
