@@ -436,7 +436,8 @@ class FakeKube:
             time.sleep(0.01)
 
     def bookmark_now(self, resource: ResourceName | None = None) -> int:
-        """Send a BOOKMARK now on every watch that allows them; returns how many."""
+        """Send a BOOKMARK now on every watch that allows them; returns how many. A watch
+        already told of the current resourceVersion skips it, as a real one would."""
         store = self._store
         return store.post(
             _maybe(resource),
