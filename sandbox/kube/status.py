@@ -171,8 +171,13 @@ def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
 
 
 def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:
-    """422 for an object that fails validation, one cause per field error."""
-    return _invalid(f'{resource.kind} "{name}"', _details(resource, name), errors)
+    """422 for an object that fails validation, one cause per field error. Unlike the other
+    errors about an object, errors.NewInvalid names it by its group and kind
+    (`HorizontalPodAutoscaler.autoscaling`, details.kind `HorizontalPodAutoscaler`), which
+    kubectl prints as `The HorizontalPodAutoscaler "x" is invalid`."""
+    details = _details(resource, name) | {"kind": resource.kind}
+    qualified = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+    return _invalid(f'{qualified} "{name}"', details, errors)
 
 
 def invalid_of_kind(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiError:
