@@ -3,6 +3,7 @@ validation, no writes to an object being deleted, reverts a server would refuse.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import structlog.testing
 
 from sandbox.kube import ApiError, FakeKube
 from scheduler import annotations as notes
+from scheduler.names import is_subdomain
 from tests.scaling_harness import (
     NS,
     Harness,
@@ -161,3 +163,20 @@ def test_unusable_originals_everywhere_release_the_hpa_once_with_an_error(
     h.kube.clear_requests()
     h.run(at(18, 2))
     assert h.writes() == []  # released: nothing loops
+
+
+# --- Kubernetes Events -------------------------------------------------------------------
+
+
+def test_an_event_about_an_hpa_with_a_maximal_name_has_a_valid_name_and_names_its_reporter(
+    h: Harness,
+) -> None:
+    long_name = "w" * 253  # the longest name an HPA can have
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(name=long_name, low=2, high=5))
+    h.run(at(9))
+    [event] = h.kube_events("MooninScalingApplied")
+    assert is_subdomain(event["metadata"]["name"])
+    assert event["involvedObject"]["name"] == long_name
+    assert event["reportingComponent"] == "moonin-agent"
+    assert event["reportingInstance"] == event["source"]["host"] == socket.gethostname()
