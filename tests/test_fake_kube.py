@@ -461,6 +461,8 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
     rv = core.list_namespaced_pod(NS).metadata.resource_version
+    # A bookmark only carries news: the cluster's resourceVersion moves past the list's.
+    kube.create(namespace("elsewhere"))
     w = watch.Watch()
     stream = w.stream(
         core.list_namespaced_pod,
@@ -480,6 +482,7 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube.bookmark_interval = 0  # only on demand from now on (new watches)
     events = collect(stream, lambda seen: seen[-1]["type"] == "ADDED")
     assert events[-1]["object"].metadata.name == "new"
+    kube.create(namespace("elsewhere-too"))
     assert kube.bookmark_now("pods") == 1
     bookmark = collect(stream, lambda seen: seen[-1]["type"] == "BOOKMARK")[-1]
     assert bookmark["raw_object"]["metadata"]["resourceVersion"] == str(kube.current_rv)
@@ -787,15 +790,19 @@ def test_deleting_a_namespace_deletes_what_it_holds(kube: FakeKube, core: client
 def test_create_fills_identity_and_honours_generate_name(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
-    body = {
-        "metadata": {"generateName": "job-", "uid": "forged", "resourceVersion": "1"},
-        "data": {"k": "v"},
-    }
+    body = {"metadata": {"generateName": "job-", "uid": "forged"}, "data": {"k": "v"}}
     created = core.create_namespaced_config_map(NS, body)
     assert created.metadata.name.startswith("job-") and len(created.metadata.name) == 9
     assert created.metadata.uid != "forged"
     assert created.metadata.resource_version == str(kube.current_rv)
     assert kube.requests[-1].status == 201
+    # A resourceVersion is the server's to give: a create that carries one is refused
+    # (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, Create).
+    body["metadata"]["resourceVersion"] = "1"
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_config_map(NS, body)
+    assert refused.value.status == 400
+    assert "resourceVersion should not be set" in refused.value.body
 
 
 def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
@@ -831,12 +838,18 @@ def test_leases_can_be_created_and_renewed_with_a_resource_version(
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
-            "acquireTime": "2026-01-01T00:00:00.000000Z",
-            "renewTime": "2026-01-01T00:00:00.000000Z",
+            "acquireTime": "2026-01-01T00:00:00.500000Z",
+            "renewTime": "2026-01-01T00:00:00.500000Z",
         },
     }
     created = leases.create_namespaced_lease(NS, body)
-    created.spec.renew_time = created.spec.renew_time.replace(second=10)
+    # The client prints a datetime without microseconds when they are zero, which a real
+    # server refuses for a MicroTime (apimachinery's micro_time.go parses RFC3339Micro).
+    created.spec.renew_time = created.spec.renew_time.replace(second=10, microsecond=0)
+    with pytest.raises(ApiException) as unparsable:
+        leases.replace_namespaced_lease("moonin-discovery", NS, created)
+    assert unparsable.value.status == 400
+    created.spec.renew_time = created.spec.renew_time.replace(microsecond=250)
     renewed = leases.replace_namespaced_lease("moonin-discovery", NS, created)
     assert renewed.spec.holder_identity == "pod-a"
     assert renewed.spec.renew_time.second == 10
@@ -874,7 +887,7 @@ def test_events_can_be_recorded_in_both_event_apis(
         NS,
         {
             "metadata": {"name": "web.1"},
-            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "eventTime": "2026-01-01T00:00:00.250000Z",
             "reason": "Scaled",
             "action": "Scale",
             "reportingController": "moonin",
@@ -890,9 +903,9 @@ def test_events_can_be_recorded_in_both_event_apis(
 def test_version_and_discovery_documents_are_served(kube: FakeKube, api: client.ApiClient) -> None:
     info = client.VersionApi(api).get_code()
     assert (info.git_version, info.major, info.minor, info.platform) == (
-        "v1.30.2",
+        "v1.37.1",
         "1",
-        "30",
+        "37",
         "linux/amd64",
     )
     assert "v1" in client.CoreApi(api).get_api_versions().versions
@@ -1397,7 +1410,7 @@ def test_the_subprocess_mode_prints_its_url_and_stops_on_sigterm(tmp_path: Path)
         ).json()
         assert pods["kind"] == "PodList" and len(pods["items"]) == 10
         assert pods["metadata"]["remainingItemCount"] == 30 + 0 - 10  # 2 cronjobs: no Jobs
-        assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.30.2"
+        assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.37.1"
         assert kubeconfig.exists()
     finally:
         process.send_signal(signal.SIGTERM)

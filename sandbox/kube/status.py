@@ -45,8 +45,9 @@ class ApiError(Exception):
             "metadata": self.metadata,
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # an error the server could not classify has no reason (Unknown)
+            doc["reason"] = self.reason
         if self.details is not None:
             doc["details"] = self.details
         doc["code"] = self.code
@@ -189,7 +190,7 @@ def not_acceptable(message: str) -> ApiError:
 
 
 def too_large_resource_version(requested: int, current: int) -> ApiError:
-    """504 for a streaming list whose resourceVersion the server did not reach in time."""
+    """504 for a list or streaming list whose resourceVersion the server has not reached."""
     return ApiError(
         504,
         "Timeout",
@@ -207,6 +208,27 @@ def too_large_resource_version(requested: int, current: int) -> ApiError:
 def unprocessable(message: str) -> ApiError:
     # What the real server answers when a patch cannot be applied (failed JSON patch test).
     return ApiError(422, "UnprocessableEntity", message)
+
+
+def list_expired() -> ApiError:
+    """410 for a list at an exact resourceVersion whose history is compacted away."""
+    return ApiError(410, "Expired", "The resourceVersion for the provided list is too old.")
+
+
+def invalid_resource_version(value: str) -> ApiError:
+    """What a resourceVersion that is not a number meets: the storage layer's invalid-value
+    error, which the API layer does not classify, so a 500 without a reason."""
+    quoted = msgspec.json.encode(value).decode()
+    return ApiError(
+        500,
+        "",
+        f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: "
+        "invalid syntax",
+    )
+
+
+def resource_version_with_continue() -> ApiError:
+    return bad_request("specifying resource version is not allowed when using continue")
 
 
 def watch_expired(since: int, oldest: int) -> ApiError:

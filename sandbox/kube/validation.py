@@ -113,9 +113,9 @@ def validate(group: str, kind: str, obj: Object) -> list[FieldError]:
 def _metadata(group: str, kind: str, metadata: Object) -> list[FieldError]:
     errors: list[FieldError] = []
     name = metadata.get("name")
-    if not name:
+    if not name and not metadata.get("generateName"):
         errors.append(required_field("metadata.name", "name or generateName is required"))
-    else:
+    elif name:  # a generated name is made of a checked prefix and safe characters
         if (group, kind) in _LABEL_NAMED:
             rule = dns_label
         elif (group, kind) in _SEGMENT_NAMED:
