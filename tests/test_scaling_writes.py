@@ -80,15 +80,14 @@ def test_a_write_the_server_refuses_as_a_bad_request_is_logged_as_refused(h: Har
 # of an object with finalizers sets metadata.deletionTimestamp and keeps the object.
 
 
-def terminating(kube: FakeKube, name: str = "web") -> dict[str, Any]:
-    """Delete the HPA while a finalizer holds it, as a real server keeps it."""
-    kube.patch(
-        HPAS, NS, name, {"metadata": {"finalizers": ["example.com/hold"]}}, patch_type="merge"
-    )
-    held = kube.get(HPAS, NS, name)
-    kube.delete(HPAS, NS, name)
+def terminating(kube: FakeKube, name: str = "web", resource: str = HPAS) -> dict[str, Any]:
+    """Delete the object while a finalizer holds it, as a real server keeps it."""
+    hold = {"metadata": {"finalizers": ["example.com/hold"]}}
+    kube.patch(resource, NS, name, hold, patch_type="merge")
+    held = kube.get(resource, NS, name)
+    kube.delete(resource, NS, name)
     try:
-        return kube.get(HPAS, NS, name)
+        return kube.get(resource, NS, name)
     except ApiError:  # a server without finalizers deleted it at once: keep it as one would
         held["metadata"]["deletionTimestamp"] = "2026-12-02T17:00:00Z"
         del held["metadata"]["resourceVersion"]
@@ -116,6 +115,16 @@ def test_an_hpa_being_deleted_is_not_applied_to_and_gets_no_provisional_twin(
     assert report.applies == 0
     assert h.writes() == []
     assert [item["metadata"]["name"] for item in h.kube.list(HPAS)] == ["web"]
+
+
+def test_a_deployment_being_deleted_gets_no_provisional_hpa(h: Harness) -> None:
+    h.kube.create(deployment(replicas=3))
+    terminating(h.kube, resource="deployments")
+    h.kube.clear_requests()
+    report = h.run(at(9))
+    assert (report.applies, report.errors) == (0, 0)
+    assert h.writes() == []
+    assert h.kube.list(HPAS) == []
 
 
 # --- reverts a server would refuse -------------------------------------------------------
