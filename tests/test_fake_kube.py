@@ -413,6 +413,50 @@ def test_field_selectors_support_the_real_fields_and_refuse_others_with_400(
     )
 
 
+def test_an_invalid_object_is_named_by_its_group_and_kind(
+    kube: FakeKube, api: client.ApiClient
+) -> None:
+    # staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go, NewInvalid: the message and
+    # details name the object's GroupKind, where NotFound and Conflict name its resource.
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 7,
+            "maxReplicas": 5,
+        },
+    }
+    with pytest.raises(ApiException) as caught:
+        client.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(NS, hpa)
+    assert caught.value.status == 422
+    refusal = json.loads(caught.value.body)
+    cause = "Invalid value: 5: must be greater than or equal to `minReplicas`"
+    assert refusal["message"] == (
+        f'HorizontalPodAutoscaler.autoscaling "web" is invalid: spec.maxReplicas: {cause}'
+    )
+    assert refusal["details"] == {
+        "name": "web",
+        "group": "autoscaling",
+        "kind": "HorizontalPodAutoscaler",
+        "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "spec.maxReplicas"}],
+    }
+
+
+def test_a_field_selector_on_a_kind_without_field_labels_names_the_two_it_knows(
+    core: client.CoreV1Api,
+) -> None:
+    # No conversion is registered for ConfigMaps, so apimachinery's
+    # runtime.DefaultMetaV1FieldSelectorConversion answers (pkg/runtime/conversion.go).
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_config_map(NS, field_selector="data.mode=fast")
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"] == (
+        '"data.mode" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
+
+
 # --- watches ---------------------------------------------------------------------------------
 
 

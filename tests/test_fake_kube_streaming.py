@@ -652,7 +652,8 @@ def test_a_kind_that_does_not_fit_the_chosen_transformation_is_406_whatever_come
         ("*/*;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", "PartialObjectMetadataList"),
         (f"application/json;q=0.5, {METADATA_LIST}", "PartialObjectMetadataList"),
         (f"{METADATA_LIST};q=0.5, application/json", "SecretList"),
-        ("application/json;as=Table;g=meta.k8s.io;v=v1, application/json", "SecretList"),
+        ("application/json;as=Table;g=meta.k8s.io;v=v1, application/json", "Table"),
+        ("application/json;as=Table;g=meta.k8s.io;v=v2, application/json", "SecretList"),
         ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2, */*", "SecretList"),
         ("application/json;as=PartialObjectMetadataList, application/json", "SecretList"),
         (f"{METADATA_LIST};stream=bogus, application/json", "SecretList"),
@@ -671,7 +672,7 @@ def test_the_first_clause_the_server_can_honour_picks_the_answer(
 def test_an_accept_header_the_server_cannot_honour_is_406_naming_what_it_serves(
     kube: FakeKube, http: httpx.Client
 ) -> None:
-    for accept in ("application/json;as=Table;g=meta.k8s.io;v=v1", "text/html"):
+    for accept in ("application/json;as=Table;g=meta.k8s.io;v=v2", "text/html"):
         response = http.get(SECRETS, headers={"Accept": accept})
         assert response.status_code == 406
         assert response.json()["message"] == (

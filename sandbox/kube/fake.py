@@ -34,7 +34,8 @@ import msgspec
 from sandbox.kube import (
     auth,
     defaulting,
-    garbage,  # noqa: F401  (importing it registers the controller)
+    garbage,
+    hpa_controller,
     namespaces,
     resources,
 )
@@ -59,6 +60,8 @@ from sandbox.kube.status import ApiError, unprocessable
 from sandbox.kube.store import Bookmark, Store
 from sandbox.kube.watch import DROP, STOP, Stall
 from sandbox.serving import HOST
+
+CONTROLLER_MODULES = (garbage, hpa_controller, namespaces)  # importing a controller registers it
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
@@ -627,13 +630,21 @@ class FakeKube:
         path.write_bytes(msgspec.json.format(_encode(config)) + b"\n")
         return path
 
-    def client_configuration(self, *, token: str | None = None) -> Configuration:
-        """A `kubernetes.client.Configuration` pointing at this server."""
+    def client_configuration(
+        self, *, token: str | None = None, ca_bundle: str | Path | None = None
+    ) -> Configuration:
+        """A `kubernetes.client.Configuration` pointing at this server: plain http, or https
+        verified against the fake's CA when `ca_bundle` says where to write that CA (the
+        client reads `ssl_ca_cert` from a file)."""
         from kubernetes.client import Configuration
 
         configuration = Configuration(host=self.url)
         configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         configuration.verify_ssl = False
+        if ca_bundle is not None:
+            configuration.host = self.https_url
+            configuration.ssl_ca_cert = str(self.tls.write_ca_bundle(ca_bundle))
+            configuration.verify_ssl = True
         return configuration
 
 

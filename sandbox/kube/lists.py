@@ -57,13 +57,18 @@ class Page:
     continue_token: str | None
     remaining: int | None  # remainingItemCount: known only when no selector filtered
 
-    def body(self, kind: str, api_version: str, items: bytes | None) -> bytes:
-        """The list answer around `items` (the joined item bytes; None writes `null`)."""
+    def metadata(self) -> str:
+        """The list metadata's members (JSON, without the braces)."""
         metadata = f'"resourceVersion":"{self.rv}"'
         if self.continue_token is not None:
             metadata += f',"continue":"{self.continue_token}"'
         if self.remaining is not None:
             metadata += f',"remainingItemCount":{self.remaining}'
+        return metadata
+
+    def body(self, kind: str, api_version: str, items: bytes | None) -> bytes:
+        """The list answer around `items` (the joined item bytes; None writes `null`)."""
+        metadata = self.metadata()
         head = f'{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"items":'
         listed = b"null" if items is None else b"[%s]" % items
         return b"".join((head.encode(), listed, b"}"))

@@ -10,9 +10,11 @@ as `Settings.streaming_lists` has it), POST creates. Objects: GET, PUT (409 on a
 resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
 stale resourceVersion), DELETE (`deletion.DeleteOptions`; what has finalizers waits for
 them, a namespace for the namespace controller). `status` subresources write only
-`.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
-answers text/plain. The Accept header of every other resource request is negotiated
-(`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
+`.status`, and writes to the main resource keep `.status`, as upstream. `scale`
+subresources read and write replicas as a `Scale` (`scale`). `pods/{name}/log` answers
+text/plain. The Accept header of every other resource request is negotiated
+(`negotiation`): objects as stored, their metadata alone (PartialObjectMetadata), or a
+Table (`tables`); so is the Content-Type of a body (JSON or YAML, else 415).
 
 A list reads `resourceVersion` and `resourceVersionMatch` as upstream: unset is the most
 recent state, "0" any state (whole: the watch cache ignores `limit`), N not older than N,
@@ -51,7 +53,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, namespaces, openapi, resources, status
+from sandbox.kube import admission, namespaces, negotiation, openapi, resources, scale, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.deletion import DeleteOptions
@@ -72,10 +74,10 @@ WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for its 415
+    "application/json-patch+json": json_patch,
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
-    "application/json-patch+json": json_patch,
 }
 _TLS_HANDSHAKE = b"\x16"  # the content type of a TLS handshake record, its first byte
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -326,9 +328,11 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, watch: bool
     ) -> None:
         method, resource = handler.command, route.resource
+        if method in ("POST", "PUT") or (method == "DELETE" and raw):
+            raw = negotiation.body_as_json(handler.headers.get("Content-Type") or "", raw)
         if route.subresource is not None:
             return self._subresource(handler, route, query, raw)
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         if route.name is None:
             if watch:
                 return self._watch(handler, route, query, choice)
@@ -361,9 +365,11 @@ class Router:
             if method != "GET":
                 raise status.method_not_allowed(method)
             return self._log(handler, route, query)
+        if route.subresource == "scale" and resource.scale:
+            return self._scale(handler, route, query, raw)
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         warnings: list[str] = []
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
@@ -375,6 +381,35 @@ class Router:
             raise status.method_not_allowed(method)
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
+
+    def _scale(self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes) -> None:
+        method, resource, name = handler.command, route.resource, str(route.name)
+        store = self.backend.store
+        if method == "GET":
+            entry = store.get(resource, route.namespace, name)
+            handler.reply(200, _encode(scale.of(entry.decode())))
+            return
+        if method == "PUT":
+            body = _json_body(raw)
+            options = WriteOptions.parse(query, "UpdateOptions")
+
+            def change(_: dict[str, Any]) -> Any:
+                return body
+        elif method == "PATCH":
+            patcher = _patcher(handler)
+            patch = _json_body(raw)
+            options = WriteOptions.parse(query, "PatchOptions")
+
+            def change(current: dict[str, Any]) -> Any:
+                return patcher(current, patch)
+        else:
+            raise status.method_not_allowed(method)
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            return scale.written(name, current, change(scale.of(current)))
+
+        entry = store.modify(resource, route.namespace, name, mutate, dry_run=options.dry_run)
+        handler.reply(200, _encode(scale.of(entry.decode())))
 
     def _list(self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice) -> None:
         """A list at the resourceVersion the request asks for, as in
@@ -500,10 +535,7 @@ class Router:
         status_only: bool,
     ) -> tuple[Any, list[str]]:
         resource = route.resource
-        content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        patcher = _PATCHERS.get(content_type)
-        if patcher is None:
-            raise status.unsupported_media_type(content_type)
+        patcher = _patcher(handler)
         patch = _json_body(raw)
         if patcher is json_patch and not isinstance(patch, list):
             raise status.bad_request("a JSON patch must be a list of operations")
@@ -671,8 +703,16 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     return {}
 
 
-def _choice(handler: _Handler) -> Choice:
-    return negotiate(handler.headers.get("Accept", ""))
+def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
+    content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    patcher = _PATCHERS.get(content_type)
+    if patcher is None:
+        raise status.unsupported_media_type(tuple(_PATCHERS))
+    return patcher
+
+
+def _choice(handler: _Handler, query: dict[str, str]) -> Choice:
+    return negotiate(handler.headers.get("Accept", ""), query.get("includeObject", ""))
 
 
 def _set_status(obj: dict[str, Any], value: Any) -> None:

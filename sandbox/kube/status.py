@@ -171,8 +171,19 @@ def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
 
 
 def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:
-    """422 for an object that fails validation, one cause per field error."""
-    return _invalid(f'{resource.kind} "{name}"', _details(resource, name), errors)
+    """422 for an object that fails validation, one cause per field error. Unlike the other
+    errors about an object, errors.NewInvalid names it by its group and kind
+    (`HorizontalPodAutoscaler.autoscaling`, details.kind `HorizontalPodAutoscaler`), which
+    kubectl prints as `The HorizontalPodAutoscaler "x" is invalid`."""
+    details = _details(resource, name) | {"kind": resource.kind}
+    qualified = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+    return _invalid(f'{qualified} "{name}"', details, errors)
+
+
+def invalid_of_kind(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiError:
+    """422 for an object of a kind the fake does not store (a subresource's `Scale`)."""
+    details = {"name": name, "group": group, "kind": kind}
+    return _invalid(f'{kind}.{group} "{name}"', details, errors)
 
 
 def _invalid(subject: str, details: dict[str, Any], errors: list[FieldError]) -> ApiError:
@@ -295,13 +306,13 @@ def internal_error(message: str = "an injected fault") -> ApiError:
     )
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
+def unsupported_media_type(accepted: tuple[str, ...]) -> ApiError:
+    """415 for a body in a media type the endpoint does not decode (negotiation/errors.go)."""
     return ApiError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format ({content_type!r}) - accepted media "
-        "types include: application/json-patch+json, application/merge-patch+json, "
-        "application/strategic-merge-patch+json",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
     )
 
 
