@@ -619,3 +619,76 @@ def test_kinds_without_a_generation_never_get_one(kube: FakeKube) -> None:
     kube.create(configmap(namespace=NS))
     changed = kube.patch("configmaps", NS, "settings", {"data": {"a": "b"}})
     assert "generation" not in changed["metadata"]
+
+
+# --- managed fields ------------------------------------------------------------------------
+
+
+def managers(obj: dict[str, Any]) -> dict[tuple[str, str | None], dict[str, Any]]:
+    return {
+        (entry["manager"], entry.get("subresource")): entry["fieldsV1"]
+        for entry in obj["metadata"]["managedFields"]
+    }
+
+
+def test_a_create_gives_its_field_manager_every_field_it_set(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management:
+    managedFields name the manager (the `fieldManager` parameter), the operation, the
+    apiVersion, the time and the fields (FieldsV1)."""
+    kube.create(cluster_objects.namespace())
+    made = http.post(
+        CONFIGMAPS,
+        params={"fieldManager": "seeder"},
+        json={**configmap(labels={"app": "web"}), "data": {"mode": "fast"}},
+    ).json()
+    [entry] = made["metadata"]["managedFields"]
+    assert entry == {
+        "manager": "seeder",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": entry["time"],
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:data": {"f:mode": {}}, "f:metadata": {"f:labels": {"f:app": {}}}},
+    }
+
+
+def test_an_update_moves_the_fields_it_changed_to_its_manager(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """Field management: a manager that changes a field takes it over from the one that
+    set it; without `fieldManager` the manager is the User-Agent up to its first "/"."""
+    kube.create(cluster_objects.namespace())
+    http.post(
+        CONFIGMAPS, params={"fieldManager": "seeder"}, json={**configmap(), "data": {"a": "1"}}
+    )
+    changed = http.patch(
+        f"{CONFIGMAPS}/settings",
+        json={"data": {"a": "2", "b": "1"}},
+        headers={"Content-Type": "application/merge-patch+json", "User-Agent": "tuner/1.0 (linux)"},
+    ).json()
+    assert managers(changed) == {("tuner", None): {"f:data": {"f:a": {}, "f:b": {}}}}
+    same = http.patch(
+        f"{CONFIGMAPS}/settings",
+        json={"data": {"a": "2"}},
+        headers={"Content-Type": "application/merge-patch+json", "User-Agent": "other/2"},
+    ).json()
+    assert same["metadata"]["resourceVersion"] == changed["metadata"]["resourceVersion"]
+
+
+def test_status_writes_are_managed_apart_as_the_status_subresource(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    """Field management records the subresource a manager wrote through."""
+    kube.create(cluster_objects.namespace())
+    http.post(DEPLOYMENTS, params={"fieldManager": "deployer"}, json=cluster_objects.deployment())
+    written = http.patch(
+        f"{DEPLOYMENTS}/web/status",
+        params={"fieldManager": "controller"},
+        json={"status": {"replicas": 2}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).json()
+    status_fields = managers(written)[("controller", "status")]
+    assert status_fields["f:status"]["f:replicas"] == {}
+    assert "f:spec" in managers(written)[("deployer", None)]

@@ -53,7 +53,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, namespaces, negotiation, openapi, resources, scale, status
+from sandbox.kube import (
+    admission,
+    managed_fields,
+    namespaces,
+    negotiation,
+    openapi,
+    resources,
+    scale,
+    status,
+)
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.deletion import DeleteOptions
@@ -346,7 +355,7 @@ class Router:
         if method == "GET":
             entry = store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry, warnings = self._put(route, query, raw, status_only=False)
+            entry, warnings = self._put(handler, route, query, raw, status_only=False)
         elif method == "PATCH":
             entry, warnings = self._patch(handler, route, query, raw, status_only=False)
         elif method == "DELETE":
@@ -374,7 +383,7 @@ class Router:
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
         elif method == "PUT":
-            entry, warnings = self._put(route, query, raw, status_only=True)
+            entry, warnings = self._put(handler, route, query, raw, status_only=True)
         elif method == "PATCH":
             entry, warnings = self._patch(handler, route, query, raw, status_only=True)
         else:
@@ -480,6 +489,7 @@ class Router:
             body["status"] = _initial_status(resource)
         namespaces.check_create(self.backend.store, resource, body)
         warnings = self._admit(resource, body, None, options)
+        managed_fields.on_create(resource, body, _manager(handler, query))
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
         answer = choice.for_object(resource).entry(resource, entry)
         handler.reply(201, answer, headers=admission.warning_headers(warnings))
@@ -494,7 +504,13 @@ class Router:
         return admission.admit(self.backend.settings.git_version, resource, obj, stored, options)
 
     def _put(
-        self, route: Route, query: dict[str, str], raw: bytes, *, status_only: bool
+        self,
+        handler: _Handler,
+        route: Route,
+        query: dict[str, str],
+        raw: bytes,
+        *,
+        status_only: bool,
     ) -> tuple[Any, list[str]]:
         resource = route.resource
         body = _object_body(raw, resource)
@@ -520,6 +536,7 @@ class Router:
             return new
 
         assert route.name is not None
+        replace = managed_fields.tracking(resource, _manager(handler, query), status_only, replace)
         entry = self.backend.store.modify(
             resource, route.namespace, route.name, replace, dry_run=options.dry_run
         )
@@ -565,6 +582,7 @@ class Router:
             return patched
 
         assert route.name is not None
+        apply = managed_fields.tracking(resource, _manager(handler, query), status_only, apply)
         entry = self.backend.store.modify(
             resource, route.namespace, route.name, apply, dry_run=options.dry_run
         )
@@ -701,6 +719,10 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     if resource.kind == "Namespace":
         return {"phase": "Active"}
     return {}
+
+
+def _manager(handler: _Handler, query: dict[str, str]) -> str:
+    return managed_fields.manager(query, handler.headers.get("User-Agent"))
 
 
 def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
