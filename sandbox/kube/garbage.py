@@ -43,6 +43,8 @@ class GarbageCollector:
                 self._settle(*dependent)
             self._unblock_owners(resource, entry)
             return
+        if b'"deletionTimestamp"' not in entry.item and b'"ownerReferences"' not in entry.item:
+            return  # most writes: nothing for the collector, and no decode
         obj = entry.decode()
         metadata = obj["metadata"]
         finalizers = metadata.get("finalizers") or ()
