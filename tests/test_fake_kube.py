@@ -24,7 +24,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.kube import ApiError, FakeKube, auth
+from sandbox.kube import ApiError, FakeKube, auth, defaulting
 from sandbox.kube.synthetic import SyntheticSpec, populate
 from tests.waiting import wait_until
 
@@ -742,7 +742,7 @@ def test_a_patch_carrying_a_stale_resource_version_is_a_conflict(
 def test_status_is_written_only_through_the_status_subresource(
     kube: FakeKube, apps: client.AppsV1Api
 ) -> None:
-    kube.create(deployment("web", replicas=2))
+    kube.create(defaulting.apply("apps/v1", "Deployment", deployment("web", replicas=2)))
     main = apps.patch_namespaced_deployment(
         "web", NS, {"metadata": {"labels": {"x": "1"}}, "status": {"readyReplicas": 0}}
     )
@@ -788,7 +788,7 @@ def test_create_fills_identity_and_honours_generate_name(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
     body = {
-        "metadata": {"generateName": "job-", "uid": "forged", "resourceVersion": "1"},
+        "metadata": {"generateName": "job-", "uid": "forged"},
         "data": {"k": "v"},
     }
     created = core.create_namespaced_config_map(NS, body)
@@ -831,8 +831,9 @@ def test_leases_can_be_created_and_renewed_with_a_resource_version(
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
-            "acquireTime": "2026-01-01T00:00:00.000000Z",
-            "renewTime": "2026-01-01T00:00:00.000000Z",
+            # MicroTime: a client that drops zero microseconds (isoformat) is refused.
+            "acquireTime": "2026-01-01T00:00:00.250000Z",
+            "renewTime": "2026-01-01T00:00:00.250000Z",
         },
     }
     created = leases.create_namespaced_lease(NS, body)
@@ -874,7 +875,7 @@ def test_events_can_be_recorded_in_both_event_apis(
         NS,
         {
             "metadata": {"name": "web.1"},
-            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "eventTime": "2026-01-01T00:00:00.250000Z",
             "reason": "Scaled",
             "action": "Scale",
             "reportingController": "moonin",
@@ -890,9 +891,9 @@ def test_events_can_be_recorded_in_both_event_apis(
 def test_version_and_discovery_documents_are_served(kube: FakeKube, api: client.ApiClient) -> None:
     info = client.VersionApi(api).get_code()
     assert (info.git_version, info.major, info.minor, info.platform) == (
-        "v1.30.2",
+        "v1.37.1",
         "1",
-        "30",
+        "37",
         "linux/amd64",
     )
     assert "v1" in client.CoreApi(api).get_api_versions().versions
@@ -1397,7 +1398,7 @@ def test_the_subprocess_mode_prints_its_url_and_stops_on_sigterm(tmp_path: Path)
         ).json()
         assert pods["kind"] == "PodList" and len(pods["items"]) == 10
         assert pods["metadata"]["remainingItemCount"] == 30 + 0 - 10  # 2 cronjobs: no Jobs
-        assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.30.2"
+        assert httpx.get(f"{url}/version").json()["gitVersion"] == "v1.37.1"
         assert kubeconfig.exists()
     finally:
         process.send_signal(signal.SIGTERM)

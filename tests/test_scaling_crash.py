@@ -207,13 +207,13 @@ def build_cluster(kube: FakeKube) -> None:
     kube.create(h.namespace())
     web = h.deployment("web", replicas=3)
     web["metadata"]["labels"] = {"app": "web", "tier": "front"}
-    kube.create(web)
+    kube.create(h.served(web))
     hpa = h.hpa("web", "web", low=2, high=5)
     hpa["metadata"]["labels"] = {"app": "web"}
-    kube.create(hpa)
+    kube.create(h.served(hpa))
     api = h.deployment("api", replicas=1, annotations={"owner": "team-api"})
     api["metadata"]["labels"] = {"app": "api"}
-    kube.create(api)
+    kube.create(h.served(api))
 
 
 class Crashes:

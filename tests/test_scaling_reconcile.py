@@ -38,6 +38,7 @@ from tests.scaling_harness import (
     hpa,
     make_harness,
     ours,
+    served,
     template,
 )
 
@@ -130,15 +131,18 @@ def test_a_pre_existing_hpa_gets_the_window_and_its_own_spec_back_when_the_windo
     assert (revert["min_replicas"], revert["max_replicas"]) == (4, 20)
 
 
-def test_a_pre_existing_hpa_without_a_min_gets_its_min_removed_again(h: Harness) -> None:
-    h.kube.create(deployment())
-    h.kube.create(hpa(low=None, high=5))
+def test_an_hpa_created_without_a_min_gets_back_the_min_the_server_defaulted(
+    h: Harness,
+) -> None:
+    # A real server stores minReplicas 1 for an HPA created without one
+    # (pkg/apis/autoscaling/v2/defaults.go): that is the min the revert restores.
+    h.kube.create(served(deployment()))
+    h.kube.create(served(hpa(low=None, high=5)))
     h.run(at(9))
     assert ours(h.hpa())[notes.ORIGINAL_MAX] == "5"
-    assert notes.ORIGINAL_MIN not in ours(h.hpa())
+    assert ours(h.hpa())[notes.ORIGINAL_MIN] == "1"
     h.run(at(18, 1))
-    assert "minReplicas" not in h.hpa()["spec"]
-    assert h.hpa()["spec"]["maxReplicas"] == 5
+    assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (1, 5)
 
 
 def test_without_an_hpa_a_provisional_one_is_created_then_deleted_and_the_replicas_restored(

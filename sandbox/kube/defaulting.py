@@ -57,6 +57,9 @@ def _copy(value: Any) -> Any:
 
 
 def _hpa(obj: Object) -> None:
+    status = obj.get("status")
+    if isinstance(status, dict):  # Go's struct has no omitempty on it: a zero is written
+        status.setdefault("desiredReplicas", 0)
     spec = _section(obj, "spec")
     if spec.get("minReplicas") is None:
         spec["minReplicas"] = 1

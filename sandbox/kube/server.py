@@ -44,7 +44,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, openapi, resources, status
+from sandbox.kube import admission, decoding, openapi, resources, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.faults import Drip, Faults, RequestLog
@@ -165,7 +165,10 @@ def _json_body(raw: bytes) -> Any:
 
 
 def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
-    body = _json_body(raw)
+    try:
+        body = _decode(raw)
+    except msgspec.DecodeError:
+        raise status.unrecognized_object(resource.kind, decoding.syntax_error(raw), raw) from None
     if not isinstance(body, dict):
         raise status.bad_request("the body must be a JSON object")
     kind = body.get("kind")
@@ -174,6 +177,11 @@ def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
     if not isinstance(body.setdefault("metadata", {}), dict):
         raise status.bad_request("metadata must be an object")
     return body
+
+
+def _duplicates(raw: bytes, options: WriteOptions) -> list[str]:
+    """Keys the body gives twice; not looked for when the request ignores them anyway."""
+    return [] if options.field_validation == "Ignore" else decoding.duplicate_fields(raw)
 
 
 def _int_param(query: dict[str, str], name: str) -> int | None:
@@ -402,7 +410,8 @@ class Router:
             metadata.pop(server_owned, None)
         if resource.status:  # a status subresource's kind starts with an empty status
             body["status"] = {}
-        warnings = self._admit(resource, body, None, options)
+        duplicates = _duplicates(raw, options)
+        warnings = self._admit(resource, body, None, options, duplicates=duplicates)
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
         answer = choice.for_object(resource).entry(resource, entry)
         handler.reply(201, answer, headers=admission.warning_headers(warnings))
@@ -413,8 +422,19 @@ class Router:
         obj: dict[str, Any],
         stored: dict[str, Any] | None,
         options: WriteOptions,
+        *,
+        duplicates: list[str],
+        patched: bool = False,
     ) -> list[str]:
-        return admission.admit(self.backend.settings.git_version, resource, obj, stored, options)
+        return admission.admit(
+            self.backend.settings.git_version,
+            resource,
+            obj,
+            stored,
+            options,
+            duplicates=duplicates,
+            patched=patched,
+        )
 
     def _put(
         self, route: Route, query: dict[str, str], raw: bytes, *, status_only: bool
@@ -422,6 +442,7 @@ class Router:
         resource = route.resource
         body = _object_body(raw, resource)
         options = WriteOptions.parse(query, "UpdateOptions")
+        duplicates = _duplicates(raw, options)
         keep_status = resource.status and not status_only
         warnings: list[str] = []
 
@@ -439,7 +460,7 @@ class Router:
                 new = _with_status(current, body.get("status"), body["metadata"])
             elif keep_status:
                 _set_status(new, current.get("status"))
-            warnings.extend(self._admit(resource, new, current, options))
+            warnings.extend(self._admit(resource, new, current, options, duplicates=duplicates))
             return new
 
         assert route.name is not None
@@ -468,6 +489,7 @@ class Router:
         if patcher is not json_patch and not isinstance(patch, dict):
             raise status.bad_request("a merge patch must be a JSON object")
         options = WriteOptions.parse(query, "PatchOptions")
+        duplicates = [] if patcher is json_patch else _duplicates(raw, options)
         keep_status = resource.status and not status_only
         warnings: list[str] = []
 
@@ -487,7 +509,11 @@ class Router:
                 patched = _with_status(current, patched.get("status"), patched.get("metadata"))
             elif keep_status:
                 _set_status(patched, current.get("status"))
-            warnings.extend(self._admit(resource, patched, current, options))
+            warnings.extend(
+                self._admit(
+                    resource, patched, current, options, duplicates=duplicates, patched=True
+                )
+            )
             return patched
 
         assert route.name is not None

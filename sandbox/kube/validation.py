@@ -93,12 +93,14 @@ def qualified_name(value: str) -> list[str]:
     return problems
 
 
-# Kinds named by a DNS-1123 label; RBAC kinds take any path segment (`system:controller:x`).
+# Kinds named by a DNS-1123 label; RBAC kinds take any path segment (`system:controller:x`),
+# and so do core/v1 Events, whose names upstream leaves unchecked for old clients' sake
+# (pkg/apis/core/validation/events.go) beyond what a storage key needs.
 _LABEL_NAMED = {("", "Namespace"), ("", "Service")}
 _SEGMENT_NAMED = {
     ("rbac.authorization.k8s.io", k)
     for k in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
-}
+} | {("", "Event")}
 
 
 def validate(group: str, kind: str, obj: Object) -> list[FieldError]:
@@ -112,16 +114,21 @@ def validate(group: str, kind: str, obj: Object) -> list[FieldError]:
 
 def _metadata(group: str, kind: str, metadata: Object) -> list[FieldError]:
     errors: list[FieldError] = []
-    name = metadata.get("name")
-    if not name:
-        errors.append(required_field("metadata.name", "name or generateName is required"))
+    if (group, kind) in _LABEL_NAMED:
+        rule = dns_label
+    elif (group, kind) in _SEGMENT_NAMED:
+        rule = path_segment
     else:
-        if (group, kind) in _LABEL_NAMED:
-            rule = dns_label
-        elif (group, kind) in _SEGMENT_NAMED:
-            rule = path_segment
-        else:
-            rule = dns_subdomain
+        rule = dns_subdomain
+    name = metadata.get("name")
+    prefix = metadata.get("generateName")
+    if prefix:
+        # The server adds five letters and digits to it: a trailing dash is fine.
+        masked = prefix[:-2] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+        errors += [invalid_field("metadata.generateName", prefix, p) for p in rule(masked)]
+    if not name and not prefix:
+        errors.append(required_field("metadata.name", "name or generateName is required"))
+    elif name:
         errors += [invalid_field("metadata.name", name, p) for p in rule(name)]
     for key, value in (metadata.get("labels") or {}).items():
         errors += [invalid_field("metadata.labels", key, p) for p in qualified_name(key)]
@@ -149,6 +156,11 @@ def _hpa(obj: Object) -> list[FieldError]:
     target = spec.get("scaleTargetRef") or {}
     if not target.get("kind"):
         errors.append(required_field("spec.scaleTargetRef.kind"))
+    else:
+        errors += [
+            invalid_field("spec.scaleTargetRef.kind", target["kind"], p)
+            for p in path_segment(target["kind"])
+        ]
     if not target.get("name"):
         errors.append(required_field("spec.scaleTargetRef.name"))
     else:
