@@ -38,7 +38,9 @@ class WriteOptions:
         errors = []
         chosen = query.get("fieldValidation") or "Warn"
         if chosen not in FIELD_VALIDATION:
-            errors.append(status.unsupported_field("fieldValidation", chosen, FIELD_VALIDATION))
+            # Upstream lists "" among the supported values (it means the default, Warn).
+            supported = ("", *FIELD_VALIDATION)
+            errors.append(status.unsupported_field("fieldValidation", chosen, supported))
         dry_run = query.get("dryRun", "")
         if dry_run not in ("", *DRY_RUN):
             errors.append(status.unsupported_field("dryRun", dry_run, DRY_RUN))
