@@ -563,3 +563,45 @@ def test_kubectl_apply_is_strict_about_a_misspelled_field_and_applies_a_valid_ma
     stored = kube.get("horizontalpodautoscalers", NS, "web")
     assert (stored["spec"]["minReplicas"], stored["spec"]["maxReplicas"]) == (2, 5)
     assert any(r.query.get("fieldValidation") == "Strict" for r in kube.requests)
+
+
+def test_an_hpa_resource_metric_needs_a_name_and_a_target_it_can_use(http: httpx.Client) -> None:
+    """validation.go validateMetricSpec, validateResourceSource and validateMetricTarget: a
+    Resource metric names its resource and sets a utilization above 0 or a raw value."""
+    metric = {"type": "Resource", "resource": {"target": {"type": "Percent"}}}
+    causes = refusal(post(http, HPAS, hpa(metrics=[metric])), 422, "Invalid")["details"]["causes"]
+    assert [(c["field"], c["message"]) for c in causes] == [
+        ("spec.metrics[0].resource.name", "Required value: must specify a resource name"),
+        (
+            "spec.metrics[0].resource.target.type",
+            'Invalid value: "Percent": must be either Utilization, Value, or AverageValue',
+        ),
+        (
+            "spec.metrics[0].resource.target.averageUtilization",
+            "Required value: must set either a target raw value or a target utilization",
+        ),
+    ]
+    metric = {"type": "Pods", "resource": {"name": "cpu", "target": {"type": "Utilization"}}}
+    causes = refusal(post(http, HPAS, hpa(metrics=[metric])), 422, "Invalid")["details"]["causes"]
+    assert ("spec.metrics[0].pods", "FieldValueRequired") in {
+        (c["field"], c["reason"]) for c in causes
+    }
+    metric["pods"] = {"metric": {"name": "qps"}, "target": {"type": "AverageValue"}}
+    causes = refusal(post(http, HPAS, hpa(metrics=[metric])), 422, "Invalid")["details"]["causes"]
+    assert causes[-1] == {
+        "reason": "FieldValueForbidden",
+        "message": "Forbidden: must populate the given metric source only",
+        "field": "spec.metrics[0].resource",
+    }
+
+
+def test_a_pod_template_container_needs_a_name_and_an_image(http: httpx.Client) -> None:
+    """pkg/apis/core/validation/validation.go validateContainers: name (a DNS-1123 label)
+    and, in a workload's template, image are required."""
+    body = deployment()
+    body["spec"]["template"]["spec"]["containers"] = [{"name": "App_1"}]
+    causes = refusal(post(http, DEPLOYMENTS, body), 422, "Invalid")["details"]["causes"]
+    assert [(c["field"], c["reason"]) for c in causes] == [
+        ("spec.template.spec.containers[0].name", "FieldValueInvalid"),
+        ("spec.template.spec.containers[0].image", "FieldValueRequired"),
+    ]

@@ -17,7 +17,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.kube.status import FieldError, invalid_field, required_field, too_long_field
+from sandbox.kube.status import (
+    FieldError,
+    forbidden_field,
+    invalid_field,
+    required_field,
+    too_long_field,
+    unsupported_field,
+)
 
 Object = dict[str, Any]
 
@@ -180,6 +187,85 @@ def _hpa(obj: Object) -> list[FieldError]:
                 "spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"
             )
         )
+    for index, metric in enumerate(spec.get("metrics") or ()):
+        errors += _metric(metric, f"spec.metrics[{index}]")
+    return errors
+
+
+# A metric's type and the member that must carry its source, in the order upstream looks.
+_SOURCES = {
+    "Object": "object",
+    "External": "external",
+    "Pods": "pods",
+    "Resource": "resource",
+    "ContainerResource": "containerResource",
+}
+
+
+def _metric(metric: Object, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    kind = metric.get("type") or ""
+    supported = tuple(sorted(_SOURCES))
+    if not kind:
+        errors.append(required_field(f"{path}.type", "must specify a metric source type"))
+    if kind not in _SOURCES:
+        errors.append(unsupported_field(f"{path}.type", kind, supported))
+    present = [member for member in _SOURCES.values() if metric.get(member) is not None]
+    if present and present[0] == "resource":  # upstream checks only the first one present
+        errors += _resource_source(metric["resource"], f"{path}.resource")
+    expected = _SOURCES.get(kind)
+    if expected is None:  # upstream's switch says it a second time
+        errors.append(unsupported_field(f"{path}.type", kind, supported))
+    elif metric.get(expected) is None:
+        errors.append(
+            required_field(
+                f"{path}.{expected}", "must populate information for the given metric source"
+            )
+        )
+    if len(present) != 1:
+        errors += [
+            forbidden_field(f"{path}.{member}", "must populate the given metric source only")
+            for member in present
+            if member != expected
+        ]
+    return errors
+
+
+def _resource_source(source: Object, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if not source.get("name"):
+        errors.append(required_field(f"{path}.name", "must specify a resource name"))
+    target = source.get("target") or {}
+    kind = target.get("type") or ""
+    if not kind:
+        errors.append(required_field(f"{path}.target.type", "must specify a metric target type"))
+    if kind not in ("Utilization", "Value", "AverageValue"):
+        errors.append(
+            invalid_field(
+                f"{path}.target.type", kind, "must be either Utilization, Value, or AverageValue"
+            )
+        )
+    utilization = target.get("averageUtilization")
+    if utilization is not None and utilization < 1:
+        errors.append(
+            invalid_field(
+                f"{path}.target.averageUtilization", utilization, "must be greater than 0"
+            )
+        )
+    if utilization is None and target.get("averageValue") is None:
+        errors.append(
+            required_field(
+                f"{path}.target.averageUtilization",
+                "must set either a target raw value or a target utilization",
+            )
+        )
+    if utilization is not None and target.get("averageValue") is not None:
+        errors.append(
+            forbidden_field(
+                f"{path}.target.averageValue",
+                "may not set both a target raw value and a target utilization",
+            )
+        )
     return errors
 
 
@@ -222,8 +308,20 @@ def _workload(obj: Object) -> list[FieldError]:
                 "`selector` does not match template `labels`",
             )
         )
-    if not (template.get("spec") or {}).get("containers"):
+    containers = (template.get("spec") or {}).get("containers")
+    if not containers:
         errors.append(required_field("spec.template.spec.containers"))
+    for index, container in enumerate(containers or ()):
+        path = f"spec.template.spec.containers[{index}]"
+        if not container.get("name"):
+            errors.append(required_field(f"{path}.name"))
+        else:
+            errors += [
+                invalid_field(f"{path}.name", container["name"], p)
+                for p in dns_label(container["name"])
+            ]
+        if not container.get("image"):
+            errors.append(required_field(f"{path}.image"))
     return errors
 
 
