@@ -280,6 +280,27 @@ def test_a_wrong_type_in_a_patch_is_refused_before_anything_is_stored(
     assert kube.get("deployments", NS, "web") == before
 
 
+def test_a_patch_that_is_not_json_or_not_the_right_shape_is_refused_in_go_words(
+    http: httpx.Client,
+) -> None:
+    """k8s.io/apiserver/pkg/endpoints/handlers/patch.go: the patch is decoded before it is
+    applied (a merge patch's error reads "error decoding patch: ..."); a JSON patch must be a
+    list of operations (jsonpatch.Patch)."""
+    assert post(http, DEPLOYMENTS, deployment()).status_code == 201
+    answer = http.patch(f"{DEPLOYMENTS}/web", content=b'{"spec": x}', headers=MERGE)
+    assert refusal(answer, 400, "BadRequest")["message"] == (
+        "error decoding patch: invalid character 'x' looking for beginning of value"
+    )
+    answer = http.patch(
+        f"{DEPLOYMENTS}/web",
+        content=b'{"op": "add"}',
+        headers={"Content-Type": "application/json-patch+json"},
+    )
+    assert refusal(answer, 400, "BadRequest")["message"] == (
+        "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    )
+
+
 # --- defaulting -------------------------------------------------------------------------------
 
 

@@ -269,6 +269,11 @@ _GO_JSON = {
 }
 
 
+def go_json_kind(value: Any) -> str:
+    """How Go's decoder names a JSON value's kind in its errors: string, number, object..."""
+    return "null" if value is None else _GO_JSON[_json_type(value)]
+
+
 def _unmarshal(described: str, path: str, struct: str, go: str) -> str:
     return f"json: cannot unmarshal {described} into Go struct field {struct}.{path} of type {go}"
 

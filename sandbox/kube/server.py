@@ -179,6 +179,26 @@ def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
     return body
 
 
+def _patch_body(raw: bytes, patcher: Callable[[Any, Any], Any]) -> Any:
+    """The patch document, or Go's decoding error as the patch handler words it
+    (k8s.io/apiserver/pkg/endpoints/handlers/patch.go: a merge patch's is "error decoding
+    patch: ...", a JSON patch is a jsonpatch.Patch, the others maps)."""
+    prefix = "error decoding patch: " if patcher is merge_patch else ""
+    try:
+        patch = _decode(raw)
+    except msgspec.DecodeError:
+        raise status.bad_request(prefix + decoding.syntax_error(raw)) from None
+    wanted, go_type = (
+        (list, "jsonpatch.Patch") if patcher is json_patch else (dict, "map[string]interface {}")
+    )
+    if not isinstance(patch, wanted):
+        found = decoding.go_json_kind(patch)
+        raise status.bad_request(
+            f"{prefix}json: cannot unmarshal {found} into Go value of type {go_type}"
+        )
+    return patch
+
+
 def _duplicates(raw: bytes, options: WriteOptions) -> list[str]:
     """Keys the body gives twice; not looked for when the request ignores them anyway."""
     return [] if options.field_validation == "Ignore" else decoding.duplicate_fields(raw)
@@ -483,11 +503,7 @@ class Router:
         patcher = _PATCHERS.get(content_type)
         if patcher is None:
             raise status.unsupported_media_type(content_type)
-        patch = _json_body(raw)
-        if patcher is json_patch and not isinstance(patch, list):
-            raise status.bad_request("a JSON patch must be a list of operations")
-        if patcher is not json_patch and not isinstance(patch, dict):
-            raise status.bad_request("a merge patch must be a JSON object")
+        patch = _patch_body(raw, patcher)
         options = WriteOptions.parse(query, "PatchOptions")
         duplicates = [] if patcher is json_patch else _duplicates(raw, options)
         keep_status = resource.status and not status_only
