@@ -124,6 +124,26 @@ def test_a_body_that_is_not_json_is_a_bad_request_worded_as_go_words_it(
     )
 
 
+def test_a_body_that_is_json_but_not_an_object_is_refused_as_upstream(
+    http: httpx.Client,
+) -> None:
+    """k8s.io/apimachinery/pkg/runtime/serializer/json/meta.go reads apiVersion and kind
+    into a struct first; an array cannot fill it. A metadata that is not an object cannot
+    fill ObjectMeta."""
+    status = refusal(post(http, DEPLOYMENTS, b"[1]"), 400, "BadRequest")
+    assert status["message"] == (
+        "the object provided is unrecognized (must be of type Deployment): couldn't get "
+        "version/kind; json parse error: json: cannot unmarshal array into Go value of type "
+        'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
+        '"json:\\"kind,omitempty\\"" } (5b315d)'
+    )
+    status = refusal(post(http, DEPLOYMENTS, {"metadata": "web"}), 400, "BadRequest")
+    assert status["message"] == (
+        'Deployment in version "v1" cannot be handled as a Deployment: json: cannot unmarshal '
+        "string into Go struct field Deployment.metadata of type v1.ObjectMeta"
+    )
+
+
 def test_a_value_of_the_wrong_type_is_refused_as_the_go_decoder_refuses_it(
     http: httpx.Client, kube: FakeKube
 ) -> None:

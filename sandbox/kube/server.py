@@ -164,18 +164,33 @@ def _json_body(raw: bytes) -> Any:
         raise status.bad_request(f"the body is not valid JSON: {exc}") from None
 
 
+# What the serializer's first look at a body (its apiVersion and kind) says of a JSON value
+# that is not an object (k8s.io/apimachinery/pkg/runtime/serializer/json/meta.go).
+_FIND_KIND_ERROR = (
+    "json: cannot unmarshal %s into Go value of type struct { APIVersion string "
+    '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
 def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
     try:
         body = _decode(raw)
     except msgspec.DecodeError:
         raise status.unrecognized_object(resource.kind, decoding.syntax_error(raw), raw) from None
     if not isinstance(body, dict):
-        raise status.bad_request("the body must be a JSON object")
+        found = decoding.go_json_kind(body)
+        raise status.unrecognized_object(resource.kind, _FIND_KIND_ERROR % found, raw)
     kind = body.get("kind")
     if kind not in (None, "", resource.kind):
         raise status.bad_request(f"the kind of the body ({kind}) is not {resource.kind}")
-    if not isinstance(body.setdefault("metadata", {}), dict):
-        raise status.bad_request("metadata must be an object")
+    metadata = body.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        found = decoding.go_json_kind(metadata)
+        raise status.bad_request(
+            f'{resource.kind} in version "{resource.version}" cannot be handled as a '
+            f"{resource.kind}: json: cannot unmarshal {found} into Go struct field "
+            f"{resource.kind}.metadata of type v1.ObjectMeta"
+        )
     return body
 
 

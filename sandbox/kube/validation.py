@@ -2,9 +2,11 @@
 field, worded as upstream words it.
 
 What is checked is what the agent or a test could get wrong: object names by kind
-(DNS-1123 subdomain, DNS-1123 label, or path segment for RBAC), label and annotation keys
-and values, the cross-field rules of HorizontalPodAutoscalers and Deployments, Lease
-durations, and a core Event's namespace. Sources: staging/src/k8s.io/apimachinery/pkg/api/
+(DNS-1123 subdomain, DNS-1123 label, or path segment for RBAC and core Events; a
+generateName as a prefix), label and annotation keys and values, HorizontalPodAutoscalers
+(min and max, the scale target, Resource metrics), Deployments and ReplicaSets (selector
+against template labels, containers named and with an image), Lease durations, and a core
+Event's namespace. Sources: staging/src/k8s.io/apimachinery/pkg/api/
 validation (objectmeta.go, generic.go), staging/src/k8s.io/apimachinery/pkg/util/validation/
 validation.go (the regexes and messages), pkg/apis/autoscaling/validation/validation.go,
 pkg/apis/apps/validation/validation.go, pkg/apis/coordination/validation/validation.go and
