@@ -534,6 +534,27 @@ def test_a_deployment_selector_must_match_its_template_labels(http: httpx.Client
     ]
 
 
+def test_a_lease_duration_must_be_positive_and_a_preferred_holder_needs_a_strategy(
+    http: httpx.Client,
+) -> None:
+    """pkg/apis/coordination/validation/validation.go ValidateLeaseSpec."""
+    body = lease("2026-12-04T10:00:00.123456Z")
+    body["spec"] |= {"leaseDurationSeconds": 0, "preferredHolder": "pod-b"}
+    causes = refusal(post(http, LEASES, body), 422, "Invalid")["details"]["causes"]
+    assert causes == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: 0: must be greater than 0",
+            "field": "spec.leaseDurationSeconds",
+        },
+        {
+            "reason": "FieldValueForbidden",
+            "message": "Forbidden: may only be specified if `strategy` is defined",
+            "field": "spec.preferredHolder",
+        },
+    ]
+
+
 def test_a_core_event_about_an_object_in_another_namespace_is_invalid(
     http: httpx.Client,
 ) -> None:

@@ -342,6 +342,12 @@ def _lease(obj: Object) -> list[FieldError]:
                 "spec.leaseTransitions", transitions, "must be greater than or equal to 0"
             )
         )
+    if spec.get("preferredHolder") and not spec.get("strategy"):
+        errors.append(
+            forbidden_field(
+                "spec.preferredHolder", "may only be specified if `strategy` is defined"
+            )
+        )
     return errors
 
 
