@@ -284,6 +284,26 @@ def test_a_patch_is_held_to_field_validation_after_it_is_applied(
     assert "zeta" not in kube.get("deployments", NS, "web")["spec"]
 
 
+def test_a_json_patch_names_its_operations_own_problems_first(http: httpx.Client) -> None:
+    """field_validation_test.go (json-patch cases): unknown or duplicate members of an
+    operation are "json patch" problems, listed before the patched object's unknown fields."""
+    assert post(http, DEPLOYMENTS, deployment()).status_code == 201
+    patch = (
+        b'[{"op": "add", "path": "/spec/unknown1", "value": 1, "foo": "bar"},'
+        b' {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": 1}]'
+    )
+    answer = http.patch(
+        f"{DEPLOYMENTS}/web",
+        content=patch,
+        headers={"Content-Type": "application/json-patch+json"},
+        params={"fieldValidation": "Strict"},
+    )
+    assert refusal(answer, 400, "BadRequest")["message"].endswith(
+        'strict decoding error: json patch unknown field "[0].foo", json patch duplicate field '
+        '"[1].path", unknown field "spec.unknown1", unknown field "spec.unknown3"'
+    )
+
+
 def test_a_wrong_type_in_a_patch_is_refused_before_anything_is_stored(
     http: httpx.Client, kube: FakeKube
 ) -> None:

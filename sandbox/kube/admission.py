@@ -6,8 +6,9 @@ lacks, and keys the body gives twice, are handled as the request's `fieldValidat
 (Strict: 400 naming them all; Warn, the default: unknown ones dropped, each named in a
 `Warning` header; Ignore: dropped); the kind's defaults are filled in; validation refuses
 what breaks its rules (422 Invalid). For patches this runs on the patched object: the
-patch's duplicate keys come first, then the patched object's unknown fields in key order,
-and fields the stored object already carried are not held against the patch. Writes made
+patch's own problems come first (its duplicate keys; a JSON patch's unknown or duplicate
+operation members), then the patched object's unknown fields in key order, and fields the
+stored object already carried are not held against the patch. Writes made
 through the Python side of the fake skip all of this, so tests can seed any object. Source:
 https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation.
 """
@@ -57,17 +58,20 @@ def admit(
     options: WriteOptions,
     *,
     duplicates: Sequence[str] = (),
-    patched: bool = False,
+    patch_problems: Sequence[decoding.FieldProblem] | None = None,
 ) -> list[str]:
     """Make `obj` what the server would store, in place; returns the warnings to send.
     `stored` is the object a PUT or PATCH replaces (None for a create); `duplicates` the
-    paths of keys the request body gave twice (`decoding.duplicate_fields`); `patched`: `obj`
-    is a patch applied to `stored`."""
+    paths of keys a create or update body gave twice (`decoding.duplicate_fields`);
+    `patch_problems`, given for a patch (`obj` is then the patch applied to `stored`), what
+    is wrong with the patch document itself."""
     release = schemas.for_version(git_version)
     definition = release.for_kind(resource.group, resource.version, resource.kind)
     warnings: list[str] = []
     if definition is not None:
-        warnings = _prune(release, definition, resource, obj, stored, options, duplicates, patched)
+        warnings = _prune(
+            release, definition, resource, obj, stored, options, duplicates, patch_problems
+        )
     defaulting.apply(resource.api_version, resource.kind, obj)
     errors = validation.validate(resource.group, resource.kind, obj)
     if errors:
@@ -84,11 +88,10 @@ def _prune(
     stored: dict[str, Any] | None,
     options: WriteOptions,
     duplicates: Sequence[str],
-    patched: bool,
+    patch_problems: Sequence[decoding.FieldProblem] | None,
 ) -> list[str]:
-    problems: list[decoding.FieldProblem] = []
-    if patched:  # the patch's own duplicates, unknown or not, then the result's fields
-        problems = [decoding.FieldProblem("duplicate", path) for path in duplicates]
+    patched = patch_problems is not None
+    problems = list(patch_problems or ())
     try:
         found = decoding.field_problems(
             release, definition, obj, () if patched else duplicates, sort_keys=patched

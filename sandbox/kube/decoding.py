@@ -43,7 +43,7 @@ class DecodeError(Exception):
 class FieldProblem:
     """An unknown or a duplicate field, as strict decoding names it."""
 
-    problem: str  # "unknown" or "duplicate"
+    problem: str  # "unknown", "duplicate", "json patch unknown", "json patch duplicate"
     path: str  # as upstream prints it: spec.containers[0].foo
     parent: dict[str, Any] | None = None
     key: str = ""
@@ -95,6 +95,24 @@ def duplicate_fields(raw: bytes) -> list[str]:
     found: list[str] = []
     if repeated:
         _collect_duplicates(tree, "", repeated, found)
+    return found
+
+
+_JSON_PATCH_MEMBERS = ("op", "path", "value", "from")
+
+
+def json_patch_problems(patch: list[Any], duplicates: Collection[str]) -> list[FieldProblem]:
+    """A JSON patch's operations' unknown and duplicate members (`duplicates` from
+    `duplicate_fields`), operation by operation; duplicates inside a value are not seen, as
+    upstream's JSON patch library drops them (field_validation_test.go upstream)."""
+    found: list[FieldProblem] = []
+    for index, operation in enumerate(patch):
+        for key in operation if isinstance(operation, dict) else ():
+            where = f"[{index}].{key}"
+            if key not in _JSON_PATCH_MEMBERS:
+                found.append(FieldProblem("json patch unknown", where))
+            elif where in duplicates:
+                found.append(FieldProblem("json patch duplicate", where))
     return found
 
 

@@ -219,6 +219,16 @@ def _duplicates(raw: bytes, options: WriteOptions) -> list[str]:
     return [] if options.field_validation == "Ignore" else decoding.duplicate_fields(raw)
 
 
+def _patch_problems(
+    raw: bytes, patch: Any, patcher: Callable[[Any, Any], Any], options: WriteOptions
+) -> list[decoding.FieldProblem]:
+    if options.field_validation == "Ignore":
+        return []
+    if patcher is json_patch:
+        return decoding.json_patch_problems(patch, decoding.duplicate_fields(raw))
+    return [decoding.FieldProblem("duplicate", path) for path in decoding.duplicate_fields(raw)]
+
+
 def _int_param(query: dict[str, str], name: str) -> int | None:
     value = query.get(name)
     if value is None or value == "":
@@ -458,8 +468,8 @@ class Router:
         stored: dict[str, Any] | None,
         options: WriteOptions,
         *,
-        duplicates: list[str],
-        patched: bool = False,
+        duplicates: list[str] | None = None,
+        patch_problems: list[decoding.FieldProblem] | None = None,
     ) -> list[str]:
         return admission.admit(
             self.backend.settings.git_version,
@@ -467,8 +477,8 @@ class Router:
             obj,
             stored,
             options,
-            duplicates=duplicates,
-            patched=patched,
+            duplicates=duplicates or (),
+            patch_problems=patch_problems,
         )
 
     def _put(
@@ -520,7 +530,7 @@ class Router:
             raise status.unsupported_media_type(content_type)
         patch = _patch_body(raw, patcher)
         options = WriteOptions.parse(query, "PatchOptions")
-        duplicates = [] if patcher is json_patch else _duplicates(raw, options)
+        problems = _patch_problems(raw, patch, patcher, options)
         keep_status = resource.status and not status_only
         warnings: list[str] = []
 
@@ -541,9 +551,7 @@ class Router:
             elif keep_status:
                 _set_status(patched, current.get("status"))
             warnings.extend(
-                self._admit(
-                    resource, patched, current, options, duplicates=duplicates, patched=True
-                )
+                self._admit(resource, patched, current, options, patch_problems=problems)
             )
             return patched
 
