@@ -645,6 +645,10 @@ def test_kubectl_apply_is_strict_about_a_misspelled_field_and_applies_a_valid_ma
     stored = kube.get("horizontalpodautoscalers", NS, "web")
     assert (stored["spec"]["minReplicas"], stored["spec"]["maxReplicas"]) == (2, 5)
     assert any(r.query.get("fieldValidation") == "Strict" for r in kube.requests)
+    again = apply(hpa(minReplicas=3, maxReplica=6))  # a second apply patches (SMP)
+    assert again.returncode != 0
+    assert 'strict decoding error: unknown field "spec.maxReplica"' in again.stderr
+    assert kube.get("horizontalpodautoscalers", NS, "web")["spec"]["minReplicas"] == 2
 
 
 def test_an_hpa_resource_metric_needs_a_name_and_a_target_it_can_use(http: httpx.Client) -> None:
