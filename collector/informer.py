@@ -9,8 +9,14 @@ or ignores them (a plain bookmark or another event type before the end, or silen
 is listed in pages this once, so nothing half-listed is ever taken for complete. Pages
 (`limit`/`continue`; an expired continue token restarts the list) are bounded by bytes
 (`collector.paging`). The watch asks for bookmarks and a randomized server timeout, and a
-client read timeout ends a stalled stream. The resourceVersion advances on every event,
-bookmarks included, so a reconnect replays nothing twice. A 410 (an HTTP answer or an ERROR
+client read timeout ends a silent stream: a quiet watch, not a failure (a resource can be
+quiet for long, and a real server sends bookmarks only about once a minute), so it is
+counted (`quiet_watches`) and the watch resumes at once from the same resourceVersion,
+without backoff or degraded health. The resourceVersion advances on every event,
+bookmarks included, so a reconnect replays nothing twice, and never moves backwards: an
+event or bookmark older than the version held (a lagging server) leaves it as it is
+(`collector.resource_version`; counted as `stale_resource_versions`). A list sets it
+outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
 no per-object state). A 403 disables this resource only, with one log line, and is retried
@@ -50,6 +56,7 @@ from collector.kube import (
 )
 from collector.model import ObjectMeta
 from collector.paging import PageSize
+from collector.resource_version import is_behind
 from collector.resources import Resource
 from shipper.backoff import Backoff
 from shipper.health import Health, HealthReporter
@@ -409,9 +416,15 @@ class Informer(Generic[T]):
             cancelled=lambda: self._stopped.is_set() or self._relist.is_set(),
             accept=self.resource.watch_accept,
         ) as lines:
-            for line in lines:
-                self._check_stop()
-                self._handle(_decode_event(line))
+            try:
+                for line in lines:
+                    self._check_stop()
+                    self._handle(_decode_event(line))
+                    self._healthy()
+            except TimedOut:
+                # Nothing, not even a bookmark, until the read timeout: a quiet resource.
+                # The server took the watch, so it is reachable; resume from our RV.
+                self.reporter.count("quiet_watches")
                 self._healthy()
         # The server's timeout ended the watch cleanly; the loop resumes from our RV.
 
@@ -431,7 +444,7 @@ class Informer(Generic[T]):
             raise self._status_error(event)
         if event.type == "BOOKMARK":
             bookmark = _decode_bookmark(event.object)
-            self.resource_version = bookmark.metadata.resource_version
+            self._advance(bookmark.metadata.resource_version)
             self.reporter.count("bookmarks")
             return
         obj = self._decode_object(event.object)
@@ -442,7 +455,14 @@ class Informer(Generic[T]):
         else:
             self.sink.apply(obj)
         # Only once the sink has it: an event it failed on is replayed when the watch resumes.
-        self.resource_version = meta.resource_version
+        self._advance(meta.resource_version)
+
+    def _advance(self, resource_version: str) -> None:
+        """Hold `resource_version` unless it is older than the one held."""
+        if is_behind(resource_version, self.resource_version):
+            self.reporter.count("stale_resource_versions")
+            return
+        self.resource_version = resource_version
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ failures into one error tree, translated in exactly one place (`_translate`):
 
 Error messages carry the API's Status message cut short, never a token.
 
+Writes ask for `fieldValidation=Strict`: a field the server does not know (a typo in a body
+built here) is a 400 naming it, not silently dropped.
+
 Plain requests (lists, gets, writes) have a total deadline (`deadline_seconds`, or one given
 per call; `shipper.deadline`), so a hung API server or a proxy that answers one byte at a time
 ends them as a `KubeError`. Watches are long-lived by design and keep their own rule: a read
@@ -52,6 +55,8 @@ DEADLINE_SECONDS = 60.0
 # etcd refuses values over 1.5 MiB unless configured otherwise, so one object (an answer to a
 # GET, a watch event, a list page of one) stays far below this; past it something is wrong.
 ANSWER_LIMIT = 16 * 1024 * 1024
+# Every write: an unknown or duplicated field is refused (400) instead of dropped.
+STRICT = {"fieldValidation": "Strict"}
 
 
 class KubeError(Exception):
@@ -178,10 +183,10 @@ class KubeApi:
         )
 
     def post(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
-        return self._send("POST", path, json_body=body, within=within)
+        return self._send("POST", path, params=STRICT, json_body=body, within=within)
 
     def put(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
-        return self._send("PUT", path, json_body=body, within=within)
+        return self._send("PUT", path, params=STRICT, json_body=body, within=within)
 
     # -- watch streams -----------------------------------------------------------------
 

@@ -10,10 +10,19 @@ Leadership ends at once when another holder is seen, or when renewing has failed
 `stop()` releases a held Lease so a successor does not wait out the lease. If the elector's
 thread dies, it reports unhealthy and calls `on_stopped` first: a replica that cannot renew
 must not keep collecting.
+
+As client-go's elector does (`tools/leaderelection/leaderelection.go`): an update sends the
+Lease as read with only the election fields changed, so labels, annotations and fields this
+code does not know (`spec.strategy`, `spec.preferredHolder`) survive; a 409 reads the Lease
+again and tries once more; a replica that does not lead waits the retry period with a jitter
+factor of 1.2 (`wait.JitterUntil`), so replicas started together do not race in step; a
+release clears the holder, sets `leaseDurationSeconds` to 1 and both times to now. Times are
+MicroTime (`2026-12-04T12:00:00.000000Z`): a real server refuses them without microseconds.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -68,8 +77,32 @@ class _Lease(msgspec.Struct):
     spec: _LeaseSpec = msgspec.field(default_factory=_LeaseSpec)
 
 
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+@dataclass(frozen=True, slots=True)
+class _ReadLease:
+    """A Lease as the server sent it (`raw`, written back with only the election fields
+    changed) and the election fields read from it."""
+
+    raw: dict[str, Any]
+    lease: _Lease
+
+    @property
+    def spec(self) -> _LeaseSpec:
+        return self.lease.spec
+
+
+# client-go's `JitterFactor`: a replica that does not lead waits up to 2.2 retry periods.
+JITTER_FACTOR = 1.2
+
+
+def micro_time(moment: datetime | None = None) -> str:
+    """A Kubernetes MicroTime: UTC, always six fractional digits, `Z`."""
+    return (moment or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_duration_seconds(seconds: float) -> int:
+    """Whole seconds as client-go writes them (`LeaseDuration / time.Second`), at least 1:
+    the API refuses 0."""
+    return max(1, int(seconds))
 
 
 class LeaderElector:
@@ -118,10 +151,12 @@ class LeaderElector:
         self._watchdog.start()
 
     def stop(self) -> None:
-        """Stop electing; a held Lease is released so a successor starts at once."""
+        """Stop electing; a held Lease is released so a successor starts at once. Safe
+        before `start()` too (start-up failed part way)."""
         self._stopped.set()
-        self._thread.join(self.settings.retry_seconds * 2 + 5)
-        self._watchdog.join(2)
+        if self._thread.ident is not None:
+            self._thread.join(self.settings.retry_seconds * (2 + JITTER_FACTOR) + 5)
+            self._watchdog.join(2)
         if self._leader:
             self._lose("stopping")
             self._release()
@@ -132,7 +167,7 @@ class LeaderElector:
         try:
             while not self._stopped.is_set():
                 self._round()
-                self._stopped.wait(self.settings.retry_seconds)
+                self._stopped.wait(self._retry_delay())
         except Exception:
             log.exception("leader_election_crashed")
             self.reporter.set(Health.failed("leader election thread crashed"))
@@ -145,7 +180,12 @@ class LeaderElector:
             held = self._try_acquire_or_renew()
         except KubeError as exc:
             held = False
-            if self.reporter.set(Health.degraded(f"cannot reach the lease: {exc}")):
+            if exc.status in (400, 422):
+                # The server refused what we wrote (a field it does not know, a bad value):
+                # a bug here, not an outage; retrying will not fix it.
+                if self.reporter.set(Health.degraded(f"the lease write was refused: {exc}")):
+                    log.error("lease_write_refused", status=exc.status, error=str(exc))
+            elif self.reporter.set(Health.degraded(f"cannot reach the lease: {exc}")):
                 log.warning("lease_unreachable", error=str(exc))
         else:
             self.reporter.set(Health.healthy())
@@ -161,6 +201,13 @@ class LeaderElector:
         elif self._overdue():
             self._lose("renew deadline passed")
 
+    def _retry_delay(self) -> float:
+        """The renewing leader keeps the plain period; the others add jitter."""
+        period = self.settings.retry_seconds
+        if self._leader:
+            return period
+        return period * (1 + random.random() * JITTER_FACTOR)
+
     def _watch_deadline(self) -> None:
         period = min(1.0, self.settings.renew_deadline_seconds / 10)
         while not self._stopped.wait(period):
@@ -175,11 +222,22 @@ class LeaderElector:
             return self._leader and since > self.settings.renew_deadline_seconds
 
     def _try_acquire_or_renew(self) -> bool:
+        """One attempt, and one more on fresh state when another write won the race."""
         try:
-            lease = self._read_lease()
+            return self._attempt()
+        except Conflict:
+            self.reporter.count("lease_conflicts")
+        try:
+            return self._attempt()
+        except Conflict:
+            return False  # someone else keeps writing; look again next round
+
+    def _attempt(self) -> bool:
+        try:
+            read = self._read_lease()
         except NotFound:
             return self._take(None, transitions=0)
-        spec = lease.spec
+        spec = read.spec
         me = self.settings.identity
         record = (spec.holder_identity, spec.renew_time)
         if record != self._observed:
@@ -191,49 +249,46 @@ class LeaderElector:
                 self._lose(f"the lease is held by {spec.holder_identity}")
             return False
         transitions = (spec.lease_transitions or 0) + (0 if spec.holder_identity == me else 1)
-        return self._take(lease, transitions=transitions)
+        return self._take(read, transitions=transitions)
 
-    def _read_lease(self) -> _Lease:
-        raw = self.api.get(self._path, within=self._request_seconds)
-        return msgspec.json.decode(raw, type=_Lease)
+    def _read_lease(self) -> _ReadLease:
+        raw = msgspec.json.decode(self.api.get(self._path, within=self._request_seconds))
+        if not isinstance(raw, dict):
+            raise KubeError(f"GET {self._path}: the answer is not an object")
+        return _ReadLease(raw=raw, lease=msgspec.convert(raw, _Lease))
 
-    def _take(self, lease: _Lease | None, *, transitions: int) -> bool:
-        """Write the Lease; on acquiring (not renewing) note the transitions it had before."""
-        written = self._write(lease, transitions=transitions)
-        if written and not self._leader:
-            before = None if lease is None else (lease.spec.lease_transitions or 0)
+    def _take(self, read: _ReadLease | None, *, transitions: int) -> bool:
+        """Write the Lease; on acquiring (not renewing) note the transitions it had before.
+        Raises `Conflict` when another write won."""
+        self._write(read, transitions=transitions)
+        if not self._leader:
+            before = None if read is None else (read.spec.lease_transitions or 0)
             self.acquisition = Acquisition(transitions_before=before, transitions=transitions)
-        return written
-
-    def _write(self, lease: _Lease | None, *, transitions: int) -> bool:
-        """Create or update the Lease with us as holder; False when another write won."""
-        now = _micro_time()
-        renewing = lease is not None and lease.spec.holder_identity == self.settings.identity
-        body: dict[str, Any] = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.settings.name, "namespace": self.settings.namespace},
-            "spec": {
-                "holderIdentity": self.settings.identity,
-                "leaseDurationSeconds": int(self.settings.lease_seconds),
-                "acquireTime": lease.spec.acquire_time if renewing and lease else now,
-                "renewTime": now,
-                "leaseTransitions": transitions,
-            },
-        }
-        try:
-            if lease is None:
-                self.api.post(
-                    LEASES.namespaced_path(self.settings.namespace),
-                    body,
-                    within=self._request_seconds,
-                )
-            else:
-                body["metadata"]["resourceVersion"] = lease.metadata.resource_version
-                self.api.put(self._path, body, within=self._request_seconds)
-        except Conflict:
-            return False  # someone else wrote first; look again next round
         return True
+
+    def _write(self, read: _ReadLease | None, *, transitions: int) -> None:
+        """Create the Lease, or update it as read, with us as holder."""
+        now = micro_time()
+        renewing = read is not None and read.spec.holder_identity == self.settings.identity
+        election = {
+            "holderIdentity": self.settings.identity,
+            "leaseDurationSeconds": lease_duration_seconds(self.settings.lease_seconds),
+            "acquireTime": read.spec.acquire_time if renewing and read else now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+        if read is None:
+            body: dict[str, Any] = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.settings.name, "namespace": self.settings.namespace},
+                "spec": election,
+            }
+            self.api.post(
+                LEASES.namespaced_path(self.settings.namespace), body, within=self._request_seconds
+            )
+        else:
+            self.api.put(self._path, _changed(read, election), within=self._request_seconds)
 
     def _lose(self, why: str) -> None:
         with self._state_lock:
@@ -246,29 +301,29 @@ class LeaderElector:
 
     def _release(self) -> None:
         try:
-            lease = self._read_lease()
-            if lease.spec.holder_identity != self.settings.identity:
+            read = self._read_lease()
+            if read.spec.holder_identity != self.settings.identity:
                 return
-            self.api.put(
-                self._path,
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {
-                        "name": self.settings.name,
-                        "namespace": self.settings.namespace,
-                        "resourceVersion": lease.metadata.resource_version,
-                    },
-                    "spec": {
-                        "holderIdentity": "",
-                        "leaseDurationSeconds": 1,
-                        "acquireTime": lease.spec.acquire_time,
-                        "renewTime": _micro_time(),
-                        "leaseTransitions": lease.spec.lease_transitions or 0,
-                    },
-                },
-                within=self._request_seconds,
-            )
+            now = micro_time()
+            released = {
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": read.spec.lease_transitions or 0,
+            }
+            self.api.put(self._path, _changed(read, released), within=self._request_seconds)
             log.info("lease_released", identity=self.settings.identity)
         except KubeError as exc:
             log.warning("lease_release_failed", error=str(exc))
+
+
+def _changed(read: _ReadLease, election: dict[str, Any]) -> dict[str, Any]:
+    """The Lease as read (its resourceVersion included, so a stale write is a 409) with the
+    election fields replaced and everything else as it was."""
+    body = dict(read.raw)
+    body["apiVersion"] = "coordination.k8s.io/v1"
+    body["kind"] = "Lease"
+    spec = body.get("spec")
+    body["spec"] = {**(spec if isinstance(spec, dict) else {}), **election}
+    return body

@@ -4,7 +4,8 @@ In order: the IGNORE_RESOURCES globs and the Deployment (missing: `deployment_no
 annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/v2 HPA whose
 `scaleTargetRef` is that Deployment. What happens next depends on the HPA:
 
-- none: a provisional HPA is created (named after the Deployment; see `provisional_name`);
+- none: a provisional HPA is created (named after the Deployment; see
+  `scheduler.names.provisional_hpa_name`);
 - not managed: its min and max (and whole spec) are kept as originals, then replaced;
 - managed by this template, action and window: nothing to do when the managed hash and the
   other annotations match (a re-apply is a no-op and emits nothing); a changed min:max is
@@ -12,6 +13,8 @@ annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/
   annotations; min or max changed by someone else: left alone (the revert scan releases it
   as `overridden`);
 - managed by another owner whose window is still on: `conflict`, nothing is written;
+- being deleted (`metadata.deletionTimestamp`, held by a finalizer): nothing is written and
+  no provisional HPA is made beside it; a later cycle applies once it is gone;
 - managed by an owner whose window is over: taken over in one write. The old window's
   revert event goes out first; its originals are kept (they are the state before any
   window), unless someone else changed min or max, whose values are then the originals.
@@ -23,13 +26,13 @@ Deployment's replicas raised to the new min when below it (checked on every cycl
 409 on that write is retried the next cycle).
 
 How it fails: `apply_action` returns an outcome and never raises for Kubernetes answers:
-403 is a `forbidden` error event, 409 is counted and retried on the next cycle, other API
-errors are logged and counted.
+403 is a `forbidden` error event, 409 is counted and retried on the next cycle, a 400 or
+422 (the server refused what was written: a bug) is logged as `scaling_write_refused` at
+error level, other API errors are logged and counted.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -37,18 +40,21 @@ from typing import Literal
 import structlog
 
 from scheduler import annotations as notes
-from scheduler import events
+from scheduler import events, names
 from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
 from scheduler.ignore import DEPLOYMENT, HPA, IgnoreRules
 from scheduler.kubeapi import (
     HPA_API_VERSION,
     HPA_KIND,
+    BadRequest,
     Conflict,
     Forbidden,
+    Invalid,
     KubeError,
     NotFound,
     Obj,
+    terminating,
 )
 from scheduler.revert import bounds, is_overridden, revert_event, target_name
 
@@ -58,7 +64,6 @@ Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "re
 # Decides whether the window an HPA is managed for is over, and why (None: still on).
 ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
 
-NAME_LIMIT = 253
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "moonin-agent"
 # A provisional HPA scales on CPU like an HPA created with no metrics would by default,
@@ -152,6 +157,11 @@ def apply_action(
         cycle.count("conflicts")
         log.info("scaling_apply_conflict", error=str(exc), **where)
         return "retry"
+    except (BadRequest, Invalid) as exc:
+        # The server refused what we wrote: a bug here, which retrying will not fix.
+        cycle.count("apply_failures")
+        log.error("scaling_write_refused", status=exc.status, error=str(exc), **where)
+        return "failed"
     except KubeError as exc:
         cycle.count("apply_failures")
         log.warning("scaling_apply_failed", status=exc.status, error=str(exc), **where)
@@ -178,6 +188,12 @@ def _apply(cycle: Cycle, planned: Planned, ignore: IgnoreRules, reason_for: Reas
         message = f"hpa {action.namespace}/{hpa['metadata']['name']} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
+    if hpa is not None and terminating(hpa):
+        # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
+        # is made beside it. Once it is gone, a later cycle creates a provisional one.
+        cycle.count("terminating")
+        log.info("scaling_hpa_terminating", hpa=hpa["metadata"]["name"], target=action.target)
+        return "retry"
     marker = notes.release_marker(*planned.owner)
     if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
         return "released"
@@ -221,17 +237,6 @@ def find_hpa(hpas: list[Obj], deployment: str) -> Obj | None:
     ]
     targets.sort(key=lambda hpa: (notes.read_managed(hpa) is None, hpa["metadata"]["name"]))
     return targets[0] if targets else None
-
-
-def provisional_name(deployment: str, taken: set[str]) -> str:
-    """The Deployment's name; when an HPA of that name scales something else,
-    `<name>-moonin`, then `<name>-moonin-<hash>`."""
-    digest = hashlib.sha256(deployment.encode()).hexdigest()[:8]
-    for suffix in ("", "-moonin", f"-moonin-{digest}"):
-        candidate = deployment[: NAME_LIMIT - len(suffix)] + suffix
-        if candidate not in taken:
-            return candidate
-    return f"{deployment[: NAME_LIMIT - 16]}-moonin-{digest}"
 
 
 def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
@@ -290,7 +295,7 @@ def _create_provisional(
         max_replicas=None,
         spec=None,
     )
-    name = provisional_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
+    name = names.provisional_hpa_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
     annotations = {k: v for k, v in _annotations(planned, originals).items() if v is not None}
     body = {
         "apiVersion": HPA_API_VERSION,

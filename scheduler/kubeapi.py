@@ -13,7 +13,8 @@ The client's errors are translated in one function (`_translate`), chained `from
     ├── NotFound           404
     ├── Forbidden          403 (RBAC)
     ├── Conflict           409 (stale resourceVersion, or the name is taken)
-    └── Invalid            422 (the server refused the object)
+    ├── Invalid            422 (the server refused the object)
+    └── BadRequest         400 (a field it does not know, under fieldValidation=Strict)
 
 Messages carry the verb, the object and at most `BODY_SNIPPET` characters of the answer.
 
@@ -35,6 +36,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from scheduler import names
 from scheduler.kubeconnect import REQUEST_TIMEOUT
 from shipper import deadline
 
@@ -76,7 +78,13 @@ class Invalid(KubeError):
     pass
 
 
+class BadRequest(KubeError):
+    """400: the body could not be taken as sent (an unknown or duplicate field under
+    `fieldValidation=Strict`, a malformed value): a bug in what the agent wrote."""
+
+
 _BY_STATUS: dict[int, type[KubeError]] = {
+    400: BadRequest,
     403: Forbidden,
     404: NotFound,
     409: Conflict,
@@ -196,8 +204,7 @@ class KubeApi:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            # client-go's naming: the object's name and a nanosecond clock in hex.
-            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+            "metadata": {"name": names.event_name(name, time.time_ns()), "namespace": namespace},
             "involvedObject": {
                 "apiVersion": involved.get("apiVersion"),
                 "kind": involved.get("kind"),
@@ -246,9 +253,18 @@ class KubeApi:
 
 
 _RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-# Our writes under our own name in managedFields, so GitOps tools can tell them apart.
+# Our writes under our own name in managedFields, so GitOps tools can tell them apart, and
+# strictly validated: a field the server does not know (a typo in a body built here) is a
+# 400 `BadRequest` naming it, not silently dropped.
 FIELD_MANAGER = "moonin-agent"
-_WRITE: dict[str, Any] = {**_RAW, "field_manager": FIELD_MANAGER}
+_WRITE: dict[str, Any] = {**_RAW, "field_manager": FIELD_MANAGER, "field_validation": "Strict"}
+
+
+def terminating(obj: Obj) -> bool:
+    """Whether the object is being deleted (held by a finalizer until it goes): a real
+    server refuses nothing written to it, but the write is lost with it, and a spec change
+    may fight whoever is finishing the deletion."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _translate(what: str, exc: ApiException) -> KubeError:

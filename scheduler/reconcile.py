@@ -52,7 +52,15 @@ from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
 from scheduler.ignore import IgnoreRules
-from scheduler.kubeapi import Conflict, KubeApi, KubeError, Obj
+from scheduler.kubeapi import (
+    BadRequest,
+    Conflict,
+    Invalid,
+    KubeApi,
+    KubeError,
+    Obj,
+    terminating,
+)
 from scheduler.revert import bounds, finish_restores, is_overridden, revert, target_name
 from scheduler.store import Store
 from scheduler.templates import Template
@@ -432,6 +440,10 @@ class Reconciler:
             except Conflict as exc:
                 cycle.count("conflicts")
                 log.info("scaling_revert_conflict", error=str(exc), **where)
+            except (BadRequest, Invalid) as exc:
+                # The server refused what we wrote: a bug here, which retrying will not fix.
+                cycle.count("revert_failures")
+                log.error("scaling_write_refused", status=exc.status, error=str(exc), **where)
             except KubeError as exc:
                 cycle.count("revert_failures")
                 log.warning("scaling_revert_failed", status=exc.status, error=str(exc), **where)
@@ -498,8 +510,13 @@ def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> 
 
 
 def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:
-    """The managed HPAs, in revert order: `priority_down`, then namespace and name."""
-    found = [(hpa, managed) for hpa in hpas if (managed := notes.read_managed(hpa)) is not None]
+    """The managed HPAs, in revert order: `priority_down`, then namespace and name. One
+    being deleted is left out: nothing is written to an object on its way out."""
+    found = [
+        (hpa, managed)
+        for hpa in hpas
+        if (managed := notes.read_managed(hpa)) is not None and not terminating(hpa)
+    ]
     found.sort(
         key=lambda pair: (
             pair[1].priority_down,

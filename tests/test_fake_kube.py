@@ -413,6 +413,50 @@ def test_field_selectors_support_the_real_fields_and_refuse_others_with_400(
     )
 
 
+def test_an_invalid_object_is_named_by_its_group_and_kind(
+    kube: FakeKube, api: client.ApiClient
+) -> None:
+    # staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go, NewInvalid: the message and
+    # details name the object's GroupKind, where NotFound and Conflict name its resource.
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 7,
+            "maxReplicas": 5,
+        },
+    }
+    with pytest.raises(ApiException) as caught:
+        client.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(NS, hpa)
+    assert caught.value.status == 422
+    refusal = json.loads(caught.value.body)
+    cause = "Invalid value: 5: must be greater than or equal to `minReplicas`"
+    assert refusal["message"] == (
+        f'HorizontalPodAutoscaler.autoscaling "web" is invalid: spec.maxReplicas: {cause}'
+    )
+    assert refusal["details"] == {
+        "name": "web",
+        "group": "autoscaling",
+        "kind": "HorizontalPodAutoscaler",
+        "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "spec.maxReplicas"}],
+    }
+
+
+def test_a_field_selector_on_a_kind_without_field_labels_names_the_two_it_knows(
+    core: client.CoreV1Api,
+) -> None:
+    # No conversion is registered for ConfigMaps, so apimachinery's
+    # runtime.DefaultMetaV1FieldSelectorConversion answers (pkg/runtime/conversion.go).
+    with pytest.raises(ApiException) as caught:
+        core.list_namespaced_config_map(NS, field_selector="data.mode=fast")
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"] == (
+        '"data.mode" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
+
+
 # --- watches ---------------------------------------------------------------------------------
 
 
@@ -461,6 +505,8 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
     rv = core.list_namespaced_pod(NS).metadata.resource_version
+    # A bookmark only carries news: the cluster's resourceVersion moves past the list's.
+    kube.create(namespace("elsewhere"))
     w = watch.Watch()
     stream = w.stream(
         core.list_namespaced_pod,
@@ -480,6 +526,7 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     kube.bookmark_interval = 0  # only on demand from now on (new watches)
     events = collect(stream, lambda seen: seen[-1]["type"] == "ADDED")
     assert events[-1]["object"].metadata.name == "new"
+    kube.create(namespace("elsewhere-too"))
     assert kube.bookmark_now("pods") == 1
     bookmark = collect(stream, lambda seen: seen[-1]["type"] == "BOOKMARK")[-1]
     assert bookmark["raw_object"]["metadata"]["resourceVersion"] == str(kube.current_rv)
@@ -787,15 +834,19 @@ def test_deleting_a_namespace_deletes_what_it_holds(kube: FakeKube, core: client
 def test_create_fills_identity_and_honours_generate_name(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:
-    body = {
-        "metadata": {"generateName": "job-", "uid": "forged"},
-        "data": {"k": "v"},
-    }
+    body = {"metadata": {"generateName": "job-", "uid": "forged"}, "data": {"k": "v"}}
     created = core.create_namespaced_config_map(NS, body)
     assert created.metadata.name.startswith("job-") and len(created.metadata.name) == 9
     assert created.metadata.uid != "forged"
     assert created.metadata.resource_version == str(kube.current_rv)
     assert kube.requests[-1].status == 201
+    # A resourceVersion is the server's to give: a create that carries one is refused
+    # (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, Create).
+    body["metadata"]["resourceVersion"] = "1"
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_config_map(NS, body)
+    assert refused.value.status == 400
+    assert "resourceVersion should not be set" in refused.value.body
 
 
 def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
@@ -831,13 +882,18 @@ def test_leases_can_be_created_and_renewed_with_a_resource_version(
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
-            # MicroTime: a client that drops zero microseconds (isoformat) is refused.
-            "acquireTime": "2026-01-01T00:00:00.250000Z",
-            "renewTime": "2026-01-01T00:00:00.250000Z",
+            "acquireTime": "2026-01-01T00:00:00.500000Z",
+            "renewTime": "2026-01-01T00:00:00.500000Z",
         },
     }
     created = leases.create_namespaced_lease(NS, body)
-    created.spec.renew_time = created.spec.renew_time.replace(second=10)
+    # The client prints a datetime without microseconds when they are zero, which a real
+    # server refuses for a MicroTime (apimachinery's micro_time.go parses RFC3339Micro).
+    created.spec.renew_time = created.spec.renew_time.replace(second=10, microsecond=0)
+    with pytest.raises(ApiException) as unparsable:
+        leases.replace_namespaced_lease("moonin-discovery", NS, created)
+    assert unparsable.value.status == 400
+    created.spec.renew_time = created.spec.renew_time.replace(microsecond=250)
     renewed = leases.replace_namespaced_lease("moonin-discovery", NS, created)
     assert renewed.spec.holder_identity == "pod-a"
     assert renewed.spec.renew_time.second == 10

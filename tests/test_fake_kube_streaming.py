@@ -212,30 +212,43 @@ def test_a_streaming_list_from_a_resource_version_not_reached_yet_waits_for_it()
     assert answer["events"][2] == end_bookmark(wanted)
 
 
-def test_a_streaming_list_from_a_resource_version_never_reached_is_a_504_to_retry() -> None:
+def test_a_streaming_list_from_a_resource_version_never_reached_ends_with_a_504_error_event() -> (
+    None
+):
+    """The watch cache answers a streaming list it cannot serve with a watch carrying one
+    ERROR event (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go, Watch:
+    `newErrWatcher`), not with an HTTP error."""
     with FakeKube(bookmark_interval=0, too_large_rv_wait=0) as kube:
         kube.create(namespace(NS))
         current = kube.current_rv
         params = {**STREAM, "resourceVersion": str(current + 5)}
         response = httpx.get(kube.url + PODS, params=params, headers=kube.headers)
         assert kube.open_watches() == 0
-    assert response.status_code == 504
-    assert response.headers["retry-after"] == "1"
-    assert response.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": f"Timeout: Too large resource version: {current + 5}, current: {current}",
-        "reason": "Timeout",
-        "details": {
-            "causes": [
-                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-            ],
-            "retryAfterSeconds": 1,
-        },
-        "code": 504,
-    }
+    assert response.status_code == 200
+    assert list(events(response)) == [
+        {
+            "type": "ERROR",
+            "object": {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f"Timeout: Too large resource version: {current + 5}, current: "
+                f"{current}",
+                "reason": "Timeout",
+                "details": {
+                    "causes": [
+                        {
+                            "reason": "ResourceVersionTooLarge",
+                            "message": "Too large resource version",
+                        }
+                    ],
+                    "retryAfterSeconds": 1,
+                },
+                "code": 504,
+            },
+        }
+    ]
 
 
 def test_send_initial_events_false_watches_from_now_or_from_the_resource_version_given(
@@ -416,15 +429,17 @@ def test_a_legacy_watch_that_allows_bookmarks_becomes_a_streaming_list_only_wher
 ) -> None:
     kube.set_streaming_lists(mode)
     kube.create(pod("a"))
+    listed = kube.current_rv
     params = {"watch": "1", "allowWatchBookmarks": "true"}
     with http.stream("GET", PODS, params=params) as response:
         stream = events(response)
         first = next(stream)
+        kube.create(namespace("elsewhere"))  # a bookmark only comes once the RV moved on
         kube.bookmark_now("pods")
         second = next(stream)
     assert seen(first) == ("ADDED", "a")
     if ends:
-        assert second == end_bookmark(kube.current_rv)
+        assert second == end_bookmark(listed)
     else:
         assert second["type"] == "BOOKMARK" and "annotations" not in second["object"]["metadata"]
 
@@ -454,6 +469,7 @@ def test_a_server_that_ignores_the_parameters_serves_a_plain_watch(
     with http.stream("GET", PODS, params=STREAM) as response:
         stream = events(response)
         initial = [next(stream) for _ in range(2)]
+        kube.create(namespace("elsewhere"))  # a bookmark needs a newer RV
         kube.bookmark_now("pods")
         bookmark = next(stream)
     assert [seen(e) for e in initial] == [("ADDED", "a"), ("ADDED", "b")]
@@ -636,7 +652,8 @@ def test_a_kind_that_does_not_fit_the_chosen_transformation_is_406_whatever_come
         ("*/*;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", "PartialObjectMetadataList"),
         (f"application/json;q=0.5, {METADATA_LIST}", "PartialObjectMetadataList"),
         (f"{METADATA_LIST};q=0.5, application/json", "SecretList"),
-        ("application/json;as=Table;g=meta.k8s.io;v=v1, application/json", "SecretList"),
+        ("application/json;as=Table;g=meta.k8s.io;v=v1, application/json", "Table"),
+        ("application/json;as=Table;g=meta.k8s.io;v=v2, application/json", "SecretList"),
         ("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2, */*", "SecretList"),
         ("application/json;as=PartialObjectMetadataList, application/json", "SecretList"),
         (f"{METADATA_LIST};stream=bogus, application/json", "SecretList"),
@@ -655,7 +672,7 @@ def test_the_first_clause_the_server_can_honour_picks_the_answer(
 def test_an_accept_header_the_server_cannot_honour_is_406_naming_what_it_serves(
     kube: FakeKube, http: httpx.Client
 ) -> None:
-    for accept in ("application/json;as=Table;g=meta.k8s.io;v=v1", "text/html"):
+    for accept in ("application/json;as=Table;g=meta.k8s.io;v=v2", "text/html"):
         response = http.get(SECRETS, headers={"Accept": accept})
         assert response.status_code == 406
         assert response.json()["message"] == (
@@ -683,6 +700,8 @@ def test_a_metadata_watch_streams_partial_objects_and_bookmarks(
         modified = next(stream)
         kube.patch("secrets", NS, "two", {"metadata": {"labels": {"owner": "someone"}}})
         left = next(stream)
+        left_at = kube.current_rv
+        kube.create(namespace("elsewhere"))  # a bookmark needs a newer RV
         kube.bookmark_now("secrets")
         bookmark = next(stream)
     assert initial[:2] == [{"type": "ADDED", "object": obj} for obj in listed]
@@ -691,7 +710,7 @@ def test_a_metadata_watch_streams_partial_objects_and_bookmarks(
     # Leaving the selection: DELETED with the state it was selected in, at the change's RV.
     assert left["type"] == "DELETED" and left["object"]["kind"] == "PartialObjectMetadata"
     assert left["object"]["metadata"]["labels"] == {"owner": "helm"}
-    assert left["object"]["metadata"]["resourceVersion"] == str(kube.current_rv)
+    assert left["object"]["metadata"]["resourceVersion"] == str(left_at)
     assert bookmark["object"] == {
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",

@@ -8,10 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 import structlog.testing
 
-from collector.informer import Informer
+from collector.informer import Informer, _WatchEvent
 from collector.kube import KubeApi
 from collector.resources import DEPLOYMENTS, NAMESPACES
 from sandbox.kube import FakeKube
@@ -184,3 +185,55 @@ def test_stop_ends_a_quiet_watch_at_once(kube: FakeKube, api: KubeApi) -> None:
     api.abort_streams()
     assert informer.join(5)
     assert time.monotonic() - started < 2
+
+
+# -- quiet watches and resourceVersions as a real server gives them ------------------------
+
+
+def test_a_watch_quiet_until_the_read_timeout_resumes_at_once_from_the_same_version(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    # A real server sends bookmarks at its discretion, about once a minute, and none on
+    # a resource that does not change: https://kubernetes.io/docs/reference/using-api/
+    # api-concepts/#watch-bookmarks. Silence is not a failure.
+    kube.bookmark_interval = 3600.0
+    kube.create(deployment("web"))
+    quiet = dataclasses.replace(FAST, read_timeout_seconds=0.3)
+    informer, sink = running(api, settings=quiet)
+    assert informer.wait_synced(10)
+
+    def counters() -> dict[str, int]:
+        return informer.reporter.snapshot().counters
+
+    wait_until(lambda: counters().get("quiet_watches", 0) >= 3)
+    assert counters().get("failures", 0) == 0
+    assert informer.reporter.health.ok
+    watches = [r for r in kube.requests if r.watch and "resourceVersion" in r.query]
+    assert len({r.query["resourceVersion"] for r in watches}) == 1
+    kube.patch("deployments", "shop", "web", {"spec": {"replicas": 4}})
+    wait_until(lambda: sink.seen(("apply", "shop/web", 4)))  # and it still hears changes
+
+
+def test_a_bookmark_older_than_the_version_held_does_not_move_it_back(
+    api: KubeApi,
+) -> None:
+    # A lagging server (an HA peer whose watch cache is behind) can send one.
+    informer = Informer(api, DEPLOYMENTS, Thing, RecordingSink(), settings=FAST)
+    informer.resource_version = "100"
+    informer._handle(_WatchEvent("BOOKMARK", msgspec.Raw(b'{"metadata":{"resourceVersion":"99"}}')))
+    assert informer.resource_version == "100"
+    informer._handle(
+        _WatchEvent("BOOKMARK", msgspec.Raw(b'{"metadata":{"resourceVersion":"1000"}}'))
+    )
+    assert informer.resource_version == "1000"
+    assert informer.reporter.snapshot().counters["stale_resource_versions"] == 1
+
+
+def test_an_event_older_than_the_version_held_does_not_move_it_back(api: KubeApi) -> None:
+    sink = RecordingSink()
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=FAST)
+    informer.resource_version = "100"
+    old = b'{"metadata":{"name":"web","namespace":"shop","resourceVersion":"98"}}'
+    informer._handle(_WatchEvent("MODIFIED", msgspec.Raw(old)))
+    assert informer.resource_version == "100"
+    assert sink.seen(("apply", "shop/web", None))  # the sink still hears of it

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from agent.discovery import led_last
 from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
-from collector.leader import LeaderElector, LeaseSettings
+from collector.leader import JITTER_FACTOR, LeaderElector, LeaseSettings, micro_time
 from sandbox.kube import FakeKube
 from tests.waiting import wait_until
 
@@ -197,3 +200,136 @@ def test_an_acquisition_records_whether_anyone_else_led_in_between(
     assert third is not None
     assert not led_last(str(second.transitions), third)  # pod-b led in between
     assert not led_last(None, third)  # an empty store proves nothing either
+
+
+# -- what the elector writes, as client-go's elector writes it --------------------------
+# Source: k8s.io/client-go/tools/leaderelection/leaderelection.go (tryAcquireOrRenew,
+# release) and resourcelock/leaselock.go (Update writes the Lease it read).
+
+LEASE = "moonin-discovery-leader"
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def foreign_lease(kube: FakeKube, **spec: object) -> None:
+    """A Lease someone else made, with metadata and spec fields the elector does not know."""
+    kube.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": LEASE,
+                "namespace": "moonin",
+                "labels": {"team": "discovery"},
+                "annotations": {"note": "kept"},
+            },
+            "spec": {"strategy": "OldestEmulationVersion", "preferredHolder": "pod-b", **spec},
+        }
+    )
+
+
+def test_taking_and_renewing_keep_the_lease_labels_annotations_and_unknown_spec_fields(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    foreign_lease(kube)
+    a = replicas("pod-a")
+    a.elector._round()  # takes it
+    a.elector._round()  # renews it
+    lease = kube.get("leases", "moonin", LEASE)
+    assert lease["spec"]["holderIdentity"] == "pod-a"
+    assert lease["metadata"]["labels"] == {"team": "discovery"}
+    assert lease["metadata"]["annotations"] == {"note": "kept"}
+    assert lease["spec"]["strategy"] == "OldestEmulationVersion"
+    assert lease["spec"]["preferredHolder"] == "pod-b"
+
+
+def test_a_release_clears_the_holder_with_a_one_second_lease_and_both_times_now(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    foreign_lease(kube)
+    a = replicas("pod-a")
+    a.elector._round()
+    a.elector._leader = True  # led, as the round's caller would have noted
+    acquired = kube.get("leases", "moonin", LEASE)["spec"]["acquireTime"]
+    a.elector._release()
+    spec = kube.get("leases", "moonin", LEASE)["spec"]
+    assert spec["holderIdentity"] == ""
+    assert spec["leaseDurationSeconds"] == 1
+    assert spec["acquireTime"] == spec["renewTime"] >= acquired
+    assert spec["strategy"] == "OldestEmulationVersion"  # the rest as it was
+
+
+def test_lease_times_always_carry_six_fractional_digits_and_z() -> None:
+    # A real server decodes MicroTime with RFC3339Micro and refuses renewTime without them.
+    on_the_second = datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
+    assert micro_time(on_the_second) == "2026-12-04T12:00:00.000000Z"
+    assert MICRO_TIME.match(micro_time())
+
+
+def test_written_lease_times_are_micro_times(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    replicas("pod-a").elector._round()
+    spec = kube.get("leases", "moonin", LEASE)["spec"]
+    assert MICRO_TIME.match(spec["acquireTime"]) and MICRO_TIME.match(spec["renewTime"])
+
+
+def test_a_lease_shorter_than_a_second_is_written_as_one_second(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    replicas("pod-a", lease_seconds=0.5).elector._round()
+    assert kube.get("leases", "moonin", LEASE)["spec"]["leaseDurationSeconds"] == 1
+
+
+def test_a_conflicting_write_reads_the_lease_again_and_retries_in_the_same_round(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    foreign_lease(kube)
+    a = replicas("pod-a")
+    kube.clear_requests()
+    kube.fail_next(409, resource="leases", verb="update")
+    a.elector._round()
+    assert a.elector.is_leader
+    assert [
+        (r.method, r.status) for r in kube.requests if r.resource == "leases.coordination.k8s.io"
+    ] == [
+        ("GET", 200),
+        ("PUT", 409),
+        ("GET", 200),
+        ("PUT", 200),
+    ]
+    assert a.elector.reporter.snapshot().counters["lease_conflicts"] == 1
+
+
+def test_a_replica_that_does_not_lead_waits_the_retry_period_with_jitter(
+    kube: FakeKube, replicas: Callable[..., Replica], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # client-go: wait.JitterUntil(..., RetryPeriod, JitterFactor=1.2, ...) while acquiring,
+    # the plain RetryPeriod while renewing.
+    a = replicas("pod-a", retry_seconds=2.0)
+    monkeypatch.setattr(random, "random", lambda: 1.0)
+    assert a.elector._retry_delay() == pytest.approx(2.0 * (1 + JITTER_FACTOR))
+    a.elector._leader = True
+    assert a.elector._retry_delay() == 2.0
+
+
+def test_lease_writes_ask_for_strict_field_validation(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    # https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+    a = replicas("pod-a")
+    a.elector._round()  # creates
+    a.elector._round()  # updates
+    writes = [r for r in kube.requests if r.method in ("POST", "PUT")]
+    assert [r.method for r in writes] == ["POST", "PUT"]
+    assert all(r.query.get("fieldValidation") == "Strict" for r in writes)
+
+
+def test_a_refused_lease_write_is_reported_as_refused_not_as_unreachable(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    a = replicas("pod-a")
+    kube.fail_next(400, resource="leases", verb="create")
+    a.elector._round()
+    health = a.elector.reporter.health
+    assert not a.elector.is_leader
+    assert not health.ok and "the lease write was refused" in (health.reason or "")

@@ -247,7 +247,7 @@ def test_preview_prints_every_record_once_as_the_outbox_would_hold_it(
     assert web.data["services"] == ["web"]
     assert by_slot[("helm_release", "shop/shop/v1")].data["chart_version"] == "2.1.0"
     metadata = by_slot[("cluster_metadata", "cluster")].data
-    assert metadata["kubernetes_version"] == "v1.30.2"
+    assert metadata["kubernetes_version"] == "v1.37.1"
     assert metadata["node_count"] == 1 and metadata["leader"] is None
 
     # Listed once, never watched: a watch only to stream the list, ended with its initial events.

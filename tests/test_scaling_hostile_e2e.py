@@ -84,7 +84,6 @@ def test_a_window_applied_before_the_platform_turned_hostile_ends_within_an_inte
     if isinstance(fault, GzipBomb):
         platform.fail_all("heartbeat", fault)  # built now, not after the window was applied
         platform.fail_all("heartbeat", None)
-    run_until = set_window(platform, 4)
     env = agent_env(
         platform,
         tmp_path / "queue",
@@ -94,6 +93,9 @@ def test_a_window_applied_before_the_platform_turned_hostile_ends_within_an_inte
     )
     agent = start_agent(env, role="scaling")
     try:
+        # The window opens once the agent polls, so a slow start cannot outlast it.
+        wait_until(lambda: requests_to(platform, "templates") >= 1)
+        run_until = set_window(platform, 4)
         wait_until(lambda: min_replicas(cluster) == 4)
         wait_until(lambda: any(e["type"] == "apply" for e in platform.events().values()))
         platform.fail_all("templates", fault)

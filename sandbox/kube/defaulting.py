@@ -42,10 +42,12 @@ def apply(api_version: str, kind: str, obj: Object) -> Object:
 
 
 def _section(parent: Object, key: str) -> Object:
+    """`parent[key]`, made an empty object when unset; a value of another type is left to
+    the decoder's checks (a detached dict takes the defaults)."""
     value = parent.get(key)
-    if not isinstance(value, dict):
+    if value is None:
         value = parent[key] = {}
-    return value
+    return value if isinstance(value, dict) else {}
 
 
 def _copy(value: Any) -> Any:
@@ -57,9 +59,6 @@ def _copy(value: Any) -> Any:
 
 
 def _hpa(obj: Object) -> None:
-    status = obj.get("status")
-    if isinstance(status, dict):  # Go's struct has no omitempty on it: a zero is written
-        status.setdefault("desiredReplicas", 0)
     spec = _section(obj, "spec")
     if spec.get("minReplicas") is None:
         spec["minReplicas"] = 1
@@ -108,8 +107,10 @@ def _pod_spec(spec: Object) -> None:
 
 
 def _pod_template(spec: Object) -> None:
-    template = _section(spec, "template")
-    _pod_spec(_section(template, "spec"))
+    template = spec.get("template")
+    pod_spec = template.get("spec") if isinstance(template, dict) else None
+    if isinstance(pod_spec, dict):  # a missing template is validation's to refuse
+        _pod_spec(pod_spec)
 
 
 def _pod(obj: Object) -> None:

@@ -4,8 +4,10 @@ It owns the store, the pager, the fault plans and the HTTP listener on 127.0.0.1
 offers the Python side of the fake: writing objects as a controller would (these writes
 produce watch events like any other), reading them back, scripting faults, inspecting the
 request log, and producing a kubeconfig or a client `Configuration` for the official
-client. Python-side writes change whatever they are given, `.status` included; only HTTP
-writes follow the status-subresource rules.
+client. Python-side writes change whatever they are given, `.status` included, with the
+kind's defaults filled in on creates and updates (every object a real server holds has
+them); only HTTP writes are decoded, validated (`admission`) and authenticated, and follow
+the status-subresource rules.
 
 Streaming lists (watches with `sendInitialEvents`) are served, refused or ignored as
 `streaming_lists` says, and `drop_initial_events` cuts one short. Refusals raise
@@ -22,14 +24,14 @@ import functools
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from sandbox.kube import auth, resources
+from sandbox.kube import auth, defaulting, hpa_controller, resources
 from sandbox.kube.auth import Tokens
 from sandbox.kube.controllers import Controllers
 from sandbox.kube.faults import Faults, RequestLog, RequestRecord
@@ -51,6 +53,8 @@ from sandbox.kube.store import Bookmark, Store
 from sandbox.kube.watch import DROP, STOP, Stall
 from sandbox.serving import HOST
 
+CONTROLLER_MODULES = (hpa_controller,)  # importing a controller registers it
+
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
 
@@ -68,12 +72,23 @@ def _copy(obj: Any) -> Any:
     return _decode(_encode(obj))
 
 
+def _defaulted(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    # Every object a real server holds has its kind's defaults, however it was written.
+    return defaulting.apply(resource.api_version, resource.kind, obj)
+
+
 class FakeKube:
     """A fake Kubernetes API server on 127.0.0.1 (port 0 picks a free one).
 
     `bookmark_interval`: seconds between BOOKMARK events on watches that allow them (0
-    disables them; `bookmark_now()` still works). `history`: changes kept per resource for
-    watches to replay; older resourceVersions answer 410. `watch_expired`: how a watch from
+    disables them; `bookmark_now()` still works); a bookmark is sent only when the
+    resourceVersion moved past what the watch already told, and once more
+    `bookmark_before_timeout` seconds before the watch times out. `history`: changes kept
+    per resource for watches to replay and exact lists to rebuild from; `history_seconds`:
+    how long each is kept (a real server compacts about every 5 minutes) on `clock`
+    (monotonic seconds; tests pass one they move); older resourceVersions answer 410.
+    `min_request_timeout`: a watch without `timeoutSeconds` ends after 1-2x this, as the
+    real server's `--min-request-timeout`. `watch_expired`: how a watch from
     a too-old resourceVersion is refused, "event" (200 and one ERROR event, what real
     servers do) or "http" (a 410 answer). `max_list_snapshots`: paginated lists in progress
     whose continue tokens stay valid.
@@ -88,8 +103,9 @@ class FakeKube:
     "sendInitialEvents is forbidden for watch unless the WatchList feature gate is
     enabled". "ignore" (a server that predates or ignores the parameters): the watch is
     served as if `sendInitialEvents` and `resourceVersionMatch` were absent, so no
-    annotated bookmark ever comes. `too_large_rv_wait`: how long a streaming list for a
-    resourceVersion the fake has not reached waits for it before its 504 (3 s upstream).
+    annotated bookmark ever comes. `too_large_rv_wait`: how long a list or streaming list
+    for a resourceVersion the fake has not reached waits for it before its 504 (3 s
+    upstream; a streaming list gets it as an ERROR event).
     `controllers`: names from `controllers.REGISTRY` to run from the start (none by default).
     """
 
@@ -99,12 +115,16 @@ class FakeKube:
         *,
         bookmark_interval: float = 1.0,
         history: int = 1000,
+        history_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
         watch_expired: str = "event",
         max_list_snapshots: int = 32,
         git_version: str = "v1.37.1",
         request_log_limit: int = 100_000,
         streaming_lists: str = "serve",
         too_large_rv_wait: float = 3.0,
+        min_request_timeout: float = 1800.0,
+        bookmark_before_timeout: float = 2.0,
         controllers: Iterable[str] = (),
         tokens: Mapping[str, str] | None = None,
     ) -> None:
@@ -112,7 +132,7 @@ class FakeKube:
         _check_streaming_mode(streaming_lists)
         self._port = port
         self._defaults = (bookmark_interval, watch_expired, git_version, streaming_lists)
-        self._store = Store(history)
+        self._store = Store(history, history_seconds, clock)
         self._pager = Pager(self._store, max_list_snapshots)
         self._faults = Faults()
         self._log = RequestLog(request_log_limit)
@@ -124,7 +144,13 @@ class FakeKube:
         for name in self._default_controllers:
             self._controllers.enable(name)
         self._settings = Settings(
-            bookmark_interval, watch_expired, git_version, streaming_lists, too_large_rv_wait
+            bookmark_interval,
+            watch_expired,
+            git_version,
+            streaming_lists,
+            too_large_rv_wait,
+            min_request_timeout,
+            bookmark_before_timeout,
         )
         self._backend = Backend(
             self._store,
@@ -278,11 +304,12 @@ class FakeKube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create an object (its `apiVersion`/`kind` say where); returns it as stored."""
         resource = resources.for_object(obj)
-        return self._full(resource, self._store.create(resource, _copy(obj)))
+        return self._full(resource, self._store.create(resource, _defaulted(resource, _copy(obj))))
 
     def load(self, objects: Iterable[dict[str, Any]]) -> int:
         """Bulk create-or-replace (fixtures, synthetic clusters); returns how many. The
-        dicts are taken over by the store, not copied."""
+        dicts are taken over by the store, not copied, and stored as given (no defaults:
+        synthetic objects come complete, partly as pre-encoded `msgspec.Raw`)."""
         count = 0
         batch: list[dict[str, Any]] = []
         current: Resource | None = None
@@ -305,7 +332,7 @@ class FakeKube:
         """Replace an object; a `metadata.resourceVersion` it carries must be current (409)."""
         resource = resources.for_object(obj)
         metadata = obj.get("metadata") or {}
-        replacement = _copy(obj)
+        replacement = _defaulted(resource, _copy(obj))
         entry = self._store.modify(
             resource, metadata.get("namespace"), metadata.get("name", ""), lambda _: replacement
         )
@@ -411,7 +438,8 @@ class FakeKube:
             time.sleep(0.01)
 
     def bookmark_now(self, resource: ResourceName | None = None) -> int:
-        """Send a BOOKMARK now on every watch that allows them; returns how many."""
+        """Send a BOOKMARK now on every watch that allows them; returns how many. A watch
+        already told of the current resourceVersion skips it, as a real one would."""
         store = self._store
         return store.post(
             _maybe(resource),
@@ -571,13 +599,21 @@ class FakeKube:
         path.write_bytes(msgspec.json.format(_encode(config)) + b"\n")
         return path
 
-    def client_configuration(self, *, token: str | None = None) -> Configuration:
-        """A `kubernetes.client.Configuration` pointing at this server."""
+    def client_configuration(
+        self, *, token: str | None = None, ca_bundle: str | Path | None = None
+    ) -> Configuration:
+        """A `kubernetes.client.Configuration` pointing at this server: plain http, or https
+        verified against the fake's CA when `ca_bundle` says where to write that CA (the
+        client reads `ssl_ca_cert` from a file)."""
         from kubernetes.client import Configuration
 
         configuration = Configuration(host=self.url)
         configuration.api_key = {"authorization": f"Bearer {token or self.token}"}
         configuration.verify_ssl = False
+        if ca_bundle is not None:
+            configuration.host = self.https_url
+            configuration.ssl_ca_cert = str(self.tls.write_ca_bundle(ca_bundle))
+            configuration.verify_ssl = True
         return configuration
 
 

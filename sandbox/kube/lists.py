@@ -11,9 +11,13 @@ A continue token names its snapshot and position. Snapshots are kept for a bound
 of lists (oldest forgotten first), also after their last page was served: a real server's
 token stays valid until etcd compacts its revision, so a client may ask for the same page
 again (one it gave up while reading, to ask for fewer objects). A token whose snapshot is
-gone (forgotten, compacted, or expired on purpose with `expire_all()`) is answered 410
+gone (forgotten, compacted, older than the store's `history_seconds`, or expired on purpose
+with `expire_all()`) is answered 410
 `Expired`, carrying a fresh token that continues from the same key in the current state,
 as the real server does. A token that does not decode is a 400.
+
+A list at an exact resourceVersion (`resourceVersionMatch=Exact`) is rebuilt from the
+store's change history and paged the same way.
 """
 
 from __future__ import annotations
@@ -53,13 +57,18 @@ class Page:
     continue_token: str | None
     remaining: int | None  # remainingItemCount: known only when no selector filtered
 
-    def body(self, kind: str, api_version: str, items: bytes | None) -> bytes:
-        """The list answer around `items` (the joined item bytes; None writes `null`)."""
+    def metadata(self) -> str:
+        """The list metadata's members (JSON, without the braces)."""
         metadata = f'"resourceVersion":"{self.rv}"'
         if self.continue_token is not None:
             metadata += f',"continue":"{self.continue_token}"'
         if self.remaining is not None:
             metadata += f',"remainingItemCount":{self.remaining}'
+        return metadata
+
+    def body(self, kind: str, api_version: str, items: bytes | None) -> bytes:
+        """The list answer around `items` (the joined item bytes; None writes `null`)."""
+        metadata = self.metadata()
         head = f'{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"items":'
         listed = b"null" if items is None else b"[%s]" % items
         return b"".join((head.encode(), listed, b"}"))
@@ -70,6 +79,7 @@ class _Snapshot:
     rv: int
     entries: list[Entry]
     filtered: bool
+    taken: float  # on the store's clock: etcd compacts its revision after a while
 
 
 def matcher(labels: LabelSelector | None, fields: FieldSelector | None) -> Matcher | None:
@@ -132,14 +142,23 @@ class Pager:
         match: Matcher | None,
         limit: int | None,
         token: str | None,
+        at: int | None = None,
     ) -> Page:
+        """A page of the objects now, or as they were at resourceVersion `at` (Exact)."""
         if token:
             snapshot_id, snapshot, position = self._resume(resource, namespace, match, token)
         else:
-            rv, entries = self._store.snapshot(resource, namespace)
+            if at is None:
+                rv, entries = self._store.snapshot(resource, namespace)
+            else:
+                rv, entries = at, self._store.snapshot_at(resource, namespace, at)
             if match is not None:
                 entries = [entry for entry in entries if match(entry)]
-            snapshot_id, snapshot, position = 0, _Snapshot(rv, entries, match is not None), 0
+            snapshot_id, snapshot, position = (
+                0,
+                _Snapshot(rv, entries, match is not None, self._store.now()),
+                0,
+            )
         entries = snapshot.entries
         end = len(entries) if not limit or limit <= 0 else min(len(entries), position + limit)
         next_token = None
@@ -170,7 +189,11 @@ class Pager:
             snapshot = self._snapshots.get(decoded.snap)
             if snapshot is not None:
                 self._snapshots.move_to_end(decoded.snap)
-        if snapshot is not None and decoded.rv == snapshot.rv:
+        if (
+            snapshot is not None
+            and decoded.rv == snapshot.rv
+            and self._store.now() - snapshot.taken <= self._store.history_seconds
+        ):
             return decoded.snap, snapshot, min(decoded.pos, len(snapshot.entries))
         raise status.continue_expired(self._fresh_token(resource, namespace, match, decoded))
 
@@ -185,5 +208,5 @@ class Pager:
         position = next((i for i, entry in enumerate(entries) if _key(entry) > last), len(entries))
         if position >= len(entries):
             return None
-        snapshot_id = self._keep(_Snapshot(rv, entries, match is not None))
+        snapshot_id = self._keep(_Snapshot(rv, entries, match is not None, self._store.now()))
         return _encode_token(rv, last, snapshot_id, position)

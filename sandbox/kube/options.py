@@ -19,6 +19,9 @@ A list with `sendInitialEvents` is refused (except by "ignore"); a list's
 `resourceVersionMatch` is checked as upstream in every mode. Refusals are one 422 Invalid
 listing every complaint. Unlike upstream, where only `watch=true` makes options a watch's,
 a watch on the legacy `/watch/` path is checked and defaulted as one too.
+
+A `resourceVersion` that is not a number is refused where upstream's storage parses it,
+with the unclassified 500 it gives (`resource_version_number`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,17 @@ class ListOptions:
             bool(flag(query, "allowWatchBookmarks")),
             query.get("continue", ""),
         )
+
+    @property
+    def resource_version_number(self) -> int:
+        """The resourceVersion as a number, 0 when unset; a value that is not one is what the
+        storage layer refuses (500, see `status.invalid_resource_version`)."""
+        text = self.resource_version
+        if text in ("", "0"):
+            return 0
+        if not (text.isascii() and text.isdigit()):
+            raise status.invalid_resource_version(text)
+        return int(text)
 
     @property
     def ends_initial_events(self) -> bool:

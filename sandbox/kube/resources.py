@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+# The kinds upstream puts in the `all` category (`kubectl get all`).
+_CATEGORY_ALL = frozenset(
+    {
+        ("", "pods"),
+        ("", "services"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +43,7 @@ class Resource:
     generation: bool = False  # metadata.generation counts spec changes
     status: bool = False  # has a status subresource; main-resource writes keep .status
     returns_deleted: bool = False  # DELETE answers the object instead of a Status
+    scale: bool = False  # has a scale subresource (an autoscaling/v1 Scale)
     prefix: bytes = field(init=False, repr=False, compare=False)
     field_paths: tuple[tuple[str, tuple[str, ...]], ...] = field(
         init=False, repr=False, compare=False
@@ -178,6 +191,7 @@ RESOURCES: tuple[Resource, ...] = (
         ("deploy",),
         generation=True,
         status=True,
+        scale=True,
     ),
     Resource(
         "apps",
@@ -190,6 +204,7 @@ RESOURCES: tuple[Resource, ...] = (
         fields=(("status.replicas", "status.replicas"),),
         generation=True,
         status=True,
+        scale=True,
     ),
     # autoscaling/v2
     Resource(
@@ -395,9 +410,20 @@ def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
         }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
+        if (r.group, r.plural) in _CATEGORY_ALL:
+            entry["categories"] = ["all"]
         resources.append(entry)
         if r.status:
             resources.append(_subresource(r, "status", ("get", "patch", "update")))
+        if r.scale:
+            resources.append(
+                {
+                    **_subresource(r, "scale", ("get", "patch", "update")),
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                }
+            )
         if r.plural == "pods":
             resources.append(_subresource(r, "log", ("get",)))
     return {

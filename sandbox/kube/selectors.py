@@ -3,8 +3,8 @@
 Label selectors: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, `a>1`,
 `a<1`; a comma means AND. Field selectors: `field=value`, `field==value`, `field!=value`
 (backslash escapes `\\,` `\\=` `\\\\`), only on the fields the resource supports; any other
-field is refused with 400 "field label not supported", like the real server. A selector
-that does not parse is a 400 as well.
+field is refused with 400 in the real server's words for that kind. A selector that does
+not parse is a 400 as well.
 
 Field values are extracted once per write (`extract_fields`) and kept beside the stored
 bytes, so filtering a 50,000-object list never decodes an object.
@@ -146,6 +146,17 @@ def _field_term(text: str) -> tuple[str, str, str]:
     raise bad_request(f"invalid selector: {text!r}; can't understand {text!r}")
 
 
+def _unsupported_field(field: str, resource: Resource) -> ApiError:
+    # Kinds that register field label conversions (pkg/apis/*/v1/conversion.go) refuse in
+    # their own words; the others fall back to apimachinery's
+    # runtime.DefaultMetaV1FieldSelectorConversion, which names the two it knows.
+    if resource.fields:
+        return bad_request(f"field label not supported: {field}")
+    return bad_request(
+        f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
+
+
 class FieldSelector:
     """A parsed field selector for one resource."""
 
@@ -167,7 +178,7 @@ class FieldSelector:
             field, op, value = _field_term(raw)
             field = _unescape(field).strip()
             if field not in supported:
-                raise ApiError(400, "BadRequest", f"field label not supported: {field}")
+                raise _unsupported_field(field, resource)
             terms.append((field, op != "!=", _unescape(value)))
         return cls(text, terms) if terms else None
 

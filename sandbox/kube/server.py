@@ -9,15 +9,22 @@ reads booleans, chunked newline-delimited JSON; streaming lists with `sendInitia
 as `Settings.streaming_lists` has it), POST creates. Objects: GET, PUT (409 on a stale
 resourceVersion), PATCH (merge, strategic merge, JSON patch; 409 when the patch carries a
 stale resourceVersion), DELETE (with preconditions). `status` subresources write only
-`.status`, and writes to the main resource keep `.status`, as upstream. `pods/{name}/log`
-answers text/plain. The Accept header of every other resource request is negotiated
-(`negotiation`): objects as stored, or their metadata alone (PartialObjectMetadata).
+`.status`, and writes to the main resource keep `.status`, as upstream. `scale`
+subresources read and write replicas as a `Scale` (`scale`). `pods/{name}/log` answers
+text/plain. The Accept header of every other resource request is negotiated
+(`negotiation`): objects as stored, their metadata alone (PartialObjectMetadata), or a
+Table (`tables`); so is the Content-Type of a body (JSON or YAML, else 415).
 
-A streaming list (`sendInitialEvents=true`) starts from the current objects whatever its
-resourceVersion (NotOlderThan: an old one is no 410); one the fake has not reached yet is
-waited for up to `Settings.too_large_rv_wait` seconds, then answered 504, as the real
-server's watch cache does. `sendInitialEvents=false` watches from the resourceVersion
-given, or from now when it is "" or "0".
+A list reads `resourceVersion` and `resourceVersionMatch` as upstream: unset is the most
+recent state, "0" any state (whole: the watch cache ignores `limit`), N not older than N,
+or exactly N when asked (`Exact`, or legacy: N with a `limit`), rebuilt from the history.
+A resourceVersion the fake has not reached yet is waited for up to
+`Settings.too_large_rv_wait` seconds, then refused 504, as the real server's watch cache
+does; for a streaming list (`sendInitialEvents=true`) that refusal is the one ERROR event
+of a 200 stream. A streaming list starts from the current objects whatever its
+resourceVersion (NotOlderThan: an old one is no 410). `sendInitialEvents=false` watches
+from the resourceVersion given, or from now when it is "" or "0". A watch without
+`timeoutSeconds` ends after 1-2x `Settings.min_request_timeout`, as upstream.
 
 How it fails: every refusal is a Kubernetes Status body with the matching code; a bug in
 the fake answers 500 and prints its traceback to stderr; clients that vanish mid-request
@@ -31,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import random
 import select
 import socket
 import ssl
@@ -44,13 +52,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import msgspec
 
-from sandbox.kube import admission, decoding, openapi, resources, status
+from sandbox.kube import admission, decoding, negotiation, openapi, resources, scale, status
 from sandbox.kube.admission import WriteOptions
 from sandbox.kube.auth import Tokens
 from sandbox.kube.faults import Drip, Faults, RequestLog
 from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.negotiation import Choice, negotiate
-from sandbox.kube.options import ListOptions, flag
+from sandbox.kube.options import EXACT, ListOptions, flag
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs, tail
 from sandbox.kube.resources import Resource
@@ -64,10 +72,10 @@ WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for its 415
+    "application/json-patch+json": json_patch,
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
-    "application/json-patch+json": json_patch,
 }
 _TLS_HANDSHAKE = b"\x16"  # the content type of a TLS handshake record, its first byte
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -82,6 +90,8 @@ class Settings:
     git_version: str
     streaming_lists: str = "serve"  # one of options.STREAMING_LIST_MODES
     too_large_rv_wait: float = 3.0  # what the real watch cache waits for a resourceVersion
+    min_request_timeout: float = 1800.0  # a watch without timeoutSeconds lasts 1-2x this
+    bookmark_before_timeout: float = 2.0  # the last bookmark comes this long before a timeout
     watch_expired_for: dict[Resource, str] = field(default_factory=dict)
     streaming_lists_for: dict[Resource, str] = field(default_factory=dict)
 
@@ -369,9 +379,11 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, watch: bool
     ) -> None:
         method, resource = handler.command, route.resource
+        if method in ("POST", "PUT") or (method == "DELETE" and raw):
+            raw = negotiation.body_as_json(handler.headers.get("Content-Type") or "", raw)
         if route.subresource is not None:
             return self._subresource(handler, route, query, raw)
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         if route.name is None:
             if watch:
                 return self._watch(handler, route, query, choice)
@@ -404,9 +416,11 @@ class Router:
             if method != "GET":
                 raise status.method_not_allowed(method)
             return self._log(handler, route, query)
+        if route.subresource == "scale" and resource.scale:
+            return self._scale(handler, route, query, raw)
         if route.subresource != "status" or not resource.status:
             raise status.path_not_found()
-        choice = _choice(handler)
+        choice = _choice(handler, query)
         warnings: list[str] = []
         if method == "GET":
             entry = self.backend.store.get(resource, route.namespace, route.name)
@@ -419,20 +433,73 @@ class Router:
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
 
+    def _scale(self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes) -> None:
+        method, resource, name = handler.command, route.resource, str(route.name)
+        store = self.backend.store
+        if method == "GET":
+            entry = store.get(resource, route.namespace, name)
+            handler.reply(200, _encode(scale.of(entry.decode())))
+            return
+        if method == "PUT":
+            body = _json_body(raw)
+            options = WriteOptions.parse(query, "UpdateOptions")
+
+            def change(_: dict[str, Any]) -> Any:
+                return body
+        elif method == "PATCH":
+            patcher = _patcher(handler)
+            patch = _json_body(raw)
+            options = WriteOptions.parse(query, "PatchOptions")
+
+            def change(current: dict[str, Any]) -> Any:
+                return patcher(current, patch)
+        else:
+            raise status.method_not_allowed(method)
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            return scale.written(name, current, change(scale.of(current)))
+
+        entry = store.modify(resource, route.namespace, name, mutate, dry_run=options.dry_run)
+        handler.reply(200, _encode(scale.of(entry.decode())))
+
     def _list(self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice) -> None:
-        resource = route.resource
-        mode = self.backend.settings.streaming_mode(resource)
-        ListOptions.parse(query, watch=False).as_served(mode)
+        """A list at the resourceVersion the request asks for, as in
+        https://kubernetes.io/docs/reference/using-api/api-concepts/#semantics-for-get-and-list:
+        unset, the most recent; "0", any (served whole from the watch cache, `limit` ignored);
+        N, not older than N (waited for a while when ahead) or exactly N (`Exact`, and for
+        a paginated list without `resourceVersionMatch`, the legacy meaning)."""
+        backend, resource = self.backend, route.resource
+        options = ListOptions.parse(query, watch=False).as_served(
+            backend.settings.streaming_mode(resource)
+        )
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"), resource)
-        page = self.backend.pager.page(
-            resource,
-            route.namespace,
-            matcher(labels, fields),
-            _int_param(query, "limit"),
-            query.get("continue") or None,
+        limit = _int_param(query, "limit")
+        token = options.continue_token or None
+        rv = options.resource_version_number
+        if token and rv:
+            raise status.resource_version_with_continue()
+        at = None
+        match = options.resource_version_match
+        if match == EXACT or (rv and not match and limit is not None and limit > 0):
+            at = rv
+        elif rv:
+            self._wait_for_rv(rv)
+        elif options.resource_version == "0" and not token:
+            limit = None
+        page = backend.pager.page(
+            resource, route.namespace, matcher(labels, fields), limit, token, at
         )
         handler.reply(200, choice.list_body(resource, page))
+
+    def _wait_for_rv(self, rv: int) -> None:
+        """What the watch cache does for a resourceVersion it has not seen: wait a while
+        for it, then 504 (staging/src/k8s.io/apiserver/pkg/storage/cacher)."""
+        store = self.backend.store
+        if rv > store.current_rv and not store.wait_for_rv(
+            rv, self.backend.settings.too_large_rv_wait
+        ):
+            raise status.too_large_resource_version(rv, store.current_rv)
 
     def _create(
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
@@ -454,7 +521,7 @@ class Router:
         for server_owned in ("uid", "resourceVersion", "creationTimestamp", "generation"):
             metadata.pop(server_owned, None)
         if resource.status:  # a status subresource's kind starts with an empty status
-            body["status"] = {}
+            body["status"] = _initial_status(resource)
         duplicates = _duplicates(raw, options)
         warnings = self._admit(resource, body, None, options, duplicates=duplicates)
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
@@ -524,10 +591,7 @@ class Router:
         status_only: bool,
     ) -> tuple[Any, list[str]]:
         resource = route.resource
-        content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        patcher = _PATCHERS.get(content_type)
-        if patcher is None:
-            raise status.unsupported_media_type(content_type)
+        patcher = _patcher(handler)
         patch = _patch_body(raw, patcher)
         options = WriteOptions.parse(query, "PatchOptions")
         problems = _patch_problems(raw, patch, patcher, options)
@@ -623,25 +687,30 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], choice: Choice
     ) -> None:
         backend, resource = self.backend, route.resource
-        mode = backend.settings.streaming_mode(resource)
+        settings = backend.settings
+        mode = settings.streaming_mode(resource)
         options = ListOptions.parse(query, watch=True).as_served(mode)
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"), resource)
         timeout = _int_param(query, "timeoutSeconds")
         namespace = route.namespace if resource.namespaced else None
-        start = self._watch_start(options)
         try:
+            start = self._watch_start(options)
             subscription, backlog, initial, rv = backend.store.subscribe(
                 resource, namespace, start, options.allow_bookmarks
             )
         except ApiError as error:
-            if error.code != 410 or backend.settings.expired_mode(resource) == "http":
-                raise
-            choice.for_watch()  # the stream's encoding is settled before its one event
-            writer = handler.start_stream()
-            writer.write(event_line("ERROR", error.body()))
-            writer.end()
-            return
+            # Upstream answers a too old resourceVersion (as configured here) and a streaming
+            # list's too large one with a watch that carries one ERROR event.
+            if error.code == 504 or (
+                error.code == 410 and settings.expired_mode(resource) != "http"
+            ):
+                choice.for_watch()  # the stream's encoding is settled before its one event
+                writer = handler.start_stream()
+                writer.write(event_line("ERROR", error.body()))
+                writer.end()
+                return
+            raise
         try:
             view = choice.for_watch()  # upstream picks the stream encoding once watching
             writer = handler.start_stream()
@@ -649,37 +718,63 @@ class Router:
             backend.store.unsubscribe(subscription)
             raise
         cut = backend.faults.initial_events_cut(resource) if options.ends_initial_events else None
+        if not timeout or timeout <= 0:
+            # The server's own limit: --min-request-timeout, spread over 1-2x of it.
+            timeout_seconds = settings.min_request_timeout * (1 + random.random())
+        else:
+            timeout_seconds = float(timeout)
         spec = WatchSpec(
             resource,
             namespace,
             matcher(labels, fields),
-            float(timeout) if timeout and timeout > 0 else None,
-            backend.settings.bookmark_interval,
+            timeout_seconds,
+            settings.bookmark_interval,
+            settings.bookmark_before_timeout,
             bool(options.send_initial_events),
             view,
             cut,
         )
-        WatchStream(backend.store, spec, subscription, writer).run(backlog, initial, rv)
+        stream = WatchStream(backend.store, spec, subscription, writer)
+        stream.run(backlog, initial, rv if start is None else start)
 
     def _watch_start(self, options: ListOptions) -> int | None:
         """The resourceVersion a watch replays the changes after; None: it starts with the
-        current objects (initial events)."""
-        store, text = self.backend.store, options.resource_version
+        current objects (initial events). A streaming list waits for a resourceVersion
+        not reached yet, then is refused (504); a plain watch from one simply sends nothing
+        until the server passes it, as the watch cache filters what it sends."""
+        wanted = options.resource_version_number
         if options.send_initial_events:
-            if text not in ("", "0"):
-                wanted = _integer("resourceVersion", text)
-                wait = self.backend.settings.too_large_rv_wait
-                if wanted > store.current_rv and not store.wait_for_rv(wanted, wait):
-                    raise status.too_large_resource_version(wanted, store.current_rv)
+            if wanted:
+                self._wait_for_rv(wanted)
             return None
-        if text in ("", "0"):
+        if not wanted:
             # Unset is the legacy watch (the current objects first); false starts from now.
-            return None if options.send_initial_events is None else store.current_rv
-        return _integer("resourceVersion", text)
+            return None if options.send_initial_events is None else self.backend.store.current_rv
+        return wanted
 
 
-def _choice(handler: _Handler) -> Choice:
-    return negotiate(handler.headers.get("Accept", ""))
+def _initial_status(resource: Resource) -> dict[str, Any]:
+    """The status a create starts with: Go's zero status as JSON (only fields without
+    `omitempty` show), or what the kind's strategy sets in PrepareForCreate."""
+    if resource.kind == "HorizontalPodAutoscaler":
+        return {"desiredReplicas": 0}
+    if resource.kind == "Pod":
+        return {"phase": "Pending"}
+    if resource.kind == "Namespace":
+        return {"phase": "Active"}
+    return {}
+
+
+def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
+    content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    patcher = _PATCHERS.get(content_type)
+    if patcher is None:
+        raise status.unsupported_media_type(tuple(_PATCHERS))
+    return patcher
+
+
+def _choice(handler: _Handler, query: dict[str, str]) -> Choice:
+    return negotiate(handler.headers.get("Accept", ""), query.get("includeObject", ""))
 
 
 def _set_status(obj: dict[str, Any], value: Any) -> None:

@@ -45,8 +45,9 @@ class ApiError(Exception):
             "metadata": self.metadata,
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # an error the server could not classify has no reason (Unknown)
+            doc["reason"] = self.reason
         if self.details is not None:
             doc["details"] = self.details
         doc["code"] = self.code
@@ -187,8 +188,19 @@ def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
 
 
 def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> ApiError:
-    """422 for an object that fails validation, one cause per field error."""
-    return _invalid(f'{resource.kind} "{name}"', _details(resource, name), errors)
+    """422 for an object that fails validation, one cause per field error. Unlike the other
+    errors about an object, errors.NewInvalid names it by its group and kind
+    (`HorizontalPodAutoscaler.autoscaling`, details.kind `HorizontalPodAutoscaler`), which
+    kubectl prints as `The HorizontalPodAutoscaler "x" is invalid`."""
+    details = _details(resource, name) | {"kind": resource.kind}
+    qualified = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+    return _invalid(f'{qualified} "{name}"', details, errors)
+
+
+def invalid_of_kind(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiError:
+    """422 for an object of a kind the fake does not store (a subresource's `Scale`)."""
+    details = {"name": name, "group": group, "kind": kind}
+    return _invalid(f'{kind}.{group} "{name}"', details, errors)
 
 
 def _invalid(subject: str, details: dict[str, Any], errors: list[FieldError]) -> ApiError:
@@ -206,7 +218,7 @@ def not_acceptable(message: str) -> ApiError:
 
 
 def too_large_resource_version(requested: int, current: int) -> ApiError:
-    """504 for a streaming list whose resourceVersion the server did not reach in time."""
+    """504 for a list or streaming list whose resourceVersion the server has not reached."""
     return ApiError(
         504,
         "Timeout",
@@ -224,6 +236,27 @@ def too_large_resource_version(requested: int, current: int) -> ApiError:
 def unprocessable(message: str) -> ApiError:
     # What the real server answers when a patch cannot be applied (failed JSON patch test).
     return ApiError(422, "UnprocessableEntity", message)
+
+
+def list_expired() -> ApiError:
+    """410 for a list at an exact resourceVersion whose history is compacted away."""
+    return ApiError(410, "Expired", "The resourceVersion for the provided list is too old.")
+
+
+def invalid_resource_version(value: str) -> ApiError:
+    """What a resourceVersion that is not a number meets: the storage layer's invalid-value
+    error, which the API layer does not classify, so a 500 without a reason."""
+    quoted = msgspec.json.encode(value).decode()
+    return ApiError(
+        500,
+        "",
+        f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: "
+        "invalid syntax",
+    )
+
+
+def resource_version_with_continue() -> ApiError:
+    return bad_request("specifying resource version is not allowed when using continue")
 
 
 def watch_expired(since: int, oldest: int) -> ApiError:
@@ -281,13 +314,13 @@ def internal_error(message: str = "an injected fault") -> ApiError:
     )
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
+def unsupported_media_type(accepted: tuple[str, ...]) -> ApiError:
+    """415 for a body in a media type the endpoint does not decode (negotiation/errors.go)."""
     return ApiError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format ({content_type!r}) - accepted media "
-        "types include: application/json-patch+json, application/merge-patch+json, "
-        "application/strategic-merge-patch+json",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(accepted),
     )
 
 

@@ -7,13 +7,17 @@ bytes and a selector never decodes an object. A write decodes the one object it 
 The bytes of an object's `metadata` alone (metadata-only answers) are cut out of the stored
 ones the first time they are asked for, and kept with that version.
 
-Each resource keeps a bounded history of changes (ADDED/MODIFIED/DELETED with the RV that
-made them). A watch from resourceVersion R replays the changes after R and then receives
-new ones through its `Subscription` queue, filled under the same lock that assigns RVs,
-so a watcher never sees changes out of order or twice. When R is older than what the
-history still holds (it overflowed, or `compact()` dropped it) the watch is refused with a
-410 `Expired`, as the real server does after etcd compaction. A request that needs a
-resourceVersion not reached yet can wait for it (`wait_for_rv`).
+Each resource keeps a history of changes (ADDED/MODIFIED/DELETED with the RV that made
+them), bounded by count and by age: a real server compacts etcd about every five minutes,
+so changes older than `history_seconds` (on the store's `clock`) are forgotten, lazily,
+when a watch or list asks for history. A watch from resourceVersion R replays the changes
+after R and then receives new ones through its `Subscription` queue, filled under the same
+lock that assigns RVs, so a watcher never sees changes out of order or twice. When R is
+older than what the history still holds (it overflowed, aged out, or `compact()` dropped
+it) the watch is refused with a 410 `Expired`, as the real server does after etcd
+compaction. The same history, walked backwards (`Change.undo`), rebuilds a list as it was
+at an older RV (`resourceVersionMatch=Exact`). A request that needs a resourceVersion not
+reached yet can wait for it (`wait_for_rv`).
 
 Refusals (not found, exists, stale resourceVersion, bad metadata) raise `ApiError`.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -93,15 +98,27 @@ class Entry:
 
 
 class Change:
-    """One history event. For DELETED, `entry` is the last state stamped with the delete's RV."""
+    """One history event. For DELETED, `entry` is the last state stamped with the delete's RV.
+    `at`: when it was recorded, on the store's clock."""
 
-    __slots__ = ("entry", "prev", "rv", "type")
+    __slots__ = ("at", "entry", "prev", "rv", "type")
 
-    def __init__(self, type: str, rv: int, entry: Entry, prev: Entry | None) -> None:
+    def __init__(
+        self, type: str, rv: int, entry: Entry, prev: Entry | None, at: float = 0.0
+    ) -> None:
         self.type = type
         self.rv = rv
         self.entry = entry
         self.prev = prev
+        self.at = at
+
+    def undo(self, objects: dict[tuple[str, str], Entry]) -> None:
+        """Turn `objects` (keyed by namespace and name) back into what it was before this."""
+        key = (self.entry.namespace, self.entry.name)
+        if self.prev is None:
+            objects.pop(key, None)
+        else:
+            objects[key] = self.prev
 
 
 class Bookmark:
@@ -142,11 +159,21 @@ class _Kind:
 
 
 class Store:
-    """All objects of the fake cluster. Thread-safe; every method takes the one lock."""
+    """All objects of the fake cluster. Thread-safe; every method takes the one lock.
 
-    def __init__(self, history: int = 1000) -> None:
+    `history`: changes kept per resource; `history_seconds`: how long a change is kept;
+    `clock`: monotonic seconds (tests pass one they can move forward)."""
+
+    def __init__(
+        self,
+        history: int = 1000,
+        history_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if history < 0:
             raise ValueError("history must be >= 0")
+        self.history_seconds = history_seconds
+        self._clock = clock
         self.lock = threading.RLock()
         self._advanced = threading.Condition(self.lock)  # the resourceVersion went up
         self._waiting = 0  # threads in wait_for_rv
@@ -158,6 +185,10 @@ class Store:
     @property
     def current_rv(self) -> int:
         return self._rv
+
+    def now(self) -> float:
+        """The store's clock: what history ages by."""
+        return self._clock()
 
     # reading ------------------------------------------------------------------------------
 
@@ -183,6 +214,31 @@ class Store:
                 )
             objects = kind.objects
             return self._rv, [objects[ns][name] for ns, name in kind.order]
+
+    def snapshot_at(self, resource: Resource, namespace: str | None, rv: int) -> list[Entry]:
+        """The objects as they were at `rv`, in key order: the current ones with every later
+        change undone. 410 Expired when those changes are no longer all kept; 504 when
+        `rv` is not reached yet."""
+        with self.lock:
+            if rv > self._rv:
+                raise status.too_large_resource_version(rv, self._rv)
+            kind = self._kinds[resource]
+            self._expire(kind)
+            if rv < kind.floor:
+                raise status.list_expired()
+            objects = {
+                (ns, name): entry
+                for ns, bucket in kind.objects.items()
+                if not (resource.namespaced and namespace) or ns == namespace
+                for name, entry in bucket.items()
+            }
+            for change in reversed(kind.history):
+                if change.rv <= rv:
+                    break
+                if not (resource.namespaced and namespace) or change.entry.namespace == namespace:
+                    change.undo(objects)
+        # etcd's order: keys are ".../<namespace>/<name>", compared as strings.
+        return [objects[key] for key in sorted(objects, key=lambda key: f"{key[0]}/{key[1]}")]
 
     def counts(self) -> dict[str, int]:
         with self.lock:
@@ -356,7 +412,7 @@ class Store:
         obj = old.decode()
         obj["metadata"]["resourceVersion"] = str(rv)
         gone = Entry(old.namespace, old.name, old.uid, rv, old.labels, old.fields, _encode(obj))
-        self._record(kind, Change("DELETED", rv, gone, old))
+        self._record(kind, Change("DELETED", rv, gone, old, self._clock()))
         return gone
 
     def _identity(self, resource: Resource, obj: dict[str, Any]) -> tuple[str, str]:
@@ -411,9 +467,9 @@ class Store:
         bucket[entry.name] = entry
         if old is None:
             kind.order = None
-            self._record(kind, Change("ADDED", entry.rv, entry, None))
+            self._record(kind, Change("ADDED", entry.rv, entry, None, self._clock()))
         else:
-            self._record(kind, Change("MODIFIED", entry.rv, entry, old))
+            self._record(kind, Change("MODIFIED", entry.rv, entry, old, self._clock()))
 
     def _record(self, kind: _Kind, change: Change) -> None:
         history = kind.history
@@ -455,6 +511,7 @@ class Store:
             kind = self._kinds[resource]
             initial: list[Entry] | None = None
             backlog: list[Change] = []
+            self._expire(kind)
             if since is None:
                 initial = self.snapshot(resource, namespace)[1]
             elif since < kind.floor:
@@ -509,6 +566,13 @@ class Store:
             return sum(len(kind.subscribers) for kind in kinds)
 
     # maintenance --------------------------------------------------------------------------
+
+    def _expire(self, kind: _Kind) -> None:
+        """Forget the changes older than `history_seconds`, as compaction would have."""
+        horizon = self._clock() - self.history_seconds
+        history = kind.history
+        while history and history[0].at < horizon:
+            kind.floor = max(kind.floor, history.popleft().rv)
 
     def compact(self, rv: int | None = None) -> int:
         """Forget history at or below `rv` (default: all of it); returns the compaction RV."""

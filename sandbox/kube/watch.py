@@ -9,6 +9,13 @@ A watch that starts with the current objects (initial events) ends them with a B
 annotated `k8s.io/initial-events-end` at the RV they were taken at, when it asked for
 `sendInitialEvents` and allows bookmarks.
 
+Like the watch cache (staging/src/k8s.io/apiserver/pkg/storage/cacher), a stream never
+sends anything at or below the resourceVersion it started from, nor a bookmark that does
+not move past what it already told the client: a watch from a resourceVersion ahead of the
+server stays silent until the server passes it. Bookmarks go to watches that allow them,
+every `bookmark_interval` (when the RV moved) and once `bookmark_before_timeout` seconds
+before the watch's timeout, so a client can resume from a fresh resourceVersion.
+
 It ends in one of these ways, each meant to be observable by a client under test:
 - `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
 - an event its `View` cannot write: the chunked body ends cleanly there, as upstream;
@@ -88,8 +95,9 @@ class WatchSpec:
     resource: Resource
     namespace: str | None
     match: Matcher | None
-    timeout: float | None  # timeoutSeconds
+    timeout: float | None  # timeoutSeconds, or the server's own limit
     bookmark_interval: float  # 0 disables periodic bookmarks
+    bookmark_before_timeout: float  # the last bookmark, this long before the timeout
     initial_events_end: bool  # sendInitialEvents: a bookmark marks the end of the replay
     view: View
     cut_after: int | None  # drop the connection after this many initial events
@@ -107,10 +115,13 @@ class WatchStream:
         self._writer = writer
         self._buffer: list[bytes] = []
         self._buffered = 0
+        self._told = 0  # the highest resourceVersion the client has learnt from this stream
 
-    def run(self, backlog: list[Change], initial: list[Entry] | None, initial_rv: int) -> str:
+    def run(self, backlog: list[Change], initial: list[Entry] | None, start_rv: int) -> str:
+        """Stream from `start_rv`: the RV of the `initial` objects, or the one to resume
+        after."""
         try:
-            return self._run(backlog, initial, initial_rv)
+            return self._run(backlog, initial, start_rv)
         except OSError:
             return "client gone"
         except Unencodable:
@@ -128,8 +139,9 @@ class WatchStream:
         finally:
             self._store.unsubscribe(self._subscription)
 
-    def _run(self, backlog: list[Change], initial: list[Entry] | None, initial_rv: int) -> str:
+    def _run(self, backlog: list[Change], initial: list[Entry] | None, start_rv: int) -> str:
         spec, subscription = self._spec, self._subscription
+        self._told = start_rv
         started = time.monotonic()
         deadline = started + spec.timeout if spec.timeout else None
         visible = [entry for entry in initial or () if self._visible(entry)]
@@ -140,7 +152,7 @@ class WatchStream:
             self._writer.abort()
             return "dropped before the initial events ended"
         if initial is not None and spec.initial_events_end and subscription.bookmarks:
-            obj = bookmark_object(spec.view, spec.resource, initial_rv, initial_events_end=True)
+            obj = bookmark_object(spec.view, spec.resource, start_rv, initial_events_end=True)
             self._add(event_line("BOOKMARK", obj))
         for change in backlog:
             self._change(change)
@@ -148,6 +160,11 @@ class WatchStream:
 
         periodic = subscription.bookmarks and spec.bookmark_interval > 0
         next_bookmark = started + spec.bookmark_interval if periodic else None
+        last_bookmark = None
+        if subscription.bookmarks and deadline is not None:
+            last_bookmark = deadline - spec.bookmark_before_timeout
+            if last_bookmark <= started:
+                last_bookmark = None  # too late already, as upstream
         while True:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -157,8 +174,11 @@ class WatchStream:
             if next_bookmark is not None and now >= next_bookmark:
                 self._store.request_bookmark(subscription)
                 next_bookmark = now + spec.bookmark_interval
+            if last_bookmark is not None and now >= last_bookmark:
+                self._store.request_bookmark(subscription)
+                last_bookmark = None
             wait = _IDLE_CHECK_SECONDS
-            for moment in (deadline, next_bookmark):
+            for moment in (deadline, next_bookmark, last_bookmark):
                 if moment is not None:
                     wait = min(wait, max(moment - now, 0.0))
             try:
@@ -184,8 +204,10 @@ class WatchStream:
         if isinstance(item, Change):
             self._change(item)
         elif isinstance(item, Bookmark):
-            obj = bookmark_object(self._spec.view, self._spec.resource, item.rv)
-            self._add(event_line("BOOKMARK", obj))
+            if item.rv > self._told:
+                self._told = item.rv
+                obj = bookmark_object(self._spec.view, self._spec.resource, item.rv)
+                self._add(event_line("BOOKMARK", obj))
         elif item is STOP:
             self._flush()
             self._writer.end()
@@ -213,26 +235,30 @@ class WatchStream:
     def _change(self, change: Change) -> None:
         spec = self._spec
         entry = change.entry
-        if spec.namespace and entry.namespace != spec.namespace:
+        if change.rv <= self._told or (spec.namespace and entry.namespace != spec.namespace):
             return
         match = spec.match
         if match is None:
-            self._add(event_line(change.type, spec.view.entry(spec.resource, entry)))
+            self._event(change.rv, change.type, spec.view.entry(spec.resource, entry))
             return
         now_matches = match(entry)
         if change.type != "MODIFIED" or change.prev is None:
             if now_matches:
-                self._add(event_line(change.type, spec.view.entry(spec.resource, entry)))
+                self._event(change.rv, change.type, spec.view.entry(spec.resource, entry))
             return
         before_matched = match(change.prev)
         if now_matches:
             kind = "MODIFIED" if before_matched else "ADDED"
-            self._add(event_line(kind, spec.view.entry(spec.resource, entry)))
+            self._event(change.rv, kind, spec.view.entry(spec.resource, entry))
         elif before_matched:
             # Left the selection: DELETED with the previous state at this change's RV.
             previous = change.prev.decode()
             previous["metadata"]["resourceVersion"] = str(change.rv)
-            self._add(event_line("DELETED", spec.view.decoded(spec.resource, previous)))
+            self._event(change.rv, "DELETED", spec.view.decoded(spec.resource, previous))
+
+    def _event(self, rv: int, event_type: str, obj: bytes) -> None:
+        self._told = rv
+        self._add(event_line(event_type, obj))
 
     def _add(self, line: bytes) -> None:
         self._buffer.append(line)

@@ -1,0 +1,185 @@
+"""Real kubectl against the fake Kubernetes API server: the conformance tests' fixtures.
+
+The fake is only as true as a real client finds it, so these fixtures run the kubectl of
+the version the project targets (`scripts/install_kubectl.py` installs it into the venv)
+against a FakeKube shared by a test module, over https with the fake's CA and a bearer
+token, as a user's kubeconfig would. A kubectl of another version is not accepted: its
+output and the requests it sends differ. Without one, the tests that need it skip and say
+how to install it; everything else still runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from sandbox.kube import FakeKube
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALLER = ROOT / "scripts" / "install_kubectl.py"
+# Long enough for a loaded CI machine, short enough that a hung kubectl fails the test.
+COMMAND_TIMEOUT = 60.0
+# Namespaces every real cluster starts with.
+STARTING_NAMESPACES = ("default", "kube-system", "kube-public")
+
+
+def load_installer() -> ModuleType:
+    """scripts/install_kubectl.py as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("install_kubectl", INSTALLER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _candidates() -> Iterator[Path]:
+    if os.environ.get("KUBECTL"):
+        yield Path(os.environ["KUBECTL"])
+    yield Path(sys.prefix) / "bin" / "kubectl"
+    on_path = shutil.which("kubectl")
+    if on_path:
+        yield Path(on_path)
+
+
+def find_kubectl() -> tuple[Path | None, list[str]]:
+    """The first kubectl of the targeted minor version, and what was seen on the way."""
+    installer = load_installer()
+    seen: list[str] = []
+    for candidate in _candidates():
+        if not candidate.exists():
+            seen.append(f"{candidate}: absent")
+            continue
+        minor = installer.client_minor(candidate)
+        if minor == installer.MINOR:
+            return candidate, seen
+        seen.append(f"{candidate}: {'not runnable' if minor is None else f'1.{minor}'}")
+    return None, seen
+
+
+@pytest.fixture(scope="session")
+def kubectl_binary() -> Path:
+    found, seen = find_kubectl()
+    if found is None:
+        pytest.skip(
+            "kubectl 1.37 not found ($KUBECTL, the venv's bin, PATH: "
+            f"{'; '.join(seen) or 'none'}); run `python scripts/install_kubectl.py`"
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def kubectl_kube() -> Iterator[FakeKube]:
+    with FakeKube() as kube:
+        yield kube
+
+
+@dataclass
+class Kubectl:
+    """Runs kubectl with a kubeconfig for the fake; output captured, time bounded."""
+
+    binary: Path
+    kubeconfig: Path
+    # Discovery and HTTP caches of this test alone (kubectl's default is under $HOME).
+    cache: Path
+
+    def command(self, *args: str) -> list[str]:
+        config = ("--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache))
+        return [str(self.binary), *config, *args]
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            check=False,
+        )
+
+    def ok(self, *args: str, stdin: str | None = None) -> str:
+        """stdout of a command that must succeed (its stderr in the failure message)."""
+        done = self.run(*args, stdin=stdin)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def fails(self, *args: str) -> str:
+        """stderr of a command that must fail."""
+        done = self.run(*args)
+        assert done.returncode != 0, f"kubectl {' '.join(args)} succeeded: {done.stdout}"
+        return done.stderr
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "-o", "json"))
+
+    def with_token(self, token: str, kube: FakeKube) -> Kubectl:
+        config = kube.kubeconfig(self.kubeconfig.with_name(f"token-{token}"), token=token, tls=True)
+        return Kubectl(self.binary, config, self.cache)
+
+
+class Streaming:
+    """A long-running kubectl (`get -w`): its stdout read line by line, with a deadline."""
+
+    def __init__(self, command: list[str]) -> None:
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def line(self) -> str:
+        """The next line of output; AssertionError if none comes in time or kubectl ended."""
+        try:
+            line = self._lines.get(timeout=COMMAND_TIMEOUT)
+        except queue.Empty:
+            raise AssertionError("kubectl printed nothing in time") from None
+        if line is None:
+            assert self._process.stderr is not None
+            raise AssertionError(f"kubectl ended: {self._process.stderr.read()}")
+        return line
+
+    def stop(self) -> None:
+        self._process.kill()
+        self._process.communicate()
+
+
+@pytest.fixture
+def kubectl(kubectl_binary: Path, kubectl_kube: FakeKube, tmp_path: Path) -> Iterator[Kubectl]:
+    """kubectl for an empty cluster holding only the namespaces a real one starts with."""
+    kubectl_kube.reset()
+    for name in STARTING_NAMESPACES:
+        kubectl_kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    config = kubectl_kube.kubeconfig(tmp_path / "kubeconfig", tls=True)
+    yield Kubectl(kubectl_binary, config, tmp_path / "cache")
+
+
+@pytest.fixture
+def streaming(kubectl: Kubectl) -> Iterator[Callable[..., Streaming]]:
+    """Start a long-running kubectl; it is killed when the test ends."""
+    started: list[Streaming] = []
+
+    def start(*args: str) -> Streaming:
+        started.append(Streaming(kubectl.command(*args)))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.stop()

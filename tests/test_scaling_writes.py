@@ -1,0 +1,163 @@
+"""What the scaling role writes, held to what a real API server takes: strict field
+validation, no writes to an object being deleted, reverts a server would refuse."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog.testing
+
+from sandbox.kube import ApiError, FakeKube
+from scheduler import annotations as notes
+from tests.scaling_harness import (
+    NS,
+    Harness,
+    action,
+    at,
+    deployment,
+    hpa,
+    make_harness,
+    ours,
+    template,
+)
+
+HPAS = "horizontalpodautoscalers"
+
+
+@pytest.fixture
+def h(kube: FakeKube, tmp_path: Path) -> Iterator[Harness]:
+    harness = make_harness(kube, tmp_path)
+    harness.api.templates = [template()]
+    harness.api.actions = {"t-1": [action()]}
+    yield harness
+    harness.close()
+
+
+def applied(h: Harness) -> None:
+    """A pre-existing HPA (2:5) under the window (4:20)."""
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.run(at(9))
+    h.events()
+
+
+# --- fieldValidation=Strict --------------------------------------------------------------
+# https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation
+
+
+def test_every_write_asks_for_strict_field_validation(h: Harness) -> None:
+    h.kube.create(deployment(name="solo", replicas=1))  # no HPA: one is created
+    h.api.actions = {"t-1": [action(), action("a-2", "solo")]}
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.kube.clear_requests()
+    h.run(at(9))
+    h.run(at(18, 1))
+    writes = [r for r in h.kube.requests if r.method in ("POST", "PATCH", "PUT")]
+    kinds = {r.resource for r in writes}
+    assert {"horizontalpodautoscalers.autoscaling", "events", "deployments.apps"} <= kinds
+    assert all(r.query.get("fieldValidation") == "Strict" for r in writes)
+
+
+def test_a_write_the_server_refuses_as_a_bad_request_is_logged_as_refused(h: Harness) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.kube.fail_next(400, resource=HPAS, verb="patch")
+    with structlog.testing.capture_logs() as logs:
+        report = h.run(at(9))
+    assert report.failures == 1
+    [refused] = [line for line in logs if line["event"] == "scaling_write_refused"]
+    assert refused["log_level"] == "error" and refused["status"] == 400
+
+
+# --- objects being deleted ---------------------------------------------------------------
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/: a delete
+# of an object with finalizers sets metadata.deletionTimestamp and keeps the object.
+
+
+def terminating(kube: FakeKube, name: str = "web") -> dict[str, Any]:
+    """Delete the HPA while a finalizer holds it, as a real server keeps it."""
+    kube.patch(
+        HPAS, NS, name, {"metadata": {"finalizers": ["example.com/hold"]}}, patch_type="merge"
+    )
+    held = kube.get(HPAS, NS, name)
+    kube.delete(HPAS, NS, name)
+    try:
+        return kube.get(HPAS, NS, name)
+    except ApiError:  # a server without finalizers deleted it at once: keep it as one would
+        held["metadata"]["deletionTimestamp"] = "2026-12-02T17:00:00Z"
+        del held["metadata"]["resourceVersion"]
+        return kube.create(held)
+
+
+def test_a_managed_hpa_being_deleted_is_not_reverted(h: Harness) -> None:
+    applied(h)
+    terminating(h.kube)
+    h.kube.clear_requests()
+    report = h.run(at(18, 1))
+    assert report.reverts == 0 and report.failures == 0
+    assert h.writes() == []
+    assert ours(h.hpa())[notes.MANAGED] == "true"
+
+
+def test_an_hpa_being_deleted_is_not_applied_to_and_gets_no_provisional_twin(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    terminating(h.kube)
+    h.kube.clear_requests()
+    report = h.run(at(9))
+    assert report.applies == 0
+    assert h.writes() == []
+    assert [item["metadata"]["name"] for item in h.kube.list(HPAS)] == ["web"]
+
+
+# --- reverts a server would refuse -------------------------------------------------------
+# The API server validates an HPA's spec (pkg/apis/autoscaling/validation:
+# ValidateHorizontalPodAutoscalerSpec): maxReplicas >= 1, 1 <= minReplicas <= maxReplicas.
+
+
+def edit_originals(h: Harness, **annotations: str) -> None:
+    h.kube.patch(HPAS, NS, "web", {"metadata": {"annotations": annotations}}, patch_type="merge")
+
+
+def test_originals_with_min_above_max_give_way_to_the_original_spec(h: Harness) -> None:
+    applied(h)
+    edit_originals(h, **{notes.ORIGINAL_MIN: "7", notes.ORIGINAL_MAX: "5"})
+    report = h.run(at(18, 1))
+    assert report.reverts == 1 and report.failures == 0
+    restored = h.hpa()
+    assert (restored["spec"]["minReplicas"], restored["spec"]["maxReplicas"]) == (2, 5)
+    assert ours(restored) == {}
+
+
+@pytest.mark.parametrize("original_max", ["0", "-3"])
+def test_unusable_originals_everywhere_release_the_hpa_once_with_an_error(
+    h: Harness, original_max: str
+) -> None:
+    applied(h)
+    edit_originals(
+        h,
+        **{
+            notes.ORIGINAL_MIN: "1",
+            notes.ORIGINAL_MAX: original_max,
+            notes.ORIGINAL_SPEC: '{"minReplicas": 9, "maxReplicas": 3}',
+        },
+    )
+    with structlog.testing.capture_logs() as logs:
+        report = h.run(at(18, 1))
+    assert report.reverts == 1 and report.failures == 0
+    released = h.hpa()
+    assert ours(released) == {}
+    assert (released["spec"]["minReplicas"], released["spec"]["maxReplicas"]) == (4, 20)
+    [line] = [line for line in logs if line["event"] == "original_bounds_unusable"]
+    assert line["log_level"] == "error"
+    [revert] = h.events()
+    assert (revert["type"], revert["reason"]) == ("revert", "expired")
+    h.kube.clear_requests()
+    h.run(at(18, 2))
+    assert h.writes() == []  # released: nothing loops
