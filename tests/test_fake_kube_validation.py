@@ -447,12 +447,12 @@ def test_an_invalid_name_is_422_with_a_cause_worded_as_upstream(
     )
     assert (
         status["message"]
-        == f'HorizontalPodAutoscaler "Bad_Name" is invalid: metadata.name: {message}'
+        == f'HorizontalPodAutoscaler.autoscaling "Bad_Name" is invalid: metadata.name: {message}'
     )
     assert status["details"] == {
         "name": "Bad_Name",
         "group": "autoscaling",
-        "kind": "horizontalpodautoscalers",
+        "kind": "HorizontalPodAutoscaler",
         "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "metadata.name"}],
     }
     assert kube.list("horizontalpodautoscalers") == []
@@ -508,7 +508,7 @@ def test_an_hpa_min_above_its_max_is_invalid(http: httpx.Client, kube: FakeKube)
     minReplicas >= 1, maxReplicas > 0, maxReplicas >= minReplicas; on a patch too."""
     status = refusal(post(http, HPAS, hpa(minReplicas=7)), 422, "Invalid")
     assert status["message"] == (
-        'HorizontalPodAutoscaler "web" is invalid: spec.maxReplicas: Invalid value: 5: '
+        'HorizontalPodAutoscaler.autoscaling "web" is invalid: spec.maxReplicas: Invalid value: 5: '
         "must be greater than or equal to `minReplicas`"
     )
     causes = refusal(post(http, HPAS, hpa(minReplicas=0, maxReplicas=0)), 422, "Invalid")[
