@@ -241,9 +241,12 @@ def run(
             print(f"moonin-agent: {exc}", file=sys.stderr)
             return EXIT_BAD_CONFIGURATION
     stop = threading.Event()
+    received: list[str] = []
 
     def request_stop(signum: int, _frame: object) -> None:
-        log.info("signal_received", signal=signal.Signals(signum).name)
+        # No logging here: the handler can interrupt the main thread inside a log write,
+        # and the logger's lock is not reentrant. The main loop logs the signal instead.
+        received.append(signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, request_stop)
@@ -317,6 +320,7 @@ def run(
     # Waiting in short slices keeps the main thread where Python runs signal handlers.
     while not stop.wait(0.5):
         pass
+    log.info("signal_received", signal=received[0])
     running.clear()
     log.info("agent_stopping", drain_seconds=settings.shutdown_ship_seconds)
     for role in roles:

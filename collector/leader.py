@@ -50,6 +50,10 @@ class Acquisition:
     transitions: int
 
 
+class NamespaceMissing(KubeError):
+    """The Lease cannot be created: its namespace does not exist."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseSettings:
     namespace: str
@@ -180,9 +184,9 @@ class LeaderElector:
             held = self._try_acquire_or_renew()
         except KubeError as exc:
             held = False
-            if exc.status in (400, 422):
-                # The server refused what we wrote (a field it does not know, a bad value):
-                # a bug here, not an outage; retrying will not fix it.
+            if exc.status in (400, 422) or isinstance(exc, NamespaceMissing):
+                # The server refused what we wrote (a field it does not know, a bad value,
+                # a namespace that does not exist): not an outage; waiting will not fix it.
                 if self.reporter.set(Health.degraded(f"the lease write was refused: {exc}")):
                     log.error("lease_write_refused", status=exc.status, error=str(exc))
             elif self.reporter.set(Health.degraded(f"cannot reach the lease: {exc}")):
@@ -284,9 +288,19 @@ class LeaderElector:
                 "metadata": {"name": self.settings.name, "namespace": self.settings.namespace},
                 "spec": election,
             }
-            self.api.post(
-                LEASES.namespaced_path(self.settings.namespace), body, within=self._request_seconds
-            )
+            try:
+                self.api.post(
+                    LEASES.namespaced_path(self.settings.namespace),
+                    body,
+                    within=self._request_seconds,
+                )
+            except NotFound as exc:
+                # A create is a 404 only when its namespace does not exist.
+                raise NamespaceMissing(
+                    f"namespace {self.settings.namespace!r} not found (is POD_NAMESPACE "
+                    f"right?): {exc}",
+                    status=404,
+                ) from exc
         else:
             self.api.put(self._path, _changed(read, election), within=self._request_seconds)
 

@@ -14,7 +14,8 @@ annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/
   as `overridden`);
 - managed by another owner whose window is still on: `conflict`, nothing is written;
 - being deleted (`metadata.deletionTimestamp`, held by a finalizer): nothing is written and
-  no provisional HPA is made beside it; a later cycle applies once it is gone;
+  no provisional HPA is made beside it; a later cycle applies once it is gone (a Deployment
+  being deleted likewise gets nothing);
 - managed by an owner whose window is over: taken over in one write. The old window's
   revert event goes out first; its originals are kept (they are the state before any
   window), unless someone else changed min or max, whose values are then the originals.
@@ -178,6 +179,12 @@ def _apply(cycle: Cycle, planned: Planned, ignore: IgnoreRules, reason_for: Reas
     except NotFound:
         _error(cycle, planned, "deployment_not_found", f"deployment {action.target} not found")
         return "error"
+    if terminating(deployment):
+        # On its way out (a foreground deletion keeps it while its Pods go): no HPA is
+        # made or changed for it; once it is gone, the next cycle says it is not found.
+        cycle.count("terminating")
+        log.info("scaling_deployment_terminating", target=action.target)
+        return "retry"
     if notes.annotations_of(deployment).get(notes.IGNORE) == notes.TRUE:
         message = f'deployment {action.target} is annotated {notes.IGNORE}: "true"'
         _error(cycle, planned, "ignored", message)

@@ -26,6 +26,7 @@ saying so, and the cycle goes on with the next HPA or the next cycle.
 from __future__ import annotations
 
 import functools
+import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -105,6 +106,8 @@ class KubeApi:
         self._apps = client.AppsV1Api(api_client)
         self._autoscaling = client.AutoscalingV2Api(api_client)
         self._core = client.CoreV1Api(api_client)
+        # The API server allows 128 characters; a hostname has at most 64.
+        self._host = socket.gethostname()[:128]
 
     # deployments --------------------------------------------------------------------------
 
@@ -216,8 +219,11 @@ class KubeApi:
             "reason": reason,
             "message": message,
             "type": "Warning" if warning else "Normal",
-            "source": {"component": EVENT_SOURCE},
+            # As client-go's recorder fills them (`tools/record/event.go`): the component,
+            # and the host (the pod) as the reporting instance.
+            "source": {"component": EVENT_SOURCE, "host": self._host},
             "reportingComponent": EVENT_SOURCE,
+            "reportingInstance": self._host,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from sandbox.kube import FakeKube, defaulting
+from sandbox.kube import FakeKube
 
 # The platform's side comes from the one builder of it, re-exported for the tests.
 from sandbox.scaling import action as action
@@ -39,13 +39,6 @@ RUN_UNTIL = "2026-12-02T18:00:00Z"
 
 def at(hour: int, minute: int = 0, *, days: int = 0) -> datetime:
     return DAY.replace(hour=hour, minute=minute) + timedelta(days=days)
-
-
-def served(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` as a real API server stores it once created: the kind's defaults filled in. The
-    fake's Python side stores objects as given, so a cluster seeded with it compares equal to
-    what the agent's writes (which get the defaults over HTTP) leave behind."""
-    return defaulting.apply(obj["apiVersion"], obj["kind"], obj)
 
 
 def namespace(name: str = NS) -> dict[str, Any]:

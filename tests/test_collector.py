@@ -515,7 +515,10 @@ def test_a_snapshot_waiting_for_a_source_that_fails_later_goes_out_once_it_fails
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
     cluster_objects.populate(kube)
-    collector = start()
+    # The ClusterRoles watch must stay open until the test ends it: a quiet watch reaching
+    # its read timeout would reconnect into the 403 early.
+    quiet_for_long = dataclasses.replace(FAST, read_timeout_seconds=120.0)
+    collector = start(dataclasses.replace(SETTINGS, informer=quiet_for_long))
     received = Received(outbox)
 
     def rbac_snapshots() -> int:

@@ -24,7 +24,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from sandbox.kube import ApiError, FakeKube, auth, defaulting
+from sandbox.kube import ApiError, FakeKube, auth
 from sandbox.kube.synthetic import SyntheticSpec, populate
 from tests.waiting import wait_until
 
@@ -789,7 +789,7 @@ def test_a_patch_carrying_a_stale_resource_version_is_a_conflict(
 def test_status_is_written_only_through_the_status_subresource(
     kube: FakeKube, apps: client.AppsV1Api
 ) -> None:
-    kube.create(defaulting.apply("apps/v1", "Deployment", deployment("web", replicas=2)))
+    kube.create(deployment("web", replicas=2))
     main = apps.patch_namespaced_deployment(
         "web", NS, {"metadata": {"labels": {"x": "1"}}, "status": {"readyReplicas": 0}}
     )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import pytest
@@ -14,9 +16,11 @@ import structlog.testing
 
 from collector.informer import Informer, _WatchEvent
 from collector.kube import KubeApi
+from collector.kubeconfig import KubeTarget
 from collector.resources import DEPLOYMENTS, NAMESPACES
 from sandbox.kube import FakeKube
 from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
+from tests.raw_server import serving
 from tests.waiting import wait_until
 
 
@@ -237,3 +241,42 @@ def test_an_event_older_than_the_version_held_does_not_move_it_back(api: KubeApi
     informer._handle(_WatchEvent("MODIFIED", msgspec.Raw(old)))
     assert informer.resource_version == "100"
     assert sink.seen(("apply", "shop/web", None))  # the sink still hears of it
+
+
+def _lagging_server(watched_from: list[str]) -> Callable[[socket.socket, threading.Event], None]:
+    """A server whose watch cache lags: lists at resourceVersion 100, then its first watch
+    sends a bookmark at 90 and ends; later watches stay open and quiet."""
+
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        target = conn.recv(65536).split(b" ", 2)[1].decode()
+        query = parse_qs(urlsplit(target).query)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if "watch" not in query:
+            body = b'{"kind":"DeploymentList","metadata":{"resourceVersion":"100"},"items":[]}'
+            conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return
+        watched_from.append(query["resourceVersion"][0])
+        conn.sendall(head + b"\r\n")
+        if len(watched_from) == 1:
+            conn.sendall(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"90"}}}\n')
+            return
+        stop.wait()
+
+    return answer
+
+
+def test_a_lagging_servers_older_bookmark_does_not_rewind_the_watch() -> None:
+    watched_from: list[str] = []
+    with serving(_lagging_server(watched_from)) as url:
+        api = KubeApi(KubeTarget(server=url, verify=False, token=lambda: None))
+        informer = Informer(api, DEPLOYMENTS, Thing, RecordingSink(), settings=PAGED)
+        informer.start()
+        try:
+            wait_until(lambda: len(watched_from) >= 2)
+        finally:
+            informer.stop()
+            api.abort_streams()
+            assert informer.join(5)
+            api.close()
+    assert watched_from[:2] == ["100", "100"]
+    assert informer.reporter.snapshot().counters["stale_resource_versions"] == 1

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
+import structlog.testing
 
 from agent.discovery import led_last
 from collector.kube import KubeApi
@@ -333,3 +334,19 @@ def test_a_refused_lease_write_is_reported_as_refused_not_as_unreachable(
     health = a.elector.reporter.health
     assert not a.elector.is_leader
     assert not health.ok and "the lease write was refused" in (health.reason or "")
+
+
+def test_a_lease_namespace_that_does_not_exist_is_reported_by_name(
+    kube: FakeKube, replicas: Callable[..., Replica]
+) -> None:
+    # A create into a missing namespace is 404 NotFound on a real server
+    # (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
+    a = replicas("pod-a")
+    kube.fail_next(404, resource="leases", verb="create")
+    with structlog.testing.capture_logs() as logs:
+        a.elector._round()
+    reason = a.elector.reporter.health.reason or ""
+    assert "namespace 'moonin' not found (is POD_NAMESPACE right?)" in reason
+    assert [line["log_level"] for line in logs if line["event"] == "lease_write_refused"] == [
+        "error"
+    ]

@@ -207,13 +207,13 @@ def build_cluster(kube: FakeKube) -> None:
     kube.create(h.namespace())
     web = h.deployment("web", replicas=3)
     web["metadata"]["labels"] = {"app": "web", "tier": "front"}
-    kube.create(h.served(web))
+    kube.create(web)
     hpa = h.hpa("web", "web", low=2, high=5)
     hpa["metadata"]["labels"] = {"app": "web"}
-    kube.create(h.served(hpa))
+    kube.create(hpa)
     api = h.deployment("api", replicas=1, annotations={"owner": "team-api"})
     api["metadata"]["labels"] = {"app": "api"}
-    kube.create(h.served(api))
+    kube.create(api)
 
 
 class Crashes:

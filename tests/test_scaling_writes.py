@@ -3,6 +3,7 @@ validation, no writes to an object being deleted, reverts a server would refuse.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import structlog.testing
 
 from sandbox.kube import ApiError, FakeKube
 from scheduler import annotations as notes
+from scheduler.names import is_subdomain
 from tests.scaling_harness import (
     NS,
     Harness,
@@ -78,15 +80,14 @@ def test_a_write_the_server_refuses_as_a_bad_request_is_logged_as_refused(h: Har
 # of an object with finalizers sets metadata.deletionTimestamp and keeps the object.
 
 
-def terminating(kube: FakeKube, name: str = "web") -> dict[str, Any]:
-    """Delete the HPA while a finalizer holds it, as a real server keeps it."""
-    kube.patch(
-        HPAS, NS, name, {"metadata": {"finalizers": ["example.com/hold"]}}, patch_type="merge"
-    )
-    held = kube.get(HPAS, NS, name)
-    kube.delete(HPAS, NS, name)
+def terminating(kube: FakeKube, name: str = "web", resource: str = HPAS) -> dict[str, Any]:
+    """Delete the object while a finalizer holds it, as a real server keeps it."""
+    hold = {"metadata": {"finalizers": ["example.com/hold"]}}
+    kube.patch(resource, NS, name, hold, patch_type="merge")
+    held = kube.get(resource, NS, name)
+    kube.delete(resource, NS, name)
     try:
-        return kube.get(HPAS, NS, name)
+        return kube.get(resource, NS, name)
     except ApiError:  # a server without finalizers deleted it at once: keep it as one would
         held["metadata"]["deletionTimestamp"] = "2026-12-02T17:00:00Z"
         del held["metadata"]["resourceVersion"]
@@ -114,6 +115,16 @@ def test_an_hpa_being_deleted_is_not_applied_to_and_gets_no_provisional_twin(
     assert report.applies == 0
     assert h.writes() == []
     assert [item["metadata"]["name"] for item in h.kube.list(HPAS)] == ["web"]
+
+
+def test_a_deployment_being_deleted_gets_no_provisional_hpa(h: Harness) -> None:
+    h.kube.create(deployment(replicas=3))
+    terminating(h.kube, resource="deployments")
+    h.kube.clear_requests()
+    report = h.run(at(9))
+    assert (report.applies, report.errors) == (0, 0)
+    assert h.writes() == []
+    assert h.kube.list(HPAS) == []
 
 
 # --- reverts a server would refuse -------------------------------------------------------
@@ -161,3 +172,20 @@ def test_unusable_originals_everywhere_release_the_hpa_once_with_an_error(
     h.kube.clear_requests()
     h.run(at(18, 2))
     assert h.writes() == []  # released: nothing loops
+
+
+# --- Kubernetes Events -------------------------------------------------------------------
+
+
+def test_an_event_about_an_hpa_with_a_maximal_name_has_a_valid_name_and_names_its_reporter(
+    h: Harness,
+) -> None:
+    long_name = "w" * 253  # the longest name an HPA can have
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(name=long_name, low=2, high=5))
+    h.run(at(9))
+    [event] = h.kube_events("MooninScalingApplied")
+    assert is_subdomain(event["metadata"]["name"])
+    assert event["involvedObject"]["name"] == long_name
+    assert event["reportingComponent"] == "moonin-agent"
+    assert event["reportingInstance"] == event["source"]["host"] == socket.gethostname()
