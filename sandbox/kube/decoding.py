@@ -10,12 +10,20 @@ the struct does not have is an *unknown field*: what happens to it is the reques
 sigs.k8s.io/json's strict decoder, which names unknown fields by their path
 (`spec.template.spec.containers[0].foo`).
 
+A key given twice in one JSON object is a *duplicate field* (the last value wins, as in
+Go); strict decoding names it beside the unknown ones, in document order, and a field both
+unknown and duplicated only as unknown (test/integration/apiserver/apply/
+field_validation_test.go upstream). A body that is not JSON at all is refused with Go's
+`encoding/json` syntax error (`invalid character 'x' looking for beginning of value`).
+
 The walk follows the schema's `$ref`s; definitions without properties (RawExtension,
 FieldsV1, JSON) take anything, as Go's `json.RawMessage` does.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,27 +40,171 @@ class DecodeError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class UnknownField:
+class FieldProblem:
+    """An unknown or a duplicate field, as strict decoding names it."""
+
+    problem: str  # "unknown", "duplicate", "json patch unknown", "json patch duplicate"
     path: str  # as upstream prints it: spec.containers[0].foo
-    parent: dict[str, Any]
-    key: str
+    parent: dict[str, Any] | None = None
+    key: str = ""
+
+    def __str__(self) -> str:
+        return f'{self.problem} field "{self.path}"'
 
     def prune(self) -> None:
-        self.parent.pop(self.key, None)
+        """Drop an unknown field; a duplicate keeps its last value, as Go's decoder does."""
+        if self.problem == "unknown" and self.parent is not None:
+            self.parent.pop(self.key, None)
 
 
-def unknown_fields(schemas: Schemas, definition: str, obj: dict[str, Any]) -> list[UnknownField]:
-    """Every field of `obj` its schema lacks; `DecodeError` on the first value Go would not
-    decode."""
-    found: list[UnknownField] = []
-    _Walk(schemas, found).value(obj, {"$ref": f"#/$defs/{definition}"}, "", "")
+def field_problems(
+    schemas: Schemas,
+    definition: str,
+    obj: dict[str, Any],
+    duplicates: Collection[str] = (),
+    *,
+    sort_keys: bool = False,
+) -> list[FieldProblem]:
+    """Every field of `obj` its schema lacks, and every known field whose path is in
+    `duplicates`, in document order (`sort_keys`: in key order, as upstream walks a patched
+    object); `DecodeError` on the first value Go would not decode."""
+    found: list[FieldProblem] = []
+    walk = _Walk(schemas, found, duplicates, sort_keys)
+    walk.value(obj, {"$ref": f"#/$defs/{definition}"}, "", "")
     return found
 
 
+def duplicate_fields(raw: bytes) -> list[str]:
+    """The paths of keys given twice in one object of the JSON document `raw`, in document
+    order (`metadata.name`, `spec.containers[0].image`); [] when there are none or `raw` is
+    not JSON."""
+    repeated: dict[int, list[str]] = {}
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for key, value in items:
+            if key in obj:
+                repeated.setdefault(id(obj), []).append(key)
+            obj[key] = value
+        return obj
+
+    try:
+        tree = json.loads(raw, object_pairs_hook=pairs)
+    except ValueError:
+        return []
+    found: list[str] = []
+    if repeated:
+        _collect_duplicates(tree, "", repeated, found)
+    return found
+
+
+_JSON_PATCH_MEMBERS = ("op", "path", "value", "from")
+
+
+def json_patch_problems(patch: list[Any], duplicates: Collection[str]) -> list[FieldProblem]:
+    """A JSON patch's operations' unknown and duplicate members (`duplicates` from
+    `duplicate_fields`), operation by operation; duplicates inside a value are not seen, as
+    upstream's JSON patch library drops them (field_validation_test.go upstream)."""
+    found: list[FieldProblem] = []
+    for index, operation in enumerate(patch):
+        for key in operation if isinstance(operation, dict) else ():
+            where = f"[{index}].{key}"
+            if key not in _JSON_PATCH_MEMBERS:
+                found.append(FieldProblem("json patch unknown", where))
+            elif where in duplicates:
+                found.append(FieldProblem("json patch duplicate", where))
+    return found
+
+
+def _collect_duplicates(
+    node: Any, path: str, repeated: dict[int, list[str]], found: list[str]
+) -> None:
+    if isinstance(node, dict):
+        twice = repeated.get(id(node), ())
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else key
+            if key in twice:
+                found.append(where)
+            _collect_duplicates(value, where, repeated, found)
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            _collect_duplicates(item, f"{path}[{index}]", repeated, found)
+
+
+def syntax_error(raw: bytes) -> str:
+    """Go's `encoding/json` error for `raw`, which is not valid JSON."""
+    try:
+        json.loads(raw)
+    except ValueError as error:
+        position = getattr(error, "pos", len(raw))
+        message = getattr(error, "msg", "")
+    else:  # Python reads NaN and Infinity; Go does not
+        return "invalid character 'N' looking for beginning of value"
+    text = raw.decode("utf-8", "replace")
+    rest = text[position:].lstrip(" \t\r\n")
+    if not rest or message.startswith("Unterminated string"):
+        return "unexpected end of JSON input"
+    escape = message.startswith("Invalid \\escape")  # Go names the letter after the backslash
+    character = _quote_char(rest[1] if escape and len(rest) > 1 else rest[0])
+    if message.startswith("Expecting ',' delimiter"):
+        inside = "object key:value pair" if _innermost(text[:position]) == "{" else "array element"
+        return f"invalid character {character} after {inside}"
+    context = {
+        "Expecting value": "looking for beginning of value",
+        "Expecting property name": "looking for beginning of object key string",
+        "Expecting ':' delimiter": "after object key",
+        "Extra data": "after top-level value",
+        "Invalid control character": "in string literal",
+        "Invalid \\escape": "in string escape code",
+    }
+    for python, go in context.items():
+        if message.startswith(python):
+            return f"invalid character {character} {go}"
+    return f"invalid character {character} looking for beginning of value"
+
+
+def _quote_char(character: str) -> str:
+    if character == "'":
+        return "'\\''"
+    if character == '"':
+        return "'\"'"
+    quoted = json.dumps(character, ensure_ascii=False)[1:-1]
+    return f"'{quoted}'"
+
+
+def _innermost(text: str) -> str:
+    """The bracket open at the end of `text` (a JSON prefix), skipping strings."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for character in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "{[":
+            stack.append(character)
+        elif character in "}]" and stack:
+            stack.pop()
+    return stack[-1] if stack else ""
+
+
 class _Walk:
-    def __init__(self, schemas: Schemas, found: list[UnknownField]) -> None:
+    def __init__(
+        self,
+        schemas: Schemas,
+        found: list[FieldProblem],
+        duplicates: Collection[str],
+        sort_keys: bool,
+    ) -> None:
         self.schemas = schemas
         self.found = found
+        self.duplicates = duplicates
+        self.sort_keys = sort_keys
 
     def value(self, value: Any, schema: dict[str, Any], path: str, struct: str) -> None:
         ref = schema.get("$ref")
@@ -80,12 +232,15 @@ class _Walk:
     def members(self, obj: dict[str, Any], schema: dict[str, Any], path: str, struct: str) -> None:
         properties = schema.get("properties")
         extra = schema.get("additionalProperties")
-        for key, member in list(obj.items()):
+        items = sorted(obj.items()) if self.sort_keys else list(obj.items())
+        for key, member in items:
             where = f"{path}.{key}" if path else key
             if properties is not None and key in properties:
+                if where in self.duplicates:
+                    self.found.append(FieldProblem("duplicate", where))
                 self.value(member, properties[key], where, struct)
             elif properties is not None:
-                self.found.append(UnknownField(where, obj, key))
+                self.found.append(FieldProblem("unknown", where, obj, key))
             elif isinstance(extra, dict):
                 self.value(member, extra, path, struct)
 
@@ -130,6 +285,11 @@ _GO_JSON = {
     "integer": "number",
     "number": "number",
 }
+
+
+def go_json_kind(value: Any) -> str:
+    """How Go's decoder names a JSON value's kind in its errors: string, number, object..."""
+    return "null" if value is None else _GO_JSON[_json_type(value)]
 
 
 def _unmarshal(described: str, path: str, struct: str, go: str) -> str:

@@ -55,6 +55,7 @@ import msgspec
 
 from sandbox.kube import (
     admission,
+    decoding,
     managed_fields,
     namespaces,
     negotiation,
@@ -185,16 +186,69 @@ def _json_body(raw: bytes) -> Any:
         raise status.bad_request(f"the body is not valid JSON: {exc}") from None
 
 
+# What the serializer's first look at a body (its apiVersion and kind) says of a JSON value
+# that is not an object (k8s.io/apimachinery/pkg/runtime/serializer/json/meta.go).
+_FIND_KIND_ERROR = (
+    "json: cannot unmarshal %s into Go value of type struct { APIVersion string "
+    '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
 def _object_body(raw: bytes, resource: Resource) -> dict[str, Any]:
-    body = _json_body(raw)
+    try:
+        body = _decode(raw)
+    except msgspec.DecodeError:
+        raise status.unrecognized_object(resource.kind, decoding.syntax_error(raw), raw) from None
     if not isinstance(body, dict):
-        raise status.bad_request("the body must be a JSON object")
+        found = decoding.go_json_kind(body)
+        raise status.unrecognized_object(resource.kind, _FIND_KIND_ERROR % found, raw)
     kind = body.get("kind")
     if kind not in (None, "", resource.kind):
         raise status.bad_request(f"the kind of the body ({kind}) is not {resource.kind}")
-    if not isinstance(body.setdefault("metadata", {}), dict):
-        raise status.bad_request("metadata must be an object")
+    metadata = body.setdefault("metadata", {})
+    if not isinstance(metadata, dict):
+        found = decoding.go_json_kind(metadata)
+        raise status.bad_request(
+            f'{resource.kind} in version "{resource.version}" cannot be handled as a '
+            f"{resource.kind}: json: cannot unmarshal {found} into Go struct field "
+            f"{resource.kind}.metadata of type v1.ObjectMeta"
+        )
     return body
+
+
+def _patch_body(raw: bytes, patcher: Callable[[Any, Any], Any]) -> Any:
+    """The patch document, or Go's decoding error as the patch handler words it
+    (k8s.io/apiserver/pkg/endpoints/handlers/patch.go: a merge patch's is "error decoding
+    patch: ...", a JSON patch is a jsonpatch.Patch, the others maps)."""
+    prefix = "error decoding patch: " if patcher is merge_patch else ""
+    try:
+        patch = _decode(raw)
+    except msgspec.DecodeError:
+        raise status.bad_request(prefix + decoding.syntax_error(raw)) from None
+    wanted, go_type = (
+        (list, "jsonpatch.Patch") if patcher is json_patch else (dict, "map[string]interface {}")
+    )
+    if not isinstance(patch, wanted):
+        found = decoding.go_json_kind(patch)
+        raise status.bad_request(
+            f"{prefix}json: cannot unmarshal {found} into Go value of type {go_type}"
+        )
+    return patch
+
+
+def _duplicates(raw: bytes, options: WriteOptions) -> list[str]:
+    """Keys the body gives twice; not looked for when the request ignores them anyway."""
+    return [] if options.field_validation == "Ignore" else decoding.duplicate_fields(raw)
+
+
+def _patch_problems(
+    raw: bytes, patch: Any, patcher: Callable[[Any, Any], Any], options: WriteOptions
+) -> list[decoding.FieldProblem]:
+    if options.field_validation == "Ignore":
+        return []
+    if patcher is json_patch:
+        return decoding.json_patch_problems(patch, decoding.duplicate_fields(raw))
+    return [decoding.FieldProblem("duplicate", path) for path in decoding.duplicate_fields(raw)]
 
 
 def _int_param(query: dict[str, str], name: str) -> int | None:
@@ -488,7 +542,8 @@ class Router:
         if resource.status:  # a status subresource's kind starts with an empty status
             body["status"] = _initial_status(resource)
         namespaces.check_create(self.backend.store, resource, body)
-        warnings = self._admit(resource, body, None, options)
+        duplicates = _duplicates(raw, options)
+        warnings = self._admit(resource, body, None, options, duplicates=duplicates)
         managed_fields.on_create(resource, body, _manager(handler, query))
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
         answer = choice.for_object(resource).entry(resource, entry)
@@ -500,8 +555,19 @@ class Router:
         obj: dict[str, Any],
         stored: dict[str, Any] | None,
         options: WriteOptions,
+        *,
+        duplicates: list[str] | None = None,
+        patch_problems: list[decoding.FieldProblem] | None = None,
     ) -> list[str]:
-        return admission.admit(self.backend.settings.git_version, resource, obj, stored, options)
+        return admission.admit(
+            self.backend.settings.git_version,
+            resource,
+            obj,
+            stored,
+            options,
+            duplicates=duplicates or (),
+            patch_problems=patch_problems,
+        )
 
     def _put(
         self,
@@ -515,6 +581,7 @@ class Router:
         resource = route.resource
         body = _object_body(raw, resource)
         options = WriteOptions.parse(query, "UpdateOptions")
+        duplicates = _duplicates(raw, options)
         keep_status = resource.status and not status_only
         warnings: list[str] = []
 
@@ -532,7 +599,7 @@ class Router:
                 new = _with_status(current, body.get("status"), body["metadata"])
             elif keep_status:
                 _set_status(new, current.get("status"))
-            warnings.extend(self._admit(resource, new, current, options))
+            warnings.extend(self._admit(resource, new, current, options, duplicates=duplicates))
             return new
 
         assert route.name is not None
@@ -553,12 +620,9 @@ class Router:
     ) -> tuple[Any, list[str]]:
         resource = route.resource
         patcher = _patcher(handler)
-        patch = _json_body(raw)
-        if patcher is json_patch and not isinstance(patch, list):
-            raise status.bad_request("a JSON patch must be a list of operations")
-        if patcher is not json_patch and not isinstance(patch, dict):
-            raise status.bad_request("a merge patch must be a JSON object")
+        patch = _patch_body(raw, patcher)
         options = WriteOptions.parse(query, "PatchOptions")
+        problems = _patch_problems(raw, patch, patcher, options)
         keep_status = resource.status and not status_only
         warnings: list[str] = []
 
@@ -578,7 +642,9 @@ class Router:
                 patched = _with_status(current, patched.get("status"), patched.get("metadata"))
             elif keep_status:
                 _set_status(patched, current.get("status"))
-            warnings.extend(self._admit(resource, patched, current, options))
+            warnings.extend(
+                self._admit(resource, patched, current, options, patch_problems=problems)
+            )
             return patched
 
         assert route.name is not None

@@ -102,6 +102,23 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
+def unrecognized_object(kind: str, parse_error: str, raw: bytes) -> ApiError:
+    """400 for a body the server cannot read as JSON: the message names the expected kind,
+    the parse error and the body's start (as text when it opens like an object, else hex),
+    as k8s.io/apiserver/pkg/endpoints/handlers/rest.go's transformDecodeError words it."""
+    head = raw[:30]
+    if raw[:1] == b"{":
+        summary = head.decode("utf-8", "replace")
+    else:
+        summary = head.hex() if raw else "<empty>"
+    if len(raw) > 30:
+        summary += " ..."
+    return bad_request(
+        f"the object provided is unrecognized (must be of type {kind}): couldn't get "
+        f"version/kind; json parse error: {parse_error} ({summary})"
+    )
+
+
 def invalid(resource: Resource, name: str, message: str) -> ApiError:
     return ApiError(
         422,

@@ -2,9 +2,11 @@
 field, worded as upstream words it.
 
 What is checked is what the agent or a test could get wrong: object names by kind
-(DNS-1123 subdomain, DNS-1123 label, or path segment for RBAC), label and annotation keys
-and values, the cross-field rules of HorizontalPodAutoscalers and Deployments, Lease
-durations, and a core Event's namespace. Sources: staging/src/k8s.io/apimachinery/pkg/api/
+(DNS-1123 subdomain, DNS-1123 label, or path segment for RBAC and core Events; a
+generateName as a prefix), label and annotation keys and values, HorizontalPodAutoscalers
+(min and max, the scale target, Resource metrics), Deployments and ReplicaSets (selector
+against template labels, containers named and with an image), Lease durations, and a core
+Event's namespace. Sources: staging/src/k8s.io/apimachinery/pkg/api/
 validation (objectmeta.go, generic.go), staging/src/k8s.io/apimachinery/pkg/util/validation/
 validation.go (the regexes and messages), pkg/apis/autoscaling/validation/validation.go,
 pkg/apis/apps/validation/validation.go, pkg/apis/coordination/validation/validation.go and
@@ -17,7 +19,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.kube.status import FieldError, invalid_field, required_field, too_long_field
+from sandbox.kube.status import (
+    FieldError,
+    forbidden_field,
+    invalid_field,
+    required_field,
+    too_long_field,
+    unsupported_field,
+)
 
 Object = dict[str, Any]
 
@@ -93,12 +102,14 @@ def qualified_name(value: str) -> list[str]:
     return problems
 
 
-# Kinds named by a DNS-1123 label; RBAC kinds take any path segment (`system:controller:x`).
+# Kinds named by a DNS-1123 label; RBAC kinds take any path segment (`system:controller:x`),
+# and so do core/v1 Events, whose names upstream leaves unchecked for old clients' sake
+# (pkg/apis/core/validation/events.go) beyond what a storage key needs.
 _LABEL_NAMED = {("", "Namespace"), ("", "Service")}
 _SEGMENT_NAMED = {
     ("rbac.authorization.k8s.io", k)
     for k in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
-}
+} | {("", "Event")}
 
 
 def validate(group: str, kind: str, obj: Object) -> list[FieldError]:
@@ -112,16 +123,21 @@ def validate(group: str, kind: str, obj: Object) -> list[FieldError]:
 
 def _metadata(group: str, kind: str, metadata: Object) -> list[FieldError]:
     errors: list[FieldError] = []
+    if (group, kind) in _LABEL_NAMED:
+        rule = dns_label
+    elif (group, kind) in _SEGMENT_NAMED:
+        rule = path_segment
+    else:
+        rule = dns_subdomain
     name = metadata.get("name")
-    if not name and not metadata.get("generateName"):
+    prefix = metadata.get("generateName")
+    if prefix:
+        # The server adds five letters and digits to it: a trailing dash is fine.
+        masked = prefix[:-2] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+        errors += [invalid_field("metadata.generateName", prefix, p) for p in rule(masked)]
+    if not name and not prefix:
         errors.append(required_field("metadata.name", "name or generateName is required"))
-    elif name:  # a generated name is made of a checked prefix and safe characters
-        if (group, kind) in _LABEL_NAMED:
-            rule = dns_label
-        elif (group, kind) in _SEGMENT_NAMED:
-            rule = path_segment
-        else:
-            rule = dns_subdomain
+    elif name:
         errors += [invalid_field("metadata.name", name, p) for p in rule(name)]
     for key, value in (metadata.get("labels") or {}).items():
         errors += [invalid_field("metadata.labels", key, p) for p in qualified_name(key)]
@@ -149,6 +165,11 @@ def _hpa(obj: Object) -> list[FieldError]:
     target = spec.get("scaleTargetRef") or {}
     if not target.get("kind"):
         errors.append(required_field("spec.scaleTargetRef.kind"))
+    else:
+        errors += [
+            invalid_field("spec.scaleTargetRef.kind", target["kind"], p)
+            for p in path_segment(target["kind"])
+        ]
     if not target.get("name"):
         errors.append(required_field("spec.scaleTargetRef.name"))
     else:
@@ -166,6 +187,85 @@ def _hpa(obj: Object) -> list[FieldError]:
         errors.append(
             invalid_field(
                 "spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"
+            )
+        )
+    for index, metric in enumerate(spec.get("metrics") or ()):
+        errors += _metric(metric, f"spec.metrics[{index}]")
+    return errors
+
+
+# A metric's type and the member that must carry its source, in the order upstream looks.
+_SOURCES = {
+    "Object": "object",
+    "External": "external",
+    "Pods": "pods",
+    "Resource": "resource",
+    "ContainerResource": "containerResource",
+}
+
+
+def _metric(metric: Object, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    kind = metric.get("type") or ""
+    supported = tuple(sorted(_SOURCES))
+    if not kind:
+        errors.append(required_field(f"{path}.type", "must specify a metric source type"))
+    if kind not in _SOURCES:
+        errors.append(unsupported_field(f"{path}.type", kind, supported))
+    present = [member for member in _SOURCES.values() if metric.get(member) is not None]
+    if present and present[0] == "resource":  # upstream checks only the first one present
+        errors += _resource_source(metric["resource"], f"{path}.resource")
+    expected = _SOURCES.get(kind)
+    if expected is None:  # upstream's switch says it a second time
+        errors.append(unsupported_field(f"{path}.type", kind, supported))
+    elif metric.get(expected) is None:
+        errors.append(
+            required_field(
+                f"{path}.{expected}", "must populate information for the given metric source"
+            )
+        )
+    if len(present) != 1:
+        errors += [
+            forbidden_field(f"{path}.{member}", "must populate the given metric source only")
+            for member in present
+            if member != expected
+        ]
+    return errors
+
+
+def _resource_source(source: Object, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if not source.get("name"):
+        errors.append(required_field(f"{path}.name", "must specify a resource name"))
+    target = source.get("target") or {}
+    kind = target.get("type") or ""
+    if not kind:
+        errors.append(required_field(f"{path}.target.type", "must specify a metric target type"))
+    if kind not in ("Utilization", "Value", "AverageValue"):
+        errors.append(
+            invalid_field(
+                f"{path}.target.type", kind, "must be either Utilization, Value, or AverageValue"
+            )
+        )
+    utilization = target.get("averageUtilization")
+    if utilization is not None and utilization < 1:
+        errors.append(
+            invalid_field(
+                f"{path}.target.averageUtilization", utilization, "must be greater than 0"
+            )
+        )
+    if utilization is None and target.get("averageValue") is None:
+        errors.append(
+            required_field(
+                f"{path}.target.averageUtilization",
+                "must set either a target raw value or a target utilization",
+            )
+        )
+    if utilization is not None and target.get("averageValue") is not None:
+        errors.append(
+            forbidden_field(
+                f"{path}.target.averageValue",
+                "may not set both a target raw value and a target utilization",
             )
         )
     return errors
@@ -210,8 +310,20 @@ def _workload(obj: Object) -> list[FieldError]:
                 "`selector` does not match template `labels`",
             )
         )
-    if not (template.get("spec") or {}).get("containers"):
+    containers = (template.get("spec") or {}).get("containers")
+    if not containers:
         errors.append(required_field("spec.template.spec.containers"))
+    for index, container in enumerate(containers or ()):
+        path = f"spec.template.spec.containers[{index}]"
+        if not container.get("name"):
+            errors.append(required_field(f"{path}.name"))
+        else:
+            errors += [
+                invalid_field(f"{path}.name", container["name"], p)
+                for p in dns_label(container["name"])
+            ]
+        if not container.get("image"):
+            errors.append(required_field(f"{path}.image"))
     return errors
 
 
@@ -228,6 +340,12 @@ def _lease(obj: Object) -> list[FieldError]:
         errors.append(
             invalid_field(
                 "spec.leaseTransitions", transitions, "must be greater than or equal to 0"
+            )
+        )
+    if spec.get("preferredHolder") and not spec.get("strategy"):
+        errors.append(
+            forbidden_field(
+                "spec.preferredHolder", "may only be specified if `strategy` is defined"
             )
         )
     return errors
