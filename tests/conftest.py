@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sandbox.kube import FakeKube
@@ -47,6 +48,15 @@ def kube(session_kube: FakeKube) -> FakeKube:
     session_kube.reset()
     session_kube.bookmark_interval = 0.2
     return session_kube
+
+
+@pytest.fixture
+def http(kube: FakeKube) -> Iterator[httpx.Client]:
+    """Plain HTTP to the fake Kubernetes API as its default ServiceAccount."""
+    with httpx.Client(
+        base_url=kube.url, headers=kube.headers, trust_env=False, timeout=10
+    ) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

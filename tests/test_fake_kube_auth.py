@@ -8,8 +8,6 @@ and staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.g
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from kubernetes import client
@@ -27,18 +25,6 @@ UNAUTHORIZED = {
     "reason": "Unauthorized",
     "code": 401,
 }
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
-        yield kube
-
-
-@pytest.fixture
-def kube(server: FakeKube) -> FakeKube:
-    server.reset()
-    return server
 
 
 def get(kube: FakeKube, path: str, token: str | None) -> httpx.Response:

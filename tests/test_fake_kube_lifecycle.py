@@ -7,7 +7,6 @@ Each test cites the documentation or upstream source of the behaviour it checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,24 +21,6 @@ CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 NAMESPACES = "/api/v1/namespaces"
 Change = tuple[str, str, str, dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
-        yield kube
-
-
-@pytest.fixture
-def kube(server: FakeKube) -> FakeKube:
-    server.reset()
-    return server
-
-
-@pytest.fixture
-def http(kube: FakeKube) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=kube.url, headers=kube.headers, trust_env=False) as client:
-        yield client
 
 
 def configmap(name: str = "settings", **metadata: Any) -> dict[str, Any]:

@@ -59,12 +59,6 @@ def kube(server: FakeKube) -> FakeKube:
     return server
 
 
-@pytest.fixture
-def http(kube: FakeKube) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=kube.url, headers=kube.headers, timeout=10) as client:
-        yield client
-
-
 def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 

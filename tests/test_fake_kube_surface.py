@@ -29,28 +29,15 @@ NS = "shop"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
-        yield kube
-
-
 @pytest.fixture
-def kube(server: FakeKube) -> FakeKube:
-    server.reset()
-    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return server
+def kube(kube: FakeKube) -> FakeKube:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return kube
 
 
 @pytest.fixture(scope="module")
-def http(server: FakeKube) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, headers=server.headers, trust_env=False) as session:
-        yield session
-
-
-@pytest.fixture(scope="module")
-def apps(server: FakeKube) -> Iterator[client.AppsV1Api]:
-    with client.ApiClient(server.client_configuration()) as api_client:
+def apps(session_kube: FakeKube) -> Iterator[client.AppsV1Api]:
+    with client.ApiClient(session_kube.client_configuration()) as api_client:
         yield client.AppsV1Api(api_client)
 
 

@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +27,10 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
-        yield kube
-
-
 @pytest.fixture
-def kube(server: FakeKube) -> FakeKube:
-    server.reset()
-    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    return server
-
-
-@pytest.fixture
-def http(kube: FakeKube) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=kube.url, headers=kube.headers) as client:
-        yield client
+def kube(kube: FakeKube) -> FakeKube:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    return kube
 
 
 def deployment(name: str = "web", **spec: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from sandbox.kube import ApiError, FakeKube
+from sandbox.kube import FakeKube
 from scheduler import annotations as notes
 from scheduler.names import is_subdomain
 from tests.scaling_harness import (
@@ -81,17 +81,13 @@ def test_a_write_the_server_refuses_as_a_bad_request_is_logged_as_refused(h: Har
 
 
 def terminating(kube: FakeKube, name: str = "web", resource: str = HPAS) -> dict[str, Any]:
-    """Delete the object while a finalizer holds it, as a real server keeps it."""
+    """Delete the object while a finalizer holds it: the server keeps it, marked as deleting."""
     hold = {"metadata": {"finalizers": ["example.com/hold"]}}
     kube.patch(resource, NS, name, hold, patch_type="merge")
-    held = kube.get(resource, NS, name)
     kube.delete(resource, NS, name)
-    try:
-        return kube.get(resource, NS, name)
-    except ApiError:  # a server without finalizers deleted it at once: keep it as one would
-        held["metadata"]["deletionTimestamp"] = "2026-12-02T17:00:00Z"
-        del held["metadata"]["resourceVersion"]
-        return kube.create(held)
+    held = kube.get(resource, NS, name)
+    assert held["metadata"]["deletionTimestamp"]
+    return held
 
 
 def test_a_managed_hpa_being_deleted_is_not_reverted(h: Harness) -> None:

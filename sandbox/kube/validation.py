@@ -62,20 +62,19 @@ _LABEL_VALUE_MESSAGE = (
 
 
 def dns_subdomain(value: str) -> list[str]:
-    problems = []
-    if len(value) > 253:
-        problems.append("must be no more than 253 characters")
-    if not _DNS_SUBDOMAIN.fullmatch(value):
-        problems.append(_SUBDOMAIN_MESSAGE)
-    return problems
+    return _dns_name(value, 253, _DNS_SUBDOMAIN, _SUBDOMAIN_MESSAGE)
 
 
 def dns_label(value: str) -> list[str]:
+    return _dns_name(value, 63, _DNS_LABEL, _LABEL_MESSAGE)
+
+
+def _dns_name(value: str, limit: int, pattern: re.Pattern[str], message: str) -> list[str]:
     problems = []
-    if len(value) > 63:
-        problems.append("must be no more than 63 characters")
-    if not _DNS_LABEL.fullmatch(value):
-        problems.append(_LABEL_MESSAGE)
+    if len(value) > limit:
+        problems.append(f"must be no more than {limit} characters")
+    if not pattern.fullmatch(value):
+        problems.append(message)
     return problems
 
 
