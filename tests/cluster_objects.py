@@ -19,6 +19,16 @@ def namespace(name: str = NS) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
+def pod(name: str, **labels: str) -> dict[str, Any]:
+    """A plain one-container Pod in NS."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}]},
+    }
+
+
 def deployment(
     name: str = "web", image: str = "registry.example/web:1.4.2", ns: str = NS
 ) -> dict[str, Any]:

@@ -19,9 +19,9 @@ import pytest
 
 from sandbox.kube import FakeKube, resources
 from sandbox.kube.store import Store
+from tests.cluster_objects import NS, namespace, pod
 from tests.waiting import wait_until
 
-NS = "shop"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 SECRETS = f"/api/v1/namespaces/{NS}/secrets"
 STREAM = {
@@ -57,19 +57,6 @@ def kube(server: FakeKube) -> FakeKube:
     server.reset()
     server.create(namespace(NS))
     return server
-
-
-def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def pod(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {"containers": [{"name": "app", "image": "app:1"}]},
-    }
 
 
 def secret(name: str, *, type: str = HELM, **labels: str) -> dict[str, Any]:

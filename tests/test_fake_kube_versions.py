@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from sandbox.kube import FakeKube
+from tests.cluster_objects import NS, namespace, pod
 from tests.waiting import wait_until
 
-NS = "versions"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 CONCEPTS = "https://kubernetes.io/docs/reference/using-api/api-concepts/"
 
@@ -50,19 +50,6 @@ def kube(server: FakeKube) -> FakeKube:
     server.reset()
     server.create(namespace(NS))
     return server
-
-
-def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def pod(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {"containers": [{"name": "app", "image": "app:1"}]},
-    }
 
 
 def names(answer: httpx.Response) -> list[str]:
