@@ -185,3 +185,24 @@ def test_an_event_about_an_hpa_with_a_maximal_name_has_a_valid_name_and_names_it
     assert event["involvedObject"]["name"] == long_name
     assert event["reportingComponent"] == "moonin-agent"
     assert event["reportingInstance"] == event["source"]["host"] == socket.gethostname()
+
+
+# --- with the cluster's HPA controller ---------------------------------------------------
+# https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/: the controller
+# keeps the target's replicas within the HPA's [minReplicas, maxReplicas].
+
+
+def test_a_window_scales_the_deployment_up_and_its_revert_brings_it_back_within_the_bounds(
+    h: Harness,
+) -> None:
+    h.kube.enable_controller("horizontal-pod-autoscaler")
+    applied(h)  # 3 replicas, HPA 2:5, window 4:20
+    assert h.deployment()["spec"]["replicas"] == 4
+    # Load during the window: the controller scaled further, within the window's bounds.
+    h.kube.patch("deployments", NS, "web", {"spec": {"replicas": 8}})
+    assert h.deployment()["spec"]["replicas"] == 8
+    report = h.run(at(18, 1))
+    assert report.reverts == 1 and report.failures == 0
+    assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (2, 5)
+    assert h.deployment()["spec"]["replicas"] == 5
+    assert h.hpa()["status"]["desiredReplicas"] == 5
