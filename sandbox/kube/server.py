@@ -782,9 +782,7 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
         return {"desiredReplicas": 0}
     if resource.kind == "Pod":
         return {"phase": "Pending"}
-    if resource.kind == "Namespace":
-        return {"phase": "Active"}
-    return {}
+    return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
 
 
 def _manager(handler: _Handler, query: dict[str, str]) -> str:
