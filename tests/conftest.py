@@ -17,8 +17,9 @@ from sandbox.platform import FakePlatform
 
 TOKEN = "test-token-6f1d2c"
 
-# The informer tests' `api` and `running` fixtures; real kubectl against the fake.
-pytest_plugins = ("tests.informer_harness", "tests.kubectl")
+# The informer tests' `api` and `running` fixtures; the scaling tests' harness `h`; real
+# kubectl against the fake.
+pytest_plugins = ("tests.informer_harness", "tests.scaling_harness", "tests.kubectl")
 
 
 @pytest.fixture(scope="session")

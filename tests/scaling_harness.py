@@ -8,12 +8,14 @@ Templates default to a daily window 08:00-18:00 UTC, so `at(9)` is inside the wi
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from sandbox.kube import FakeKube
 
@@ -187,3 +189,14 @@ def make_harness(kube: FakeKube, tmp: Path, *, bounds: Bounds | None = None) -> 
         kube_api=KubeApi(client),
         tmp=tmp,
     )
+
+
+@pytest.fixture
+def h(kube: FakeKube, tmp_path: Path) -> Iterator[Harness]:
+    """A harness whose platform holds template t-1 with its one action on `web`. A module
+    that needs another start defines its own `h`."""
+    harness = make_harness(kube, tmp_path)
+    harness.api.templates = [template()]
+    harness.api.actions = {"t-1": [action()]}
+    yield harness
+    harness.close()

@@ -4,7 +4,6 @@ discipline and the events each step puts into a real outbox."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,6 @@ from tests.scaling_harness import (
 
 APPLY_4_20 = event_id(CLUSTER, "t-1", "a-1", WINDOW, "apply", "4:20")
 REVERT = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
-
-
-@pytest.fixture
-def h(kube: FakeKube, tmp_path: Path) -> Iterator[Harness]:
-    harness = make_harness(kube, tmp_path)
-    harness.api.templates = [template()]
-    harness.api.actions = {"t-1": [action()]}
-    yield harness
-    harness.close()
 
 
 def types(events: list[dict[str, Any]]) -> list[tuple[str, str | None]]:

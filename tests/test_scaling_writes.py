@@ -4,8 +4,6 @@ validation, no writes to an object being deleted, reverts a server would refuse.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,21 +19,10 @@ from tests.scaling_harness import (
     at,
     deployment,
     hpa,
-    make_harness,
     ours,
-    template,
 )
 
 HPAS = "horizontalpodautoscalers"
-
-
-@pytest.fixture
-def h(kube: FakeKube, tmp_path: Path) -> Iterator[Harness]:
-    harness = make_harness(kube, tmp_path)
-    harness.api.templates = [template()]
-    harness.api.actions = {"t-1": [action()]}
-    yield harness
-    harness.close()
 
 
 def applied(h: Harness) -> None:

@@ -9,6 +9,7 @@ Lease or an Event has none the agent could notice).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -50,30 +51,22 @@ def _section(parent: Object, key: str) -> Object:
     return value if isinstance(value, dict) else {}
 
 
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 def _hpa(obj: Object) -> None:
     spec = _section(obj, "spec")
     if spec.get("minReplicas") is None:
         spec["minReplicas"] = 1
     if not spec.get("metrics"):
-        spec["metrics"] = [_copy(_CPU_80)]
+        spec["metrics"] = [copy.deepcopy(_CPU_80)]
     behavior = spec.get("behavior")
     if isinstance(behavior, dict):  # only a behavior that is there gets its gaps filled
         for direction, rules in (("scaleUp", _SCALE_UP), ("scaleDown", _SCALE_DOWN)):
             given = behavior.get(direction)
             if not isinstance(given, dict):
-                behavior[direction] = _copy(rules)
+                behavior[direction] = copy.deepcopy(rules)
                 continue
             for key, value in rules.items():
                 if given.get(key) is None:
-                    given[key] = _copy(value)
+                    given[key] = copy.deepcopy(value)
 
 
 def _image_pull_policy(image: str) -> str:

@@ -586,14 +586,9 @@ class Router:
         warnings: list[str] = []
 
         def replace(current: dict[str, Any]) -> dict[str, Any]:
-            uid = body["metadata"].get("uid")
-            if uid and uid != current["metadata"].get("uid"):
-                raise status.conflict(
-                    resource,
-                    str(route.name),
-                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                    f"{current['metadata'].get('uid')}",
-                )
+            uid, stored_uid = body["metadata"].get("uid"), current["metadata"].get("uid")
+            if uid and uid != stored_uid:
+                raise status.uid_precondition_failed(resource, str(route.name), uid, stored_uid)
             new = body
             if status_only:
                 new = _with_status(current, body.get("status"), body["metadata"])

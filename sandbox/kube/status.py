@@ -98,6 +98,12 @@ def conflict(resource: Resource, name: str, why: str | None = None) -> ApiError:
     )
 
 
+def uid_precondition_failed(resource: Resource, name: str, given: str, stored: str) -> ApiError:
+    """409 for a write whose uid (a precondition, or a PUT body's) is not the object's."""
+    why = f"Precondition failed: UID in precondition: {given}, UID in object meta: {stored}"
+    return conflict(resource, name, why)
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
@@ -192,15 +198,14 @@ def invalid_object(resource: Resource, name: str, errors: list[FieldError]) -> A
     errors about an object, errors.NewInvalid names it by its group and kind
     (`HorizontalPodAutoscaler.autoscaling`, details.kind `HorizontalPodAutoscaler`), which
     kubectl prints as `The HorizontalPodAutoscaler "x" is invalid`."""
-    details = _details(resource, name) | {"kind": resource.kind}
-    qualified = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
-    return _invalid(f'{qualified} "{name}"', details, errors)
+    return invalid_of_kind(resource.group, resource.kind, name, errors)
 
 
 def invalid_of_kind(group: str, kind: str, name: str, errors: list[FieldError]) -> ApiError:
-    """422 for an object of a kind the fake does not store (a subresource's `Scale`)."""
-    details = {"name": name, "group": group, "kind": kind}
-    return _invalid(f'{kind}.{group} "{name}"', details, errors)
+    """422 for an object of `group` and `kind`, stored or not (a subresource's `Scale`)."""
+    details = {"name": name, **({"group": group} if group else {}), "kind": kind}
+    qualified = f"{kind}.{group}" if group else kind
+    return _invalid(f'{qualified} "{name}"', details, errors)
 
 
 def _invalid(subject: str, details: dict[str, Any], errors: list[FieldError]) -> ApiError:

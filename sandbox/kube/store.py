@@ -378,12 +378,7 @@ class Store:
             if old is None:
                 raise status.not_found(resource, name)
             if options.uid and options.uid != old.uid:
-                raise status.conflict(
-                    resource,
-                    name,
-                    f"Precondition failed: UID in precondition: {options.uid}, UID in object "
-                    f"meta: {old.uid}",
-                )
+                raise status.uid_precondition_failed(resource, name, options.uid, old.uid)
             given = options.resource_version
             if given and given != str(old.rv):
                 raise status.conflict(
