@@ -19,8 +19,10 @@ from sandbox.kube import status
 DEFAULT_TOKEN = "fake-token"
 DEFAULT_USER = "system:serviceaccount:moonin:moonin-agent"
 ANONYMOUS = "system:anonymous"
-# Served without credentials; `/_sandbox/stats` is the fake's own.
-ANONYMOUS_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz", "/_sandbox/stats"})
+# The fake's own paths: outside any cluster's authentication and authorization.
+SANDBOX_PATHS = frozenset({"/_sandbox/stats"})
+# Served without credentials.
+ANONYMOUS_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"}) | SANDBOX_PATHS
 
 
 def service_account(namespace: str, name: str) -> str:

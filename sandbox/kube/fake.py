@@ -47,6 +47,7 @@ from sandbox.kube.lists import Pager, matcher
 from sandbox.kube.options import STREAMING_LIST_MODES
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs
+from sandbox.kube.rbac import BOOTSTRAP, Authorizer
 from sandbox.kube.resources import Resource
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.server import (
@@ -119,6 +120,8 @@ class FakeKube:
     `system_namespaces`: `default`, `kube-system` and `kube-public` exist from the start
     and after `reset()`, as in a real cluster (off: a test creates the namespaces it uses,
     since an HTTP create into a missing namespace is 404).
+    `rbac`: authorize every HTTP request from the Roles, ClusterRoles and bindings stored
+    in the fake (`enable_rbac`); off, every authenticated request is allowed.
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class FakeKube:
         controllers: Iterable[str] = (),
         tokens: Mapping[str, str] | None = None,
         system_namespaces: bool = False,
+        rbac: bool = False,
     ) -> None:
         _check_mode(watch_expired)
         _check_streaming_mode(streaming_lists)
@@ -152,12 +156,16 @@ class FakeKube:
         self._pod_logs = PodLogs()
         self._default_tokens = dict(tokens or {auth.DEFAULT_TOKEN: auth.DEFAULT_USER})
         self._tokens = Tokens(self._default_tokens)
+        self._authorizer = Authorizer(self._store)
+        self._default_rbac = rbac
         self._controllers = Controllers(self._store)
         self._default_controllers = tuple(dict.fromkeys((namespaces.CONTROLLER, *controllers)))
         self._system_namespaces = system_namespaces
         self._seed_namespaces()
         for name in self._default_controllers:
             self._controllers.enable(name)
+        if rbac:
+            self.enable_rbac()
         self._settings = Settings(
             bookmark_interval,
             watch_expired,
@@ -175,6 +183,7 @@ class FakeKube:
             self._pod_logs,
             self._settings,
             self._tokens,
+            self._authorizer,
         )
         self._stalls: list[threading.Event] = []
         self._stalls_lock = threading.Lock()
@@ -281,6 +290,9 @@ class FakeKube:
         for name in self._default_controllers:
             self._controllers.enable(name)
         self._seed_namespaces()
+        self._authorizer.disable()
+        if self._default_rbac:
+            self.enable_rbac()
 
     def _seed_namespaces(self) -> None:
         if self._system_namespaces:
@@ -306,6 +318,23 @@ class FakeKube:
     def remove_token(self, token: str) -> None:
         """Refuse `token` from now on (401), as after a rotation or a deleted ServiceAccount."""
         self._tokens.remove(token)
+
+    # authorization ------------------------------------------------------------------------
+
+    def enable_rbac(self) -> None:
+        """Authorize every HTTP request from the RBAC objects stored here, as a cluster's
+        RBAC authorizer does; the bootstrap discovery roles are created if missing."""
+        for obj in BOOTSTRAP:
+            resource = resources.for_object(obj)
+            try:
+                self._store.get(resource, None, obj["metadata"]["name"])
+            except ApiError:
+                self.create(obj)
+        self._authorizer.enable()
+
+    def disable_rbac(self) -> None:
+        """Allow every authenticated request again (the default)."""
+        self._authorizer.disable()
 
     # controllers ------------------------------------------------------------------------
 

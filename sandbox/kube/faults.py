@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from sandbox.kube import status
+from sandbox.kube.requestinfo import RequestInfo, forbidden
 from sandbox.kube.resources import Resource
 from sandbox.kube.status import ApiError
 
@@ -51,6 +52,8 @@ class RequestRecord:
     time: float
     accept: str  # the Accept header, "" when there was none
     user: str = ""  # who the request authenticated as; "" when it did not
+    # What authorization saw: verb, group, resource, subresource, namespace, name.
+    info: RequestInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,21 +181,20 @@ class Faults:
             cancelled, self._drips_cancelled = self._drips_cancelled, threading.Event()
         cancelled.set()
 
-    def check(
-        self, path: str, resource: Resource | None, verb: str, namespace: str | None
-    ) -> ApiError | None:
-        """The fault this request meets, if any (a scripted one is used up by it)."""
+    def check(self, resource: Resource | None, info: RequestInfo, user: str) -> ApiError | None:
+        """The fault this request meets, if any (a scripted one is used up by it); a 403 is
+        worded as the API server's authorization filter words it for `user`."""
         with self._lock:
             if resource is not None and resource in self._forbidden:
-                return status.forbidden(resource, verb, namespace)
+                return forbidden(info, user)
             for script in self._scripts:
-                if script.matches(path, resource, verb):
+                if script.matches(info.path, resource, info.verb):
                     script.remaining -= 1
                     if script.remaining == 0:
                         self._scripts.remove(script)
-                    return status.injected(
-                        script.status, resource, verb, namespace, script.retry_after
-                    )
+                    if script.status == 403:
+                        return forbidden(info, user)
+                    return status.injected(script.status, resource, script.retry_after)
         return None
 
     def drip(self, path: str, resource: Resource | None, verb: str) -> Drip | None:
@@ -224,9 +226,12 @@ class RequestLog:
         arrived: float,
         accept: str,
         user: str,
+        info: RequestInfo,
     ) -> None:
         qualified = resource.qualified if resource else None
-        record = RequestRecord(method, path, query, code, qualified, watch, arrived, accept, user)
+        record = RequestRecord(
+            method, path, query, code, qualified, watch, arrived, accept, user, info
+        )
         with self._lock:
             self._records.append(record)
             self._count += 1

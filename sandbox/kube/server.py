@@ -73,6 +73,8 @@ from sandbox.kube.negotiation import Choice, negotiate
 from sandbox.kube.options import EXACT, ListOptions, flag
 from sandbox.kube.patching import PatchError, json_patch, merge_patch, strategic_merge_patch
 from sandbox.kube.podlogs import PodLogs, tail
+from sandbox.kube.rbac import Authorizer
+from sandbox.kube.requestinfo import request_info
 from sandbox.kube.resources import Resource
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import ApiError
@@ -90,7 +92,6 @@ _PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for 
     "application/strategic-merge-patch+json": strategic_merge_patch,
 }
 _TLS_HANDSHAKE = b"\x16"  # the content type of a TLS handshake record, its first byte
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ class Backend:
     pod_logs: PodLogs
     settings: Settings
     tokens: Tokens
+    authorizer: Authorizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,27 +284,26 @@ class Router:
         resource = route.resource if route else None
         watch = self._is_watch(handler.command, route, query)
 
+        info = request_info(handler.command, path, query)
         accept = handler.headers.get("Accept", "")
         user = ""
 
         # Logged when the status line goes out, so a watch is in the log while it streams.
         def record(code: int) -> None:
             self.backend.log.add(
-                handler.command, path, query, code, resource, watch, arrived, accept, user
+                handler.command, path, query, code, resource, watch, arrived, accept, user, info
             )
 
         handler.record = record
         handler.drip = None
         try:
             user = self.backend.tokens.authenticate(path, handler.headers.get("Authorization"))
-            verb = self._verb(handler.command, route, watch)
-            fault = self.backend.faults.check(
-                path, resource, verb, route.namespace if route else None
-            )
+            self.backend.authorizer.check(user, info)
+            fault = self.backend.faults.check(resource, info, user)
             if fault is not None:
                 raise fault
             if not watch:  # watches have stall faults of their own
-                handler.drip = self.backend.faults.drip(path, resource, verb)
+                handler.drip = self.backend.faults.drip(path, resource, info.verb)
             if route is None:
                 self._non_resource(handler, path)
             else:
@@ -325,14 +326,6 @@ class Router:
         if method != "GET" or route is None or route.name is not None:
             return False
         return route.watch_path or bool(flag(query, "watch"))
-
-    @staticmethod
-    def _verb(method: str, route: Route | None, watch: bool) -> str:
-        if watch:
-            return "watch"
-        if method == "GET" and route is not None and route.name is None:
-            return "list"
-        return _VERBS.get(method, method.lower())
 
     # non-resource paths -------------------------------------------------------------------
 

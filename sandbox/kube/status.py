@@ -286,20 +286,6 @@ def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(resource: Resource | None, verb: str, namespace: str | None) -> ApiError:
-    user = "system:serviceaccount:moonin:moonin-agent"
-    if resource is None:
-        return ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} this path')
-    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-    return ApiError(
-        403,
-        "Forbidden",
-        f'{resource.qualified} is forbidden: User "{user}" cannot {verb} resource '
-        f'"{resource.plural}" in API group "{resource.group}" {scope}',
-        details=_details(resource, None),
-    )
-
-
 def forbidden_object(resource: Resource, name: str, why: str) -> ApiError:
     """403 from an admission rule about one object (`namespaces "default" is forbidden:
     this namespace may not be deleted`), as apierrors.NewForbidden words it."""
@@ -346,12 +332,9 @@ def path_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
 
 
-def injected(
-    code: int, resource: Resource | None, verb: str, namespace: str | None, retry_after: int = 1
-) -> ApiError:
-    """The Status a scripted fault answers with, shaped like the real one for that code."""
-    if code == 403:
-        return forbidden(resource, verb, namespace)
+def injected(code: int, resource: Resource | None, retry_after: int = 1) -> ApiError:
+    """The Status a scripted fault answers with, shaped like the real one for that code
+    (a 403 is `requestinfo.forbidden`'s, which needs the request)."""
     if code == 409 and resource is not None:
         # What a write with a stale resourceVersion meets; the name is not known here.
         return ApiError(
