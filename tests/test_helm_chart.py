@@ -33,106 +33,27 @@ import trustme
 import yaml
 
 from agent import config as agent_config
+from tests.chart_render import (
+    CA_PEM,
+    CHART,
+    CREDENTIALS,
+    NAMESPACE,
+    RELEASE,
+    ROOT,
+    VARIANTS,
+    WORKLOAD_KINDS,
+    Rendered,
+    chart_values,
+    component_of,
+    render,
+    rules_of,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-CHART = ROOT / "helm" / "moonin-agent"
-RELEASE = "moonin-agent"
-NAMESPACE = "moonin"
 KUBE_VERSIONS = ("1.29", "1.33", "1.37")
 READ_VERBS = frozenset({"get", "list", "watch"})
 LEASE_NAME = "moonin-discovery-leader"  # collector/leader.py
-CREDENTIALS = {"projectId": "p-1", "clusterId": "c-1", "clusterToken": "t0ken-abc"}
 # Kinds the Kubernetes schemas do not know: custom resources, checked on their own below.
 CUSTOM_KINDS = frozenset({"ServiceMonitor"})
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
-# A private CA's certificate, as an operator behind a TLS-inspecting proxy gives it.
-CA_PEM = trustme.CA().cert_pem.bytes().decode().strip()
-
-
-def _values(**sections: Any) -> dict[str, Any]:
-    """Values with working credentials, and the given top-level sections on top."""
-    values: dict[str, Any] = {"global": {"clusterCredentials": dict(CREDENTIALS)}}
-    values.update(sections)
-    return values
-
-
-CUSTOM_CONFIG = {
-    "logLevel": "debug",
-    "ignoreNamespaces": ["kube-system", "scratch-*"],
-    "ignoreResources": ["job/*", "deployment/shop/canary-*"],
-    "ignoreNodeLabels": ["example.com/owner"],
-    "collectHelmReleases": True,
-    "collectJobLogs": True,
-    "cloudMetadata": False,
-    "extra": {"batch_max_records": 200, "linger_seconds": 0.5, "queue_max_records": 5000000},
-    "caBundle": CA_PEM,
-}
-
-VARIANTS: dict[str, dict[str, Any]] = {
-    "default": _values(),
-    "scaling-disabled": _values(scaling={"enabled": False}),
-    "persistence": _values(
-        persistence={"enabled": True, "storageClassName": "fast-ssd", "size": "2Gi"}
-    ),
-    "existing-secret": {
-        "global": {
-            "credentialsSecretName": "moonin-credentials-external",
-            "clusterCredentials": {"create": False},
-        }
-    },
-    "collection-off": _values(config={"collectHelmReleases": False, "collectJobLogs": False}),
-    "custom-config": _values(config=CUSTOM_CONFIG, queue={"maxBytes": 104857600}),
-    "monitored-single-replica": _values(
-        metrics={"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
-        discovery={"replicaCount": 1},
-    ),
-    "no-leader-election": _values(discovery={"leaderElection": False, "replicaCount": 1}),
-}
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """One rendering of the chart: its manifests by template, parsed into objects."""
-
-    values: dict[str, Any]
-    manifests: dict[str, str]
-    objects: list[dict[str, Any]] = field(default_factory=list)
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [obj for obj in self.objects if obj["kind"] == kind]
-
-    def one(self, kind: str, name: str) -> dict[str, Any]:
-        found = [obj for obj in self.of_kind(kind) if obj["metadata"]["name"] == name]
-        assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
-        return found[0]
-
-    @property
-    def notes(self) -> str:
-        return next(text for path, text in self.manifests.items() if path.endswith("NOTES.txt"))
-
-    def workloads(self) -> list[dict[str, Any]]:
-        return [obj for obj in self.objects if obj["kind"] in WORKLOAD_KINDS]
-
-    def workload(self, component: str) -> dict[str, Any]:
-        found = [obj for obj in self.workloads() if _component(obj) == component]
-        assert len(found) == 1, f"expected one {component} workload, found {len(found)}"
-        return found[0]
-
-
-def _component(obj: dict[str, Any]) -> str | None:
-    return obj["metadata"].get("labels", {}).get("app.kubernetes.io/component")
-
-
-def _render(chart: helm.Chart, values: dict[str, Any]) -> Rendered:
-    manifests = chart.render(copy.deepcopy(values), name=RELEASE, namespace=NAMESPACE)
-    objects = [
-        obj
-        for path, text in sorted(manifests.items())
-        if path.endswith((".yaml", ".yml"))
-        for obj in yaml.safe_load_all(text)
-        if obj
-    ]
-    return Rendered(values=values, manifests=manifests, objects=objects)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +64,7 @@ def chart() -> Iterator[helm.Chart]:
 
 @pytest.fixture(scope="module")
 def rendered(chart: helm.Chart) -> dict[str, Rendered]:
-    return {name: _render(chart, values) for name, values in VARIANTS.items()}
+    return {name: render(chart, values) for name, values in VARIANTS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -162,21 +83,6 @@ def _containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {item["name"]: item for item in container.get("env", [])}
-
-
-def _rules_of(rendered: Rendered, service_account: str) -> list[dict[str, Any]]:
-    """Every RBAC rule granted to a ServiceAccount of the release, through any binding."""
-    rules = []
-    for binding in rendered.of_kind("RoleBinding") + rendered.of_kind("ClusterRoleBinding"):
-        subjects = {(s["kind"], s["name"]) for s in binding["subjects"]}
-        if ("ServiceAccount", service_account) not in subjects:
-            continue
-        ref = binding["roleRef"]
-        role = rendered.one(ref["kind"], ref["name"])
-        if ref["kind"] == "Role":
-            assert role["metadata"]["namespace"] == NAMESPACE
-        rules.extend(role["rules"])
-    return rules
 
 
 def _grants(rules: list[dict[str, Any]], group: str, resource: str) -> set[str]:
@@ -256,7 +162,7 @@ def test_a_long_release_name_keeps_every_name_and_label_within_kubernetes_limits
     chart: helm.Chart,
 ) -> None:
     release = "moonin-agent-production-eu-west-1-cluster-a1-blue"  # 49 characters
-    values = _values(persistence={"enabled": True})
+    values = chart_values(persistence={"enabled": True})
     manifests = chart.render(copy.deepcopy(values), name=release, namespace=NAMESPACE)
     objects = [
         obj
@@ -288,13 +194,13 @@ def test_values_without_credentials_are_refused_naming_what_is_missing(chart: he
 @pytest.mark.parametrize(
     ("values", "complaint"),
     [
-        (_values(bogus=True), "bogus"),
-        (_values(discovery={"leaderElection": False, "replicaCount": 2}), "replicaCount"),
-        (_values(config={"extra": {"queue_dir": "/elsewhere"}}), "queue_dir"),
-        (_values(config={"ignoreResources": ["no-slash"]}), "ignoreResources"),
-        (_values(config={"logLevel": "chatty"}), "logLevel"),
-        (_values(image={"tag": 1.2}), "tag"),
-        (_values(health={"port": 0}), "port"),
+        (chart_values(bogus=True), "bogus"),
+        (chart_values(discovery={"leaderElection": False, "replicaCount": 2}), "replicaCount"),
+        (chart_values(config={"extra": {"queue_dir": "/elsewhere"}}), "queue_dir"),
+        (chart_values(config={"ignoreResources": ["no-slash"]}), "ignoreResources"),
+        (chart_values(config={"logLevel": "chatty"}), "logLevel"),
+        (chart_values(image={"tag": 1.2}), "tag"),
+        (chart_values(health={"port": 0}), "port"),
         (
             {"global": {"clusterCredentials": CREDENTIALS | {"projectId": "p/1"}}},
             "projectId",
@@ -316,7 +222,7 @@ def test_the_schema_refuses_values_the_agent_could_not_run_with(
 def test_discovery_may_write_nothing_but_its_lease(
     rendered: dict[str, Rendered], variant: str
 ) -> None:
-    rules = _rules_of(rendered[variant], f"{RELEASE}-discovery")
+    rules = rules_of(rendered[variant], f"{RELEASE}-discovery")
     assert rules
     for rule in rules:
         writes = set(rule["verbs"]) - READ_VERBS
@@ -329,7 +235,7 @@ def test_discovery_may_write_nothing_but_its_lease(
 def test_discovery_leases_are_granted_in_the_release_namespace_only(default: Rendered) -> None:
     cluster_rules = [r for role in default.of_kind("ClusterRole") for r in role["rules"]]
     assert not _grants(cluster_rules, "coordination.k8s.io", "leases")
-    (role,) = [r for r in default.of_kind("Role") if _component(r) == "discovery"]
+    (role,) = [r for r in default.of_kind("Role") if component_of(r) == "discovery"]
     assert role["metadata"]["namespace"] == NAMESPACE
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named and all(r["resourceNames"] == [LEASE_NAME] for r in named)
@@ -337,7 +243,7 @@ def test_discovery_leases_are_granted_in_the_release_namespace_only(default: Ren
 
 
 def test_discovery_reads_every_kind_of_the_existing_agent(default: Rendered) -> None:
-    rules = _rules_of(default, f"{RELEASE}-discovery")
+    rules = rules_of(default, f"{RELEASE}-discovery")
     expected = {
         "": ["namespaces", "nodes", "pods", "services", "endpoints", "configmaps", "secrets"],
         "apps": ["deployments", "replicasets"],
@@ -355,11 +261,11 @@ def test_discovery_reads_every_kind_of_the_existing_agent(default: Rendered) -> 
 def test_switching_collection_off_drops_the_secrets_and_pod_log_rules(
     rendered: dict[str, Rendered],
 ) -> None:
-    off = _rules_of(rendered["collection-off"], f"{RELEASE}-discovery")
+    off = rules_of(rendered["collection-off"], f"{RELEASE}-discovery")
     assert not _grants(off, "", "secrets")
     assert not _grants(off, "", "pods/log")
     assert _grants(off, "", "pods") == READ_VERBS
-    on = _rules_of(rendered["default"], f"{RELEASE}-discovery")
+    on = rules_of(rendered["default"], f"{RELEASE}-discovery")
     assert _grants(on, "", "secrets") and _grants(on, "", "pods/log")
 
 
@@ -368,13 +274,13 @@ def test_scaling_and_the_uninstall_hook_hold_nothing_on_secrets(
     rendered: dict[str, Rendered], variant: str
 ) -> None:
     for account in (f"{RELEASE}-scaling", f"{RELEASE}-uninstall"):
-        rules = _rules_of(rendered[variant], account)
+        rules = rules_of(rendered[variant], account)
         assert not any("secrets" in r["resources"] for r in rules), (account, rules)
         assert not _grants(rules, "coordination.k8s.io", "leases")
 
 
 def test_scaling_holds_what_applying_and_reverting_windows_needs(default: Rendered) -> None:
-    rules = _rules_of(default, f"{RELEASE}-scaling")
+    rules = rules_of(default, f"{RELEASE}-scaling")
     assert _grants(rules, "", "pods") == READ_VERBS
     assert _grants(rules, "apps", "deployments") == READ_VERBS | {"update", "patch"}
     assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == READ_VERBS | {
@@ -400,8 +306,8 @@ def test_scaling_disabled_renders_no_scaling_workload_rbac_or_hook(
     rendered: dict[str, Rendered],
 ) -> None:
     disabled = rendered["scaling-disabled"]
-    assert {_component(obj) for obj in disabled.objects} <= {None, "discovery"}
-    assert not _rules_of(disabled, f"{RELEASE}-scaling")
+    assert {component_of(obj) for obj in disabled.objects} <= {None, "discovery"}
+    assert not rules_of(disabled, f"{RELEASE}-scaling")
     assert "Scaling:   disabled" in disabled.notes
 
 
@@ -489,7 +395,7 @@ def test_both_roles_and_the_hook_read_the_same_credentials_secret(
             if "secret" in volume:
                 names.add(volume["secret"]["secretName"])
     assert names == {expected}
-    components = {_component(w) for w in result.workloads()}
+    components = {component_of(w) for w in result.workloads()}
     assert components == {"discovery", "scaling", "uninstall"}
     secrets = result.of_kind("Secret")
     if variant == "existing-secret":
@@ -503,9 +409,9 @@ def test_both_roles_and_the_hook_read_the_same_credentials_secret(
 
 def test_numeric_ids_reach_the_secret_whole(chart: helm.Chart) -> None:
     # Helm reads numbers as floats; printed naively 1234567 would become 1.234567e+06.
-    values = _values()
+    values = chart_values()
     values["global"]["clusterCredentials"].update(projectId=1234567, clusterId=42)
-    (secret,) = _render(chart, values).of_kind("Secret")
+    (secret,) = render(chart, values).of_kind("Secret")
     decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert decoded == {"PROJECT_ID": "1234567", "CLUSTER_ID": "42", "CLUSTER_TOKEN": "t0ken-abc"}
 
@@ -527,21 +433,21 @@ def test_the_token_is_also_a_file_so_a_rotation_needs_no_restart(default: Render
 
 def test_pods_roll_when_config_or_credentials_change(chart: helm.Chart) -> None:
     def checksums(values: dict[str, Any]) -> dict[str, str]:
-        template = _render(chart, values).workload("discovery")["spec"]["template"]
+        template = render(chart, values).workload("discovery")["spec"]["template"]
         return {k: v for k, v in template["metadata"]["annotations"].items() if "checksum" in k}
 
-    base = checksums(_values())
+    base = checksums(chart_values())
     assert set(base) == {"checksum/config", "checksum/credentials"}
-    changed_config = checksums(_values(config={"logLevel": "debug"}))
+    changed_config = checksums(chart_values(config={"logLevel": "debug"}))
     assert changed_config["checksum/config"] != base["checksum/config"]
     assert changed_config["checksum/credentials"] == base["checksum/credentials"]
-    rotated = _values()
+    rotated = chart_values()
     rotated["global"]["clusterCredentials"]["clusterToken"] = "rotated"
     assert checksums(rotated)["checksum/credentials"] != base["checksum/credentials"]
 
 
 def test_scheduling_settings_and_pull_secrets_reach_every_pod(chart: helm.Chart) -> None:
-    values = _values(
+    values = chart_values(
         nodeSelector={"kubernetes.io/os": "linux"},
         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ops"}],
         affinity={"nodeAffinity": {}},
@@ -549,7 +455,7 @@ def test_scheduling_settings_and_pull_secrets_reach_every_pod(chart: helm.Chart)
         podAnnotations={"example.com/team": "platform"},
         scaling={"extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.internal:3128"}]},
     )
-    for workload in _render(chart, values).workloads():
+    for workload in render(chart, values).workloads():
         pod = _pod_spec(workload)
         assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
         assert pod["tolerations"][0]["key"] == "dedicated"
@@ -559,7 +465,7 @@ def test_scheduling_settings_and_pull_secrets_reach_every_pod(chart: helm.Chart)
         assert annotations["example.com/team"] == "platform"
         proxy = _env(pod["containers"][0]).get("HTTPS_PROXY")
         # The uninstall hook runs as the scaling role does, so it gets the proxy too.
-        assert (proxy is not None) == (_component(workload) in ("scaling", "uninstall"))
+        assert (proxy is not None) == (component_of(workload) in ("scaling", "uninstall"))
 
 
 # --- the queue --------------------------------------------------------------------------------
@@ -703,7 +609,7 @@ def test_the_agent_accepts_the_environment_each_container_gets(
     checked = []
     for workload in result.workloads():
         container = next(c for c in _containers(workload) if c["name"] != "scale-to-zero")
-        role = "discovery" if _component(workload) == "discovery" else "scaling"
+        role = "discovery" if component_of(workload) == "discovery" else "scaling"
         root = tmp_path / workload["metadata"]["name"]
         environment = _container_environment(result, workload, container, root)
         settings = agent_config.load_settings(role, environment)
@@ -758,7 +664,7 @@ def test_the_service_monitor_appears_only_when_enabled(rendered: dict[str, Rende
         for s in monitored.of_kind("Service")
         if selector.items() <= s["metadata"]["labels"].items()
     ]
-    assert {_component(s) for s in selected} == {"discovery", "scaling"}
+    assert {component_of(s) for s in selected} == {"discovery", "scaling"}
     for service in selected:
         assert service["spec"]["ports"][0]["targetPort"] == "http-health"
 
@@ -812,14 +718,14 @@ def test_the_uninstall_hook_reverts_after_scaling_to_zero(default: Rendered) -> 
 def test_the_uninstall_hook_may_scale_only_this_release_s_scaling_deployment(
     default: Rendered,
 ) -> None:
-    (role,) = [r for r in default.of_kind("Role") if _component(r) == "uninstall"]
+    (role,) = [r for r in default.of_kind("Role") if component_of(r) == "uninstall"]
     deployment_rules = [r for r in role["rules"] if "deployments" in r["resources"]]
     assert deployment_rules
     for rule in deployment_rules:
         assert rule["resourceNames"] == [f"{RELEASE}-scaling"]
     assert {verb for rule in deployment_rules for verb in rule["verbs"]} == {"patch"}
     # Exactly the calls revert-all makes (scheduler/kubeapi.py), cluster-wide.
-    rules = _rules_of(default, f"{RELEASE}-uninstall")
+    rules = rules_of(default, f"{RELEASE}-uninstall")
     assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
         "get",
         "list",
