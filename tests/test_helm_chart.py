@@ -51,6 +51,7 @@ from tests.chart_render import (
 
 KUBE_VERSIONS = ("1.29", "1.33", "1.37")
 READ_VERBS = frozenset({"get", "list", "watch"})
+LIST_WATCH = frozenset({"list", "watch"})
 LEASE_NAME = "moonin-discovery-leader"  # collector/leader.py
 # Kinds the Kubernetes schemas do not know: custom resources, checked on their own below.
 CUSTOM_KINDS = frozenset({"ServiceMonitor"})
@@ -239,23 +240,34 @@ def test_discovery_leases_are_granted_in_the_release_namespace_only(default: Ren
     assert role["metadata"]["namespace"] == NAMESPACE
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named and all(r["resourceNames"] == [LEASE_NAME] for r in named)
-    assert _grants(role["rules"], "coordination.k8s.io", "leases") >= {"get", "create", "update"}
+    assert _grants(role["rules"], "coordination.k8s.io", "leases") == {"get", "create", "update"}
 
 
-def test_discovery_reads_every_kind_of_the_existing_agent(default: Rendered) -> None:
+def test_discovery_lists_and_watches_the_kinds_it_collects_and_reads_nothing_else(
+    default: Rendered,
+) -> None:
+    # What every grant is used for: docs/install.md; that each is used: test_chart_rbac.py.
     rules = rules_of(default, f"{RELEASE}-discovery")
-    expected = {
-        "": ["namespaces", "nodes", "pods", "services", "endpoints", "configmaps", "secrets"],
+    collected = {
+        "": ["namespaces", "nodes", "pods", "services"],
         "apps": ["deployments", "replicasets"],
         "autoscaling": ["horizontalpodautoscalers"],
         "batch": ["jobs", "cronjobs"],
         "networking.k8s.io": ["ingresses", "networkpolicies"],
-        "rbac.authorization.k8s.io": ["roles", "rolebindings", "clusterroles"],
+        "rbac.authorization.k8s.io": [
+            "roles",
+            "rolebindings",
+            "clusterroles",
+            "clusterrolebindings",
+        ],
     }
-    for group, resources in expected.items():
+    for group, resources in collected.items():
         for resource in resources:
-            assert _grants(rules, group, resource) == READ_VERBS, (group, resource)
+            assert _grants(rules, group, resource) == LIST_WATCH, (group, resource)
+    assert _grants(rules, "", "secrets") == LIST_WATCH | {"get"}  # a release's body by name
     assert _grants(rules, "", "pods/log") == {"get"}
+    granted = {res for rule in rules for res in rule["resources"]}
+    assert not granted & {"configmaps", "endpoints", "events"}
 
 
 def test_switching_collection_off_drops_the_secrets_and_pod_log_rules(
@@ -264,7 +276,7 @@ def test_switching_collection_off_drops_the_secrets_and_pod_log_rules(
     off = rules_of(rendered["collection-off"], f"{RELEASE}-discovery")
     assert not _grants(off, "", "secrets")
     assert not _grants(off, "", "pods/log")
-    assert _grants(off, "", "pods") == READ_VERBS
+    assert _grants(off, "", "pods") == LIST_WATCH
     on = rules_of(rendered["default"], f"{RELEASE}-discovery")
     assert _grants(on, "", "secrets") and _grants(on, "", "pods/log")
 
@@ -281,17 +293,18 @@ def test_scaling_and_the_uninstall_hook_hold_nothing_on_secrets(
 
 def test_scaling_holds_what_applying_and_reverting_windows_needs(default: Rendered) -> None:
     rules = rules_of(default, f"{RELEASE}-scaling")
-    assert _grants(rules, "", "pods") == READ_VERBS
-    assert _grants(rules, "apps", "deployments") == READ_VERBS | {"update", "patch"}
-    assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == READ_VERBS | {
+    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
+        "get",
+        "list",
         "create",
-        "update",
         "patch",
         "delete",
     }
-    assert _grants(rules, "", "events") == {"create", "patch"}
+    assert _grants(rules, "", "events") == {"create"}
+    assert {group for rule in rules for group in rule["apiGroups"]} == {"", "apps", "autoscaling"}
     granted = {res for rule in rules for res in rule["resources"]}
-    assert granted == {"pods", "deployments", "horizontalpodautoscalers", "events"}
+    assert granted == {"deployments", "horizontalpodautoscalers", "events"}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -715,16 +728,14 @@ def test_the_uninstall_hook_reverts_after_scaling_to_zero(default: Rendered) -> 
     assert script["data"]["scale_to_zero.py"].strip() == shipped.strip()
 
 
-def test_the_uninstall_hook_may_scale_only_this_release_s_scaling_deployment(
+def test_the_uninstall_hook_holds_what_scale_to_zero_and_revert_all_call(
     default: Rendered,
 ) -> None:
+    # In the release namespace: see the scaling pods go.
     (role,) = [r for r in default.of_kind("Role") if component_of(r) == "uninstall"]
-    deployment_rules = [r for r in role["rules"] if "deployments" in r["resources"]]
-    assert deployment_rules
-    for rule in deployment_rules:
-        assert rule["resourceNames"] == [f"{RELEASE}-scaling"]
-    assert {verb for rule in deployment_rules for verb in rule["verbs"]} == {"patch"}
-    # Exactly the calls revert-all makes (scheduler/kubeapi.py), cluster-wide.
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    # Cluster-wide: what revert-all calls (scheduler/kubeapi.py); patching Deployments also
+    # covers scaling this release's own to zero.
     rules = rules_of(default, f"{RELEASE}-uninstall")
     assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
         "get",

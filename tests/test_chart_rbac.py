@@ -1,0 +1,408 @@
+"""The agent under its own chart's RBAC, and that RBAC no wider than the agent's requests.
+
+The chart is rendered (defaults, and each switch that changes RBAC), its ServiceAccounts,
+ClusterRoles, Roles and bindings are loaded into the fake with RBAC on, and every workload
+runs as a real process with its own ServiceAccount's token and the environment and
+config.yaml the chart gives its container: discovery (two replicas handing the Lease
+over, or one without leader election), `preview`, scaling through an apply and a revert,
+the uninstall hook (scale-to-zero, then `scaling revert-all`), and `scaling revert-all` as
+the scaling ServiceAccount. Nothing may be refused, every record and event must arrive,
+and every request each account made is then held against its rendered RBAC: a request no
+rule allows, a rule no request used, or a rule another already covers fails the test,
+naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+
+from sandbox.kube import FakeKube
+from sandbox.kube.auth import service_account
+from sandbox.kube.faults import RequestRecord
+from sandbox.kube.requestinfo import request_info
+from sandbox.kube.status import ApiError
+from sandbox.platform import FakePlatform
+from sandbox.scaling import action, manual_template
+from tests import cluster_objects
+from tests import rbac_guard as guard
+from tests import scaling_harness as scaling
+from tests.chart_render import CHART, NAMESPACE, RELEASE, VARIANTS, Rendered, render
+from tests.conftest import TOKEN, view
+from tests.test_run import log_events, run_cli, stop_within
+from tests.waiting import wait_until
+
+DISCOVERY = f"{RELEASE}-discovery"
+SCALING = f"{RELEASE}-scaling"
+UNINSTALL = f"{RELEASE}-uninstall"
+LEASE = "moonin-discovery-leader"
+HOOK_SCRIPT = CHART / "files" / "scale_to_zero.py"
+# The variants whose RBAC differs: what the discovery role is granted changes with each.
+RBAC_VARIANTS = ("default", "collection-off", "scaling-disabled", "no-leader-election")
+# Settings of the agent's environment that point at this machine instead of a pod's.
+KEPT_FROM_HOST = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR")
+
+
+@pytest.fixture(scope="module")
+def charts() -> Iterator[dict[str, Rendered]]:
+    with helm.Chart.load(CHART) as chart:
+        rendered = {}
+        for variant in RBAC_VARIANTS:
+            values = copy.deepcopy(VARIANTS[variant])
+            values["global"]["clusterCredentials"]["clusterToken"] = TOKEN  # the platform's
+            rendered[variant] = render(chart, values)
+        yield rendered
+
+
+@dataclass
+class Installed:
+    """One rendering of the chart installed into the fake, RBAC on, and run from `tmp`."""
+
+    rendered: Rendered
+    kube: FakeKube
+    platform: FakePlatform
+    tmp: Path
+    agents: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def token(self, account: str) -> str:
+        return f"token-of-{account}"
+
+    def container(self, component: str, name: str) -> dict[str, Any]:
+        spec = self.rendered.workload(component)["spec"]["template"]["spec"]
+        containers = spec.get("initContainers", []) + spec["containers"]
+        return next(c for c in containers if c["name"] == name)
+
+    def account_of(self, component: str) -> str:
+        spec = self.rendered.workload(component)["spec"]["template"]["spec"]
+        return str(spec["serviceAccountName"])
+
+    def env(self, component: str, container: str, pod: str) -> dict[str, str]:
+        """The container's environment as the chart renders it, resolved as the kubelet
+        would, with the paths and addresses of a pod moved to this machine."""
+        fields = {"metadata.name": pod, "metadata.namespace": NAMESPACE}
+        env = {key: os.environ[key] for key in KEPT_FROM_HOST if key in os.environ}
+        for item in self.container(component, container).get("env", []):
+            source = item.get("valueFrom", {})
+            if "value" in item:
+                env[item["name"]] = item["value"]
+            elif "secretKeyRef" in source:
+                secret = self.rendered.one("Secret", source["secretKeyRef"]["name"])
+                encoded = secret["data"][source["secretKeyRef"]["key"]]
+                env[item["name"]] = base64.b64decode(encoded).decode()
+            else:
+                env[item["name"]] = fields[source["fieldRef"]["fieldPath"]]
+        home = self.tmp / pod
+        home.mkdir(exist_ok=True)
+        if "CONFIG_FILE" in env:
+            config = self.rendered.one("ConfigMap", f"{RELEASE}-config")
+            (home / "config.yaml").write_text(config["data"]["config.yaml"])
+            env["CONFIG_FILE"] = str(home / "config.yaml")
+        if "CLUSTER_TOKEN_FILE" in env:
+            (home / "CLUSTER_TOKEN").write_text(env["CLUSTER_TOKEN"])
+            env["CLUSTER_TOKEN_FILE"] = str(home / "CLUSTER_TOKEN")
+        account = self.account_of(component)
+        moved = {
+            "API_URL": self.platform.url,
+            "QUEUE_DIR": str(home / "queue"),
+            "HEALTH_ADDR": "127.0.0.1:0",
+            "RECONCILE_INTERVAL_SECONDS": "0.5",
+        }
+        env.update({key: value for key, value in moved.items() if key in env})
+        # What this machine adds: the cluster by kubeconfig with the account's token, plain
+        # HTTP to the fake platform, short timings.
+        env.update(
+            KUBECONFIG=str(self.kube.kubeconfig(home / "kubeconfig", token=self.token(account))),
+            MOONIN_INSECURE_HTTP="true",
+            HEARTBEAT_SECONDS="1",
+            LINGER_SECONDS="0.01",
+            SHUTDOWN_SHIP_SECONDS="2",
+        )
+        return env
+
+    def start(self, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+        agent = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "agent.cli", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.agents.append(agent)
+        return agent
+
+    def check_requests(self, *accounts: str) -> None:
+        """Every request of these accounts allowed by their rendered RBAC, and every rule
+        they hold used by one of them and covered by no other."""
+        records = self.kube.requests
+        problems = []
+        for account in accounts:
+            grants = guard.grants_of(self.rendered, account)
+            made = guard.requests_of(records, account)
+            assert made, f"{account} made no request"
+            problems += [f"{account} was refused {r}" for r in guard.refused(made, grants)]
+            problems += [f"{account} never used {g}" for g in guard.unused(made, grants)]
+            problems += [f"{account} holds twice {g}" for g in guard.redundant(grants)]
+        assert not problems, "\n".join(problems)
+
+
+Install = Callable[[Rendered], Installed]
+
+
+@pytest.fixture
+def install(kube: FakeKube, platform: FakePlatform, tmp_path: Path) -> Iterator[Install]:
+    """Load a rendering's ServiceAccounts and RBAC into the fake, each account with a token
+    of its own, and turn RBAC on (the `kube` fixture's reset turns it off again)."""
+    installs: list[Installed] = []
+
+    def install_(rendered: Rendered) -> Installed:
+        kube.create(cluster_objects.namespace(NAMESPACE))
+        installed = Installed(rendered, kube, platform, tmp_path)
+        for kind in ("ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"):
+            for obj in rendered.of_kind(kind):
+                kube.create(obj)
+        for account in rendered.of_kind("ServiceAccount"):
+            name = account["metadata"]["name"]
+            kube.add_token(installed.token(name), service_account(NAMESPACE, name))
+        kube.enable_rbac()
+        installs.append(installed)
+        return installed
+
+    yield install_
+    for installed in installs:
+        for agent in installed.agents:
+            if agent.poll() is None:
+                agent.kill()
+            agent.communicate()
+
+
+def lease_holder(kube: FakeKube) -> str | None:
+    try:
+        holder: str | None = kube.get("leases", NAMESPACE, LEASE)["spec"].get("holderIdentity")
+    except ApiError:
+        return None
+    return holder
+
+
+@pytest.mark.parametrize("variant", RBAC_VARIANTS)
+def test_discovery_and_preview_run_under_the_charts_rbac_and_use_all_of_it(
+    variant: str,
+    charts: dict[str, Rendered],
+    install: Install,
+    kube: FakeKube,
+    platform: FakePlatform,
+) -> None:
+    installed: Installed = install(charts[variant])
+    releases = installed.rendered.values.get("config", {}).get("collectHelmReleases", True)
+    job_logs = installed.rendered.values.get("config", {}).get("collectJobLogs", True)
+    expected = cluster_objects.populate(kube)
+    if not releases:
+        expected = {slot for slot in expected if slot[0] != "helm_release"}
+    workload = installed.rendered.workload("discovery")
+    pods = [f"{workload['metadata']['name']}-{n}" for n in range(workload["spec"]["replicas"])]
+    agents = {
+        pod: installed.start(installed.env("discovery", "agent", pod), "run", "--role", "discovery")
+        for pod in pods
+    }
+
+    wait_until(lambda: expected <= set(view(platform)), timeout=60)
+    [job] = [record for (kind, _), record in view(platform).items() if kind == "job_execution"]
+    assert (job["data"]["logs"] is not None) == job_logs, job
+    if len(pods) > 1:
+        # The leader goes; the standby takes the Lease over and collects what changes next.
+        wait_until(lambda: lease_holder(kube) in pods)
+        leader = lease_holder(kube)
+        agents[leader].send_signal(signal.SIGTERM)
+        stop_within(agents[leader], 30)
+        wait_until(lambda: lease_holder(kube) not in (None, leader), timeout=30)
+    kube.create(cluster_objects.deployment("after-handover"))
+    wait_until(lambda: ("deployment", f"{cluster_objects.NS}/after-handover") in view(platform))
+
+    # Clusters without the WatchList feature (before 1.32, or with it off) answer every
+    # streaming list with 422: the agent lists page by page there, so the chart must grant
+    # `list` as well as `watch`. Preview meets such a server here.
+    kube.set_streaming_lists("refuse")
+    preview = run_cli("preview", env=installed.env("discovery", "agent", "preview"))
+    assert preview.returncode == 0, preview.stderr
+    kinds = {json.loads(line)["kind"] for line in preview.stdout.splitlines()}
+    assert {"namespace", "deployment", "job_execution"} <= kinds
+    assert ("helm_release" in kinds) == releases
+
+    [done] = [line for line in log_events(preview.stderr) if line["event"] == "preview_done"]
+    assert done["forbidden"] == []
+
+    for agent in agents.values():
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+    installed.check_requests(DISCOVERY)
+
+
+def hpa_bounds(kube: FakeKube, name: str) -> tuple[int, int]:
+    spec = kube.get("horizontalpodautoscalers", scaling.NS, name)["spec"]
+    return spec.get("minReplicas", 1), spec["maxReplicas"]
+
+
+def events_of(platform: FakePlatform, kind: str) -> list[dict[str, Any]]:
+    return [event for event in platform.events().values() if event["type"] == kind]
+
+
+def window(
+    platform: FakePlatform, template_id: str, seconds: float, *actions: dict[str, Any]
+) -> None:
+    started = datetime.now(UTC)
+    platform.set_templates(
+        [manual_template(started, started + timedelta(seconds=seconds), template_id)]
+    )
+    platform.set_actions(template_id, list(actions))
+
+
+def scale_to_zero_hook(
+    installed: Installed, on_scaled_down: Callable[[], None]
+) -> subprocess.CompletedProcess[str]:
+    """The hook's first step as its pod runs it: the script from the chart, its container's
+    environment, the uninstall ServiceAccount's token and the API server's CA."""
+    kube = installed.kube
+    account = installed.tmp / "uninstall-serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(installed.token(UNINSTALL))
+    (account / "ca.crt").write_bytes(kube.tls.ca_pem)
+    env = installed.env("uninstall", "scale-to-zero", "uninstall-hook") | {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(kube.port),
+        "SERVICE_ACCOUNT_DIR": str(account),
+    }
+    # What the Deployment controller and the kubelet would do: the pod goes once the
+    # Deployment is at zero.
+    watcher = threading.Thread(target=on_scaled_down, daemon=True)
+    watcher.start()
+    result = subprocess.run(
+        [sys.executable, str(HOOK_SCRIPT)], env=env, capture_output=True, text=True, timeout=60
+    )
+    watcher.join(30)
+    return result
+
+
+def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of_it(
+    charts: dict[str, Rendered], install: Install, kube: FakeKube, platform: FakePlatform
+) -> None:
+    installed: Installed = install(charts["default"])
+    kube.create(scaling.namespace())
+    kube.create(scaling.deployment("web", replicas=2))
+    kube.create(scaling.hpa("web", low=2, high=5))
+    kube.create(scaling.deployment("api", replicas=1))  # no HPA: the window brings one
+
+    # A window applied and reverted: bounds changed and restored, a provisional HPA created
+    # and deleted, replicas raised and restored, each with its Kubernetes Event.
+    window(platform, "t-1", 6, action("a-1", "web", 4, 20), action("a-2", "api", 3, 6))
+    agent = installed.start(
+        installed.env("scaling", "agent", f"{SCALING}-0"), "run", "--role", "scaling"
+    )
+    wait_until(lambda: hpa_bounds(kube, "web") == (4, 20))
+    wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 2)
+    wait_until(lambda: len(events_of(platform, "apply")) == 2)
+    wait_until(lambda: hpa_bounds(kube, "web") == (2, 5), timeout=30)
+    wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 1)
+    wait_until(lambda: len(events_of(platform, "revert")) == 2)
+    assert len(kube.list("events", scaling.NS)) >= 4
+
+    # Uninstall during a window: the hook scales the scaling workload to zero, waits for
+    # its pod to go, and reverts what the window changed.
+    window(platform, "t-2", 3600, action("a-3", "web", 6, 30), action("a-4", "api", 3, 6))
+    wait_until(lambda: hpa_bounds(kube, "web") == (6, 30))
+    wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 2)
+    workload = installed.rendered.workload("scaling")
+    kube.create(workload)
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    scaling_pod = cluster_objects.pod(f"{SCALING}-0", **labels)
+    scaling_pod["metadata"]["namespace"] = NAMESPACE
+    kube.create(scaling_pod)
+
+    def pod_goes() -> None:
+        wait_until(lambda: kube.get("deployments", NAMESPACE, SCALING)["spec"]["replicas"] == 0)
+        agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+        kube.delete("pods", NAMESPACE, f"{SCALING}-0")
+
+    hook = scale_to_zero_hook(installed, pod_goes)
+    assert hook.returncode == 0, hook.stdout + hook.stderr
+    assert agent.poll() is not None
+    # Somebody writes the HPA between revert-all's read and its write: it reads it again.
+    kube.fail_next(409, resource="horizontalpodautoscalers", verb="patch")
+    revert_all = run_cli(
+        "scaling", "revert-all", env=installed.env("uninstall", "revert-all", "uninstall-hook")
+    )
+    assert revert_all.returncode == 0, revert_all.stderr
+    reverted = json.loads(revert_all.stdout)
+    assert reverted["failed"] == {} and f"{scaling.NS}/web" in reverted["reverted"]
+    assert len(reverted["reverted"]) == 2
+    assert hpa_bounds(kube, "web") == (2, 5)
+    assert len(kube.list("horizontalpodautoscalers", scaling.NS)) == 1
+    assert kube.get("deployments", scaling.NS, "api")["spec"]["replicas"] == 1
+    wait_until(lambda: any(e["reason"] == "manual" for e in events_of(platform, "revert")))
+
+    # revert-all as the scaling ServiceAccount, over a window with a provisional HPA.
+    window(platform, "t-3", 3600, action("a-5", "api", 2, 4))
+    agent = installed.start(
+        installed.env("scaling", "agent", f"{SCALING}-1"), "run", "--role", "scaling"
+    )
+    wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 2)
+    agent.send_signal(signal.SIGTERM)
+    stop_within(agent, 30)
+    kube.fail_next(409, resource="horizontalpodautoscalers", verb="delete")
+    revert_all = run_cli(
+        "scaling", "revert-all", env=installed.env("scaling", "agent", "revert-all")
+    )
+    assert revert_all.returncode == 0, revert_all.stderr
+    assert len(kube.list("horizontalpodautoscalers", scaling.NS)) == 1
+
+    installed.check_requests(SCALING, UNINSTALL)
+
+
+def test_the_guard_names_a_refused_request_an_unused_rule_and_a_rule_held_twice(
+    charts: dict[str, Rendered],
+) -> None:
+    rendered = copy.deepcopy(charts["default"])
+    role = rendered.one("ClusterRole", SCALING)
+    role["rules"] += [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+        {
+            "apiGroups": ["autoscaling"],
+            "resources": ["horizontalpodautoscalers"],
+            "resourceNames": ["web"],
+            "verbs": ["get"],
+        },
+    ]
+    grants = guard.grants_of(rendered, SCALING)
+    user = service_account(NAMESPACE, SCALING)
+
+    def made(method: str, path: str, status: int = 200) -> RequestRecord:
+        info = request_info(method, path, {})
+        return RequestRecord(method, path, {}, status, None, False, 0.0, "", user, info)
+
+    hpa = f"/apis/autoscaling/v2/namespaces/{scaling.NS}/horizontalpodautoscalers/web"
+    records = [made("GET", hpa), made("GET", f"/api/v1/namespaces/{scaling.NS}/secrets/s")]
+    [refused] = guard.refused(records, grants)
+    assert 'get "secrets" "s" in API group "", namespace "shop"' in refused
+    assert guard.refused([made("GET", hpa, status=403)], grants)
+    unused = {str(grant) for grant in guard.unused(records, grants)}
+    assert f'ClusterRole/{SCALING}: get "configmaps" in API group ""' in unused
+    assert (
+        f'ClusterRole/{SCALING}: get "horizontalpodautoscalers" in API group "autoscaling"'
+        not in unused
+    )
+    [twice] = guard.redundant(grants)
+    assert twice.names == ("web",) and twice.resource == "horizontalpodautoscalers"
