@@ -70,8 +70,10 @@ class Authorizer:
             return
         allowed, errors = self.authorize(user, info)
         if not allowed:
-            # Worded as Go's error aggregate: one error as it is, several in brackets.
-            listed = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+            # Worded as Go's error aggregate: repeats dropped, one error as it is, several
+            # in brackets.
+            unique = list(dict.fromkeys(errors))
+            listed = unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
             raise forbidden(info, user, f"RBAC: {listed}" if errors else "")
 
     def authorize(self, user: str, info: RequestInfo) -> tuple[bool, list[str]]:
@@ -101,10 +103,14 @@ class Authorizer:
     ) -> list[dict[str, Any]]:
         ref = binding.get("roleRef") or {}
         kind, name = ref.get("kind"), str(ref.get("name", ""))
+        if kind not in ("ClusterRole", "Role"):
+            errors.append(f'unsupported role reference kind: "{kind or ""}"')
+            return []
         resource = _CLUSTER_ROLES if kind == "ClusterRole" else _ROLES
         role = self._find(resource, namespace if kind == "Role" else "", name)
-        if role is None or kind not in ("ClusterRole", "Role"):
-            errors.append(f'{resource.qualified} "{name}" not found')
+        if role is None:
+            # The informer lister's NotFound: the singular resource, qualified by its group.
+            errors.append(f'{resource.singular}.{resource.group} "{name}" not found')
             return []
         rules: list[dict[str, Any]] = role.get("rules") or []
         return rules
@@ -165,7 +171,7 @@ def _resource_matches(resources: list[str], info: RequestInfo) -> bool:
 def _url_matches(rule_url: str, path: str) -> bool:
     if rule_url in ("*", path):
         return True
-    return rule_url.endswith("*") and path.startswith(rule_url[:-1])
+    return rule_url.endswith("*") and path.startswith(rule_url.rstrip("*"))
 
 
 def _bootstrap_role(name: str, urls: list[str], groups: list[str]) -> list[dict[str, Any]]:
