@@ -648,6 +648,16 @@ def test_a_binding_to_a_missing_role_is_named_in_the_denial(cluster: FakeKube) -
     assert code(cluster, ALICE, "GET", CONFIGMAPS_A) == 200
 
 
+def test_a_binding_to_a_kind_that_is_no_role_is_named_in_the_denial(cluster: FakeKube) -> None:
+    # rule.go GetRoleReferenceRules: `unsupported role reference kind: "<kind>"` (the API
+    # refuses such a binding; one seeded from Python still reaches the authorizer).
+    cluster.create(binding(A, "odd", "Policy", "x", user(ALICE)))
+    assert call(cluster, ALICE, "GET", CONFIGMAPS_A).json()["message"] == (
+        'configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group '
+        '"" in the namespace "team-a": RBAC: unsupported role reference kind: "Policy"'
+    )
+
+
 # --- changes, switching off, watches -------------------------------------------------------
 
 
