@@ -772,3 +772,135 @@ def test_kubectl_prints_the_servers_forbidden_message(
     kubectl_kube.create(role(A, "pod-reader", rule(["list"], ["pods"])))
     kubectl_kube.create(binding(A, "pod-reader", "Role", "pod-reader", user(BOB)))
     assert bob.ok("get", "pods", "-n", A, "-o", "name").split() == ["pod/p"]
+
+
+# --- SelfSubjectAccessReviews --------------------------------------------------------------
+
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def review(kube: FakeKube, who: str, **spec: dict[str, str]) -> httpx.Response:
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
+    return call(kube, who, "POST", REVIEWS, body=body | {"spec": spec})
+
+
+def test_a_self_subject_access_review_answers_from_the_same_rules(cluster: FakeKube) -> None:
+    # selfsubjectaccessreview/rest.go Create: the review comes back with status.allowed and
+    # the authorizer's reason; rule.go's describers name the allowing binding.
+    cluster.create(role(A, "reader", rule(["list"], ["configmaps"])))
+    cluster.create(binding(A, "reader", "Role", "reader", service_account("reader")))
+    asked = {"namespace": A, "verb": "list", "resource": "configmaps"}
+    answer = review(cluster, READER_A, resourceAttributes=asked)
+    assert answer.status_code == 201
+    assert answer.json() == {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {},
+        "spec": {"resourceAttributes": asked},
+        "status": {
+            "allowed": True,
+            "reason": 'RBAC: allowed by RoleBinding "reader/team-a" of Role "reader" to '
+            'ServiceAccount "reader/team-a"',
+        },
+    }
+    elsewhere = asked | {"namespace": B}
+    assert review(cluster, READER_A, resourceAttributes=elsewhere).json()["status"] == {
+        "allowed": False
+    }
+    assert review(cluster, READER_B, resourceAttributes=asked).json()["status"] == {
+        "allowed": False
+    }
+    assert review(cluster, ADMIN, resourceAttributes=elsewhere).json()["status"] == {
+        "allowed": True,
+        "reason": 'RBAC: allowed by ClusterRoleBinding "cluster-admin" of ClusterRole '
+        '"cluster-admin" to User "admin"',
+    }
+    # Subresources and names are taken as given, not parsed from a path.
+    logs = {"namespace": A, "verb": "get", "resource": "pods", "subresource": "log", "name": "p"}
+    assert review(cluster, BOB, resourceAttributes=logs).json()["status"]["allowed"] is False
+    grant(cluster, user(BOB), rule(["get"], ["pods/log"], names=["p"]))
+    assert review(cluster, BOB, resourceAttributes=logs).json()["status"]["allowed"] is True
+    version = {"path": "/version", "verb": "get"}
+    assert review(cluster, BOB, nonResourceAttributes=version).json()["status"]["allowed"]
+    metrics = {"path": "/metrics", "verb": "get"}
+    assert review(cluster, BOB, nonResourceAttributes=metrics).json()["status"] == {
+        "allowed": False
+    }
+
+
+def test_a_self_subject_access_review_names_bindings_to_missing_roles(cluster: FakeKube) -> None:
+    cluster.create(cluster_binding("ghost", "ghost", user(ALICE)))
+    asked = {"namespace": A, "verb": "list", "resource": "configmaps"}
+    assert review(cluster, ALICE, resourceAttributes=asked).json()["status"] == {
+        "allowed": False,
+        "reason": 'RBAC: clusterrole.rbac.authorization.k8s.io "ghost" not found',
+    }
+
+
+def test_a_self_subject_access_review_needs_exactly_one_kind_of_attributes(
+    cluster: FakeKube,
+) -> None:
+    # authorization/validation ValidateSelfSubjectAccessReviewSpec.
+    answer = review(cluster, BOB)
+    assert answer.status_code == 422
+    assert answer.json()["message"] == (
+        'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+        'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes '
+        "must be specified"
+    )
+    both = review(
+        cluster,
+        BOB,
+        resourceAttributes={"verb": "get", "resource": "pods"},
+        nonResourceAttributes={"path": "/version", "verb": "get"},
+    )
+    assert both.status_code == 422
+    assert both.json()["details"]["causes"][0]["field"] == "spec.nonResourceAttributes"
+
+
+def test_with_rbac_off_a_self_subject_access_review_allows_everything(cluster: FakeKube) -> None:
+    cluster.disable_rbac()
+    answer = review(cluster, BOB, resourceAttributes={"verb": "delete", "resource": "nodes"})
+    assert answer.json()["status"] == {"allowed": True}
+
+
+def test_the_official_client_reviews_its_own_access(cluster: FakeKube) -> None:
+    cluster.create(role(A, "reader", rule(["list"], ["configmaps"])))
+    cluster.create(binding(A, "reader", "Role", "reader", user(ALICE)))
+    api = client.AuthorizationV1Api(
+        client.ApiClient(cluster.client_configuration(token=TOKEN_OF[ALICE]))
+    )
+
+    def allowed(namespace: str) -> bool:
+        attributes = client.V1ResourceAttributes(
+            namespace=namespace, verb="list", resource="configmaps"
+        )
+        body = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        answer = api.create_self_subject_access_review(body)
+        return bool(answer.status.allowed)
+
+    assert (allowed(A), allowed(B)) == (True, False)
+
+
+def test_kubectl_auth_can_i_answers_yes_or_no_from_the_fakes_rules(
+    kubectl: Kubectl, kubectl_kube: FakeKube
+) -> None:
+    # kubectl auth can-i posts a SelfSubjectAccessReview (as protobuf) and prints "yes" (exit
+    # 0) or "no" (exit 1).
+    kubectl_kube.create(role(A, "pod-reader", rule(["list", "get"], ["pods"])))
+    kubectl_kube.create(binding(A, "pod-reader", "Role", "pod-reader", user(BOB)))
+    bob = kubectl.with_token(TOKEN_OF[BOB], kubectl_kube)
+    assert bob.ok("auth", "can-i", "list", "pods", "-n", A) == "yes\n"
+    assert bob.ok("auth", "can-i", "get", "pods/p", "-n", A) == "yes\n"
+    for args in (
+        ("list", "pods", "-n", B),
+        ("delete", "pods", "-n", A),
+        ("get", "pods", "--subresource=log", "-n", A),
+        ("list", "nodes"),
+        ("get", "/metrics"),
+    ):
+        done = bob.run("auth", "can-i", *args)
+        assert (done.returncode, done.stdout) == (1, "no\n"), args
+    assert bob.ok("auth", "can-i", "get", "/version") == "yes\n"
