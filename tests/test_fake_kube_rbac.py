@@ -7,7 +7,8 @@ visits the rules of every binding that applies to the user (pkg/registry/rbac/va
 rule.go, `VisitRulesFor` and `appliesToUser`) and matches them with
 pkg/apis/rbac/v1/evaluation_helpers.go; a denial is written by
 staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go (`Forbidden`,
-`forbiddenMessage`) as apimachinery's `NewForbidden` Status.
+`forbiddenMessage`) as apimachinery's `NewForbidden` Status. A SelfSubjectAccessReview
+(pkg/registry/authorization/selfsubjectaccessreview/rest.go) asks the same authorizer.
 """
 
 from __future__ import annotations
@@ -779,7 +780,7 @@ def test_kubectl_prints_the_servers_forbidden_message(
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
-def review(kube: FakeKube, who: str, **spec: dict[str, str]) -> httpx.Response:
+def review(kube: FakeKube, who: str, **spec: Any) -> httpx.Response:
     body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
     return call(kube, who, "POST", REVIEWS, body=body | {"spec": spec})
 
@@ -856,6 +857,8 @@ def test_a_self_subject_access_review_needs_exactly_one_kind_of_attributes(
     )
     assert both.status_code == 422
     assert both.json()["details"]["causes"][0]["field"] == "spec.nonResourceAttributes"
+    odd = review(cluster, BOB, resourceAttributes="pods")
+    assert (odd.status_code, odd.json()["reason"]) == (400, "BadRequest")
 
 
 def test_with_rbac_off_a_self_subject_access_review_allows_everything(cluster: FakeKube) -> None:

@@ -107,8 +107,13 @@ def _spec(content_type: str, raw: bytes) -> dict[str, Any]:
         raise status.bad_request(
             f"the body of the request was in an unknown format: {error}"
         ) from None
-    spec = doc.get("spec") if isinstance(doc, dict) else None
-    return spec if isinstance(spec, dict) else {}
+    spec = (doc.get("spec") if isinstance(doc, dict) else None) or {}
+    if not isinstance(spec, dict) or not all(
+        isinstance(spec.get(key) or {}, dict)
+        for key in ("resourceAttributes", "nonResourceAttributes")
+    ):
+        raise status.bad_request(f"the body is not a {KIND}")
+    return spec
 
 
 def _spec_from_protobuf(raw: bytes) -> dict[str, Any]:
