@@ -10,8 +10,9 @@ nothing and is named in the denial's reason, as upstream. Aggregated ClusterRole
 expanded.
 
 With RBAC on, the fake also holds the bootstrap roles every cluster has (`BOOTSTRAP`:
-`system:discovery`, `system:public-info-viewer`), so any authenticated user may read
-`/version`, `/api`, `/apis` and `/openapi`, and anybody the version and health checks.
+`system:discovery`, `system:basic-user`, `system:public-info-viewer`), so any authenticated
+user may read `/version`, `/api`, `/apis` and `/openapi` and ask what it may do
+(SelfSubjectAccessReviews), and anybody the version and health checks.
 """
 
 from __future__ import annotations
@@ -66,45 +67,62 @@ class Authorizer:
 
     def check(self, user: str, info: RequestInfo) -> None:
         """Raise the 403 the API server would answer, unless RBAC is off or allows it."""
-        if not self.enabled or info.path in auth.SANDBOX_PATHS:
+        if info.path in auth.SANDBOX_PATHS:
             return
-        allowed, errors = self.authorize(user, info)
+        allowed, reason = self.decide(user, info)
         if not allowed:
-            # Worded as Go's error aggregate: one error as it is, several in brackets.
-            listed = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
-            raise forbidden(info, user, f"RBAC: {listed}" if errors else "")
+            raise forbidden(info, user, reason)
 
-    def authorize(self, user: str, info: RequestInfo) -> tuple[bool, list[str]]:
-        """Whether some bound rule allows the request, and the bindings that could not be
-        followed on the way (their role is missing)."""
+    def decide(self, user: str, info: RequestInfo) -> tuple[bool, str]:
+        """Whether `user` may do what `info` asks, and the reason upstream's Authorize
+        gives: the binding that allowed it, or the bindings that could not be followed on
+        the way (their role is missing). With RBAC off everything is allowed, no reason."""
+        if not self.enabled:
+            return True, ""
         errors: list[str] = []
-        for rules in self._rules_for(user, info.namespace, errors):
+        for source, rules in self._rules_for(user, info.namespace, errors):
             if any(rule_allows(rule, info) for rule in rules):
-                return True, []
-        return False, errors
+                return True, f"RBAC: allowed by {source}"
+        if not errors:
+            return False, ""
+        # Worded as Go's error aggregate: repeats dropped, one error as it is, several in
+        # brackets.
+        unique = list(dict.fromkeys(errors))
+        return False, "RBAC: " + (unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]")
 
     def _rules_for(
         self, user: str, namespace: str, errors: list[str]
-    ) -> Iterator[list[dict[str, Any]]]:
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(the binding as upstream describes it, its role's rules) for each binding that
+        applies to `user` in `namespace`."""
         groups = groups_of(user)
         for binding in self._objects(_CLUSTER_ROLE_BINDINGS, None):
-            if _binds(binding, user, groups, ""):
-                yield self._role_rules(binding, "", errors)
+            subject = _bound_subject(binding, user, groups, "")
+            if subject is not None:
+                source = f'ClusterRoleBinding "{binding["metadata"]["name"]}"'
+                yield _describe(source, binding, subject, ""), self._role_rules(binding, "", errors)
         if not namespace:
             return
         for binding in self._objects(_ROLE_BINDINGS, namespace):
-            if _binds(binding, user, groups, namespace):
-                yield self._role_rules(binding, namespace, errors)
+            subject = _bound_subject(binding, user, groups, namespace)
+            if subject is not None:
+                source = f'RoleBinding "{binding["metadata"]["name"]}/{namespace}"'
+                rules = self._role_rules(binding, namespace, errors)
+                yield _describe(source, binding, subject, namespace), rules
 
     def _role_rules(
         self, binding: dict[str, Any], namespace: str, errors: list[str]
     ) -> list[dict[str, Any]]:
         ref = binding.get("roleRef") or {}
         kind, name = ref.get("kind"), str(ref.get("name", ""))
+        if kind not in ("ClusterRole", "Role"):
+            errors.append(f'unsupported role reference kind: "{kind or ""}"')
+            return []
         resource = _CLUSTER_ROLES if kind == "ClusterRole" else _ROLES
         role = self._find(resource, namespace if kind == "Role" else "", name)
-        if role is None or kind not in ("ClusterRole", "Role"):
-            errors.append(f'{resource.qualified} "{name}" not found')
+        if role is None:
+            # The informer lister's NotFound: the singular resource, qualified by its group.
+            errors.append(f'{resource.singular}.{resource.group} "{name}" not found')
             return []
         rules: list[dict[str, Any]] = role.get("rules") or []
         return rules
@@ -120,18 +138,32 @@ class Authorizer:
             return None
 
 
-def _binds(binding: dict[str, Any], user: str, groups: tuple[str, ...], namespace: str) -> bool:
+def _bound_subject(
+    binding: dict[str, Any], user: str, groups: tuple[str, ...], namespace: str
+) -> dict[str, Any] | None:
+    """The first subject of `binding` that is `user`, as upstream's appliesToUser decides."""
     for subject in binding.get("subjects") or []:
         kind, name = subject.get("kind"), subject.get("name", "")
         if kind == "User" and name == user:
-            return True
+            return subject
         if kind == "Group" and name in groups:
-            return True
+            return subject
         if kind == "ServiceAccount":
             account_namespace = subject.get("namespace") or namespace
             if account_namespace and auth.service_account(account_namespace, name) == user:
-                return True
-    return False
+                return subject
+    return None
+
+
+def _describe(source: str, binding: dict[str, Any], subject: dict[str, Any], namespace: str) -> str:
+    """`ClusterRoleBinding "b" of ClusterRole "r" to User "u"`, as upstream's describers word
+    it; a ServiceAccount is `name/namespace`."""
+    ref = binding.get("roleRef") or {}
+    name = subject.get("name", "")
+    if subject.get("kind") == "ServiceAccount":
+        name = f"{name}/{subject.get('namespace') or namespace}"
+    role = f'{ref.get("kind", "")} "{ref.get("name", "")}"'
+    return f'{source} of {role} to {subject.get("kind")} "{name}"'
 
 
 def rule_allows(rule: dict[str, Any], info: RequestInfo) -> bool:
@@ -165,10 +197,12 @@ def _resource_matches(resources: list[str], info: RequestInfo) -> bool:
 def _url_matches(rule_url: str, path: str) -> bool:
     if rule_url in ("*", path):
         return True
-    return rule_url.endswith("*") and path.startswith(rule_url[:-1])
+    return rule_url.endswith("*") and path.startswith(rule_url.rstrip("*"))
 
 
-def _bootstrap_role(name: str, urls: list[str], groups: list[str]) -> list[dict[str, Any]]:
+def _bootstrap_role(
+    name: str, rules: list[dict[str, Any]], groups: list[str]
+) -> list[dict[str, Any]]:
     metadata = {
         "name": name,
         "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
@@ -178,7 +212,7 @@ def _bootstrap_role(name: str, urls: list[str], groups: list[str]) -> list[dict[
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": metadata,
-        "rules": [{"nonResourceURLs": urls, "verbs": ["get"]}],
+        "rules": rules,
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -193,27 +227,33 @@ def _bootstrap_role(name: str, urls: list[str], groups: list[str]) -> list[dict[
     return [role, binding]
 
 
-# The non-resource rules of kube-apiserver's bootstrap policy (plugin/pkg/auth/authorizer/
-# rbac/bootstrappolicy): discovery for every authenticated user, version and health checks
-# for anybody.
-BOOTSTRAP = _bootstrap_role(
-    "system:discovery",
-    [
-        "/api",
-        "/api/*",
-        "/apis",
-        "/apis/*",
-        "/healthz",
-        "/livez",
-        "/openapi",
-        "/openapi/*",
-        "/readyz",
-        "/version",
-        "/version/",
-    ],
-    [AUTHENTICATED],
-) + _bootstrap_role(
-    "system:public-info-viewer",
-    ["/healthz", "/livez", "/readyz", "/version", "/version/"],
-    [AUTHENTICATED, UNAUTHENTICATED],
+def _get(*urls: str) -> dict[str, Any]:
+    return {"nonResourceURLs": list(urls), "verbs": ["get"]}
+
+
+def _create(group: str, *resources: str) -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": list(resources), "verbs": ["create"]}
+
+
+# Roles of kube-apiserver's bootstrap policy (plugin/pkg/auth/authorizer/rbac/
+# bootstrappolicy/policy.go): discovery and asking about oneself for every authenticated
+# user, version and health checks for anybody.
+_HEALTH = ("/healthz", "/livez", "/readyz", "/version", "/version/")
+BOOTSTRAP = (
+    _bootstrap_role(
+        "system:discovery",
+        [_get(*_HEALTH, "/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*")],
+        [AUTHENTICATED],
+    )
+    + _bootstrap_role(
+        "system:basic-user",
+        [
+            _create("authorization.k8s.io", "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+            _create("authentication.k8s.io", "selfsubjectreviews"),
+        ],
+        [AUTHENTICATED],
+    )
+    + _bootstrap_role(
+        "system:public-info-viewer", [_get(*_HEALTH)], [AUTHENTICATED, UNAUTHENTICATED]
+    )
 )

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from sandbox.kube import status
+from sandbox.kube.options import flag
 
 _METHOD_VERBS = {
     "POST": "create",
@@ -28,6 +29,8 @@ _METHOD_VERBS = {
 }
 # A namespace's own subresources: /api/v1/namespaces/NAME/status is about the namespace.
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+# What the forbidden message escapes so that it never reads as HTML (quotes are kept).
+_SANITIZED = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,8 @@ class RequestInfo:
 def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
     """The attributes of one request, parsed as the API server's request-info factory does:
     from the path alone, without knowing whether the resource exists."""
-    parts = [unquote(part) for part in path.strip("/").split("/") if part]
+    path = unquote(path)  # Go's URL.Path: decoded before it is split
+    parts = [part for part in path.strip("/").split("/") if part]
     non_resource = RequestInfo(verb=method.lower(), path=path, resource_request=False)
     if len(parts) < 3 or parts[0] not in ("api", "apis"):
         return non_resource
@@ -86,7 +90,8 @@ def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
     if not name and verb == "get":
-        verb = "watch" if query.get("watch", "").lower() in ("true", "1") else "list"
+        # Any value but "false" or "0", even an empty one, asks for a watch.
+        verb = "watch" if flag(query, "watch") else "list"
         name = _name_from_field_selector(query.get("fieldSelector", ""))
     if not name and verb == "delete":
         verb = "deletecollection"
@@ -116,9 +121,10 @@ def _name_from_field_selector(selector: str) -> str:
 
 def forbidden(info: RequestInfo, user: str, reason: str = "") -> status.ApiError:
     """The 403 the API server's authorization filter answers a denied request with."""
-    why = info.describe(user) + (f": {reason}" if reason else "")
+    why = info.describe(user).translate(_SANITIZED) + (f": {reason}" if reason else "")
     if not info.resource_request:
-        return status.ApiError(403, "Forbidden", f"forbidden: {why}")
+        # No resource: a Status whose details are there but empty.
+        return status.ApiError(403, "Forbidden", f"forbidden: {why}", details={})
     qualified = f"{info.resource}.{info.api_group}" if info.api_group else info.resource
     subject = f'{qualified} "{info.name}"' if info.name else qualified
     details: dict[str, Any] = {}

@@ -54,6 +54,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import msgspec
 
 from sandbox.kube import (
+    access_review,
     admission,
     decoding,
     managed_fields,
@@ -304,7 +305,13 @@ class Router:
                 raise fault
             if not watch:  # watches have stall faults of their own
                 handler.drip = self.backend.faults.drip(path, resource, info.verb)
-            if route is None:
+            if path == access_review.PATH:
+                content_type = handler.headers.get("Content-Type") or ""
+                body = access_review.review(
+                    self.backend.authorizer, user, handler.command, content_type, raw
+                )
+                handler.reply(201, body)
+            elif route is None:
                 self._non_resource(handler, path)
             else:
                 self._resource(handler, route, query, raw, watch)
