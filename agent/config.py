@@ -74,6 +74,7 @@ FILE_KEYS = frozenset(
         "cloud_metadata",
         "collect_helm_releases",
         "collect_job_logs",
+        "collect_events",
         "ca_bundle",
         "leader_election",
         "api_deadline_seconds",
@@ -188,6 +189,9 @@ class Settings:
     """Read Helm release Secrets into release records."""
     collect_job_logs: bool = True
     """Read the last log lines of failed CronJob runs."""
+    collect_events: bool = True
+    """Watch Warning Events for the pod errors only they tell (sandbox, volume, probe,
+    admission failures)."""
     leader_election: bool | None = None
     """Elect a leader through a Lease; None decides automatically (on when in-cluster)."""
     reconcile_interval_seconds: float = 30.0
@@ -226,6 +230,7 @@ class CollectionSettings:
     ignore_node_labels: tuple[str, ...]
     collect_helm_releases: bool
     collect_job_logs: bool
+    collect_events: bool
 
 
 def load_settings(
@@ -377,6 +382,7 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
         ignore_node_labels=collection.ignore_node_labels,
         collect_helm_releases=collection.collect_helm_releases,
         collect_job_logs=collection.collect_job_logs,
+        collect_events=collection.collect_events,
         leader_election=_optional_flag(src.get("LEADER_ELECTION", "leader_election")),
         reconcile_interval_seconds=_seconds(
             src.get("RECONCILE_INTERVAL_SECONDS", "reconcile_interval_seconds"),
@@ -413,6 +419,7 @@ def _collection(src: _Sources) -> CollectionSettings:
         ignore_node_labels=_names(src.get(None, "ignore_node_labels"), Settings.ignore_node_labels),
         collect_helm_releases=_flag(src.get(None, "collect_helm_releases"), True),
         collect_job_logs=_flag(src.get(None, "collect_job_logs"), True),
+        collect_events=_flag(src.get("COLLECT_EVENTS", "collect_events"), True),
     )
 
 

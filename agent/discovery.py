@@ -48,6 +48,7 @@ def collector_settings(settings: Settings | CollectionSettings) -> CollectorSett
         ),
         collect_helm_releases=settings.collect_helm_releases,
         collect_job_logs=settings.collect_job_logs,
+        collect_events=settings.collect_events,
     )
 
 

@@ -61,6 +61,7 @@ from collector.normalize import (
     network_policy,
     node,
     pod_error,
+    pod_event,
     rbac,
     revision,
     service,
@@ -81,6 +82,8 @@ class CollectorSettings:
     filters: Filters = field(default_factory=lambda: Filters((), (), ()))
     collect_helm_releases: bool = True
     collect_job_logs: bool = True
+    collect_events: bool = True
+    """Watch Warning Events for the pod errors only they tell (`collector.normalize.pod_event`)."""
     flush_seconds: float = 1.0
     flush_max_records: int = 1000
     """A buffer this full is committed at once (bounds its memory during lists)."""
@@ -100,6 +103,8 @@ WARM_UP: tuple[frozenset[Resource], ...] = (
     frozenset({resources.NAMESPACES, resources.DEPLOYMENTS, resources.CRONJOBS}),
     frozenset({resources.REPLICASETS, resources.SERVICES, resources.HPAS}),
 )
+# Started once Pods have listed: an Event's pod error takes the pod's workload from them.
+AFTER_PODS = frozenset({resources.EVENTS})
 # What a Deployment's and its revisions' records mention of other kinds.
 DEPLOYMENT_RELATIONS = frozenset({resources.REPLICASETS, resources.SERVICES, resources.HPAS})
 
@@ -395,6 +400,7 @@ class Collector:
         )
 
     def _sources(self) -> list[Source]:
+        pods = pod_error.PodErrorNormalizer(self.state.pods)
         table = [
             Source(resources.NAMESPACES, namespace.NORMALIZER),
             Source(
@@ -418,7 +424,7 @@ class Collector:
                 keep=Keep.OBJECTS,
                 waits_for=frozenset({resources.PODS}),
             ),
-            Source(resources.PODS, pod_error.PodErrorNormalizer(self.state.pods)),
+            Source(resources.PODS, pods),
             Source(resources.NODES, node.NORMALIZER, keep=Keep.OBJECTS),  # metadata hints
             Source(resources.INGRESSES, ingress.NORMALIZER),
             Source(resources.NETWORK_POLICIES, network_policy.NORMALIZER),
@@ -427,6 +433,13 @@ class Collector:
             Source(resources.CLUSTER_ROLES, rbac.CLUSTER_ROLE),
             Source(resources.CLUSTER_ROLE_BINDINGS, rbac.CLUSTER_ROLE_BINDING),
         ]
+        if self.settings.collect_events:
+            table.append(
+                Source(
+                    resources.EVENTS,
+                    pod_event.PodEventNormalizer(pods, self.state.events, self.settings.filters),
+                )
+            )
         if self.settings.collect_helm_releases:
             table.append(
                 Source(
@@ -457,7 +470,14 @@ class Collector:
                 if self._stopped.is_set():
                     return
             log.info("warm_up_phase_done", resources=[i.resource.plural for i in phase])
+        later = [informer for informer in rest if informer.resource in AFTER_PODS]
         for informer in rest:
+            if informer not in later and not self._stopped.is_set():
+                informer.start()
+        for informer in self.informers:
+            if later and informer.resource is resources.PODS:
+                self._wait_listed(informer, self.settings.warm_up_timeout_seconds)
+        for informer in later:
             if not self._stopped.is_set():
                 informer.start()
 
@@ -657,6 +677,8 @@ class Collector:
         if sink.source.resource is resources.PODS:
             sink.normalizer.forget(key)
             self.job_pods.forget(key)
+        elif sink.source.resource is resources.EVENTS:
+            sink.normalizer.forget(key)
         self._stale_deployments.update(affected)
 
     def holds(self, sink: SourceSink, obj: Any) -> bool:

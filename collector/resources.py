@@ -64,6 +64,8 @@ HELM_RELEASE_SECRETS = Resource(
     field_selector="type=helm.sh/release.v1",
     metadata_only=True,
 )
+# Only Warnings: Normal Events are most of an Event stream and never become records.
+EVENTS = Resource("events", "v1", field_selector="type=Warning")
 DEPLOYMENTS = Resource("deployments", "apps/v1")
 REPLICASETS = Resource("replicasets", "apps/v1")
 HPAS = Resource("horizontalpodautoscalers", "autoscaling/v2")

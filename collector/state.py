@@ -4,11 +4,12 @@ A large cluster has tens of thousands of objects, and the collector must remembe
 about each: which records an object produced (to delete them when it vanishes), the data of
 records that are rebuilt when a related object changes (Deployments and their revisions),
 the fingerprint of the last record enqueued per (kind, key) (coalescing), the error state
-of every pod, and the two relation indexes that grow with the cluster (Deployments' pod
-template labels, ReplicaSets' Deployment and revision: `collector.relations`). As Python
-objects that is hundreds of bytes per object, and the churn of decoding list pages between
-those long-lived objects fragments the heap on top of it. In SQLite it is a few dozen bytes
-per row on disk and a bounded page cache in memory.
+of every pod, the Warning Event series already reported (`EventSeries`), and the two
+relation indexes that grow with the cluster (Deployments' pod template labels, ReplicaSets'
+Deployment and revision: `collector.relations`). As Python objects that is hundreds of
+bytes per object, and the churn of decoding list pages between those long-lived objects
+fragments the heap on top of it. In SQLite it is a few dozen bytes per row on disk and a
+bounded page cache in memory.
 
 One connection, guarded by one lock, serves every thread: sinks write under the collector's
 lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
@@ -36,7 +37,7 @@ from shipper import queuefile
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
 SCHEMA_VERSION = 2
 
-_FORGETTABLE = ("produced", "sent", "pods")
+_FORGETTABLE = ("produced", "sent", "pods", "event_series")
 # Rebuilt from the lists of every leadership term (`collector.relations`), never carried over.
 RELATION_TABLES = ("deployment_templates", "replicasets")
 _TABLES = (*_FORGETTABLE, *RELATION_TABLES, "meta")
@@ -67,6 +68,14 @@ CREATE TABLE replicasets (
 ) WITHOUT ROWID;
 CREATE INDEX replicasets_by_deployment ON replicasets (namespace, deployment);
 """
+# Added after schema 2 was released: created where missing, so a store written before it
+# keeps everything else (dropping it would send every record again once).
+_ADDED = """
+CREATE TABLE IF NOT EXISTS event_series (
+    key TEXT PRIMARY KEY, incident TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+"""
 
 Slot = tuple[str, str]  # (record kind, record key)
 
@@ -93,9 +102,11 @@ class StateStore:
             self._db.executescript(_SCHEMA)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.commit()
+        self._db.executescript(_ADDED)
         self.produced = ProducedRecords(self)
         self.sent = SentFingerprints(self)
         self.pods = PodMemos(self)
+        self.events = EventSeries(self)
 
     def forget_all(self) -> None:
         """Start over: nothing is known to have been sent, no object or pod is remembered.
@@ -249,3 +260,32 @@ class PodMemos:
             (replicaset,),
         )
         return int(failing), int(total)  # type: ignore[call-overload]
+
+
+class EventSeries:
+    """Warning Event key (`namespace/name`: one Event object is one series, its count
+    rising in place) -> the incident it belongs to (object, reason, container). An
+    incident is reported once while any of its series is remembered; a series is forgotten
+    when its Event goes (the API server deletes Events an hour after their last update)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def known(self, key: str) -> bool:
+        return bool(self._store.rows("SELECT 1 FROM event_series WHERE key = ?", (key,)))
+
+    def open(self, incident: str) -> bool:
+        """Whether a remembered series already belongs to the incident."""
+        return bool(
+            self._store.rows("SELECT 1 FROM event_series WHERE incident = ? LIMIT 1", (incident,))
+        )
+
+    def add(self, key: str, incident: str) -> None:
+        self._store.execute("INSERT OR REPLACE INTO event_series VALUES (?, ?)", (key, incident))
+
+    def discard(self, key: str) -> None:
+        self._store.execute("DELETE FROM event_series WHERE key = ?", (key,))
+
+    def missing(self, present: AbstractSet[str]) -> set[str]:
+        """Series remembered here whose Events are not in `present`."""
+        return self._store.missing("SELECT key FROM event_series", (), present)

@@ -40,6 +40,7 @@ CUSTOM_CONFIG = {
     "ignoreNodeLabels": ["example.com/owner"],
     "collectHelmReleases": True,
     "collectJobLogs": True,
+    "collectEvents": True,
     "cloudMetadata": False,
     "extra": {"batch_max_records": 200, "linger_seconds": 0.5, "queue_max_records": 5000000},
     "caBundle": CA_PEM,
@@ -58,6 +59,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         }
     },
     "collection-off": chart_values(config={"collectHelmReleases": False, "collectJobLogs": False}),
+    "events-off": chart_values(config={"collectEvents": False}),
     "custom-config": chart_values(config=CUSTOM_CONFIG, queue={"maxBytes": 104857600}),
     "monitored-single-replica": chart_values(
         metrics={"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},

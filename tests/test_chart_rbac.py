@@ -52,7 +52,13 @@ UNINSTALL = f"{RELEASE}-uninstall"
 LEASE = "moonin-discovery-leader"
 HOOK_SCRIPT = CHART / "files" / "scale_to_zero.py"
 # The variants whose RBAC differs: what the discovery role is granted changes with each.
-RBAC_VARIANTS = ("default", "collection-off", "scaling-disabled", "no-leader-election")
+RBAC_VARIANTS = (
+    "default",
+    "collection-off",
+    "events-off",
+    "scaling-disabled",
+    "no-leader-election",
+)
 # Settings of the agent's environment that point at this machine instead of a pod's.
 KEPT_FROM_HOST = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR")
 

@@ -266,8 +266,9 @@ def test_discovery_lists_and_watches_the_kinds_it_collects_and_reads_nothing_els
             assert _grants(rules, group, resource) == LIST_WATCH, (group, resource)
     assert _grants(rules, "", "secrets") == LIST_WATCH | {"get"}  # a release's body by name
     assert _grants(rules, "", "pods/log") == {"get"}
+    assert _grants(rules, "", "events") == LIST_WATCH  # Warning Events, never written
     granted = {res for rule in rules for res in rule["resources"]}
-    assert not granted & {"configmaps", "endpoints", "events"}
+    assert not granted & {"configmaps", "endpoints"}
 
 
 def test_switching_collection_off_drops_the_secrets_and_pod_log_rules(
@@ -279,6 +280,15 @@ def test_switching_collection_off_drops_the_secrets_and_pod_log_rules(
     assert _grants(off, "", "pods") == LIST_WATCH
     on = rules_of(rendered["default"], f"{RELEASE}-discovery")
     assert _grants(on, "", "secrets") and _grants(on, "", "pods/log")
+
+
+def test_switching_events_off_drops_the_events_rule_and_nothing_else(
+    rendered: dict[str, Rendered],
+) -> None:
+    off = rules_of(rendered["events-off"], f"{RELEASE}-discovery")
+    on = rules_of(rendered["default"], f"{RELEASE}-discovery")
+    assert not _grants(off, "", "events")
+    assert [rule for rule in on if "events" not in rule["resources"]] == off
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -565,16 +575,16 @@ def test_config_yaml_holds_the_filters_and_switches_given(
     assert settings.log_level == "debug"
 
 
-@pytest.mark.parametrize("variant", ["default", "collection-off"])
+@pytest.mark.parametrize("variant", ["default", "collection-off", "events-off"])
 def test_the_collection_switches_reach_config_yaml(
     rendered: dict[str, Rendered], variant: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(_config_yaml(rendered[variant]))
     settings = agent_config.load_collection_settings({"CONFIG_FILE": str(path)})
-    on = variant == "default"
-    assert settings.collect_helm_releases is on
-    assert settings.collect_job_logs is on
+    assert settings.collect_helm_releases is (variant != "collection-off")
+    assert settings.collect_job_logs is (variant != "collection-off")
+    assert settings.collect_events is (variant != "events-off")
     assert settings.ignore_namespaces == ("kube-system",)
 
 

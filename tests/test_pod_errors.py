@@ -261,6 +261,9 @@ def test_first_sight_of_a_crash_looping_pod_gives_exactly_its_current_error() ->
         "restart_count": 5,
         "phase": "Running",
         "condition": None,
+        "source": "status",
+        "event_reason": None,
+        "count": None,
     }
 
 

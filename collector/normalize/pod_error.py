@@ -54,6 +54,8 @@ KIND = "pod_error"
 
 CRASH_LOOP = "CrashLoopBackOff"
 OOM_KILLED = "OOMKilled"
+UNSCHEDULABLE = "Unschedulable"
+EVICTED = "Evicted"
 # The kubelet forgets a container's restart back-off once it has run this long.
 BACKOFF_RESET_SECONDS = 600.0
 # How long a pod that was never ready may stay so before that counts as a failure.
@@ -190,6 +192,17 @@ class _ContainerMemo(msgspec.Struct):
     terminations: list[str] = msgspec.field(default_factory=list)
 
 
+class EventNote(msgspec.Struct):
+    """A scheduler's or kubelet's Warning Event about a pod-level signal the status reports
+    too (FailedScheduling, Evicted), kept until the status reports it: one record, enriched."""
+
+    signal: str  # the status-derived reason it enriches: Unschedulable or Evicted
+    event_reason: str
+    message: str
+    count: int
+    occurred_at: str | None
+
+
 class _PodMemo(msgspec.Struct):
     uid: str = ""
     phase: str | None = None
@@ -199,6 +212,11 @@ class _PodMemo(msgspec.Struct):
     failing: bool = False
     replicaset: str | None = None
     containers: dict[str, _ContainerMemo] = msgspec.field(default_factory=dict)
+    # The pod's controller (any kind), for signals read from Events, which name only the pod.
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    node: str | None = None
+    events: list[EventNote] = msgspec.field(default_factory=list)
 
 
 _pack_memo = msgspec.msgpack.Encoder().encode
@@ -217,6 +235,18 @@ class _Signal:
     signal: int | None = None
     restart_count: int | None = None
     condition: str | None = None
+    event: EventNote | None = None  # the Warning Event that says the same (see `EventNote`)
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What the pod errors remember of a pod, for a signal read from one of its Events."""
+
+    phase: str | None
+    node: str | None
+    failing: bool
+    owner_kind: str | None
+    owner_name: str | None
 
 
 # -- the normalizer ---------------------------------------------------------------------
@@ -251,6 +281,8 @@ class PodErrorNormalizer:
             if previous is not None and previous.uid != meta.uid:
                 previous = None  # same name, new pod: nothing carries over
             memo, found = _observe(obj, previous, now)
+            if previous is not None and previous.events:
+                memo.events = _enrich(found, previous.events)
             packed = _pack_memo(memo)
             if packed != stored:  # a relist finds most pods as they were: no write for them
                 replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
@@ -275,35 +307,80 @@ class PodErrorNormalizer:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _workload(self, pod: Pod, ctx: Context) -> dict[str, Any] | None:
-        meta = pod.metadata
-        namespace = meta.namespace or ""
-        owner = meta.controller()
-        if owner is None:
+    # -- what signals read from Events ask (`collector.normalize.pod_event`) ------------
+
+    def facts(self, key: str, uid: str | None) -> PodFacts | None:
+        """What is remembered of the pod `namespace/name`, if it is the pod with `uid`."""
+        with self._lock:
+            stored = self.memos.get(key)
+        memo = None if stored is None else _unpack_memo(stored)
+        if memo is None or (uid and memo.uid and memo.uid != uid):
             return None
-        if owner.kind == "ReplicaSet":
-            deployment = ctx.lookups.deployment_of_replicaset(namespace, owner.name)
+        return PodFacts(memo.phase, memo.node, memo.failing, memo.owner_kind, memo.owner_name)
+
+    def note_event(self, key: str, uid: str, note: EventNote) -> None:
+        """Keep a FailedScheduling or Evicted Event for the status signal it enriches, unless
+        the status reported that signal already (then the incident has its one record)."""
+        with self._lock:
+            stored = self.memos.get(key)
+            memo = None if stored is None else _unpack_memo(stored)
+            if memo is None or (uid and memo.uid and memo.uid != uid):
+                memo = _PodMemo(uid=uid)  # the Event came first: the pod's status follows
+            if note.signal == UNSCHEDULABLE:
+                reported = memo.unschedulable
+            else:
+                reported = memo.phase == "Failed"
+            if reported or any(kept.signal == note.signal for kept in memo.events):
+                return
+            memo.events.append(note)
+            replicaset = f"{key.partition('/')[0]}/{memo.replicaset}" if memo.replicaset else None
+            self.memos.set(key, _pack_memo(memo), replicaset=replicaset, failing=memo.failing)
+
+    def workload(
+        self,
+        namespace: str,
+        owner_kind: str | None,
+        owner_name: str | None,
+        ctx: Context,
+        *,
+        counted: bool = True,
+    ) -> dict[str, Any] | None:
+        """The workload scope of a signal of a pod (or of its owner) with this controller.
+        `counted`: the pod is among the failing ones of its ReplicaSet's counts already
+        (a pod failing only by its Events is not, and is added)."""
+        if owner_kind is None or owner_name is None:
+            return None
+        if owner_kind == "ReplicaSet":
+            deployment = ctx.lookups.deployment_of_replicaset(namespace, owner_name)
             if deployment is None:
-                return {"kind": "ReplicaSet", "name": owner.name}
+                return {"kind": "ReplicaSet", "name": owner_name}
             current = ctx.lookups.current_revision(namespace, deployment)
-            affected, total = self.memos.counts(f"{namespace}/{owner.name}")
+            affected, total = self.memos.counts(f"{namespace}/{owner_name}")
             return {
                 "kind": "Deployment",
                 "name": deployment,
-                "replicaset": owner.name,
+                "replicaset": owner_name,
                 # The number is known when the pod runs the current revision.
                 "revision": current.number
-                if current and current.replicaset == owner.name
+                if current and current.replicaset == owner_name
                 else None,
                 "current_revision": current.number if current else None,
-                "affected_pods": affected,
+                "affected_pods": affected if counted else min(affected + 1, max(total, 1)),
                 "total_pods": total,
             }
-        if owner.kind == "Job":
-            cronjob = ctx.lookups.cronjob_of_job(namespace, owner.name)
+        if owner_kind == "Job":
+            cronjob = ctx.lookups.cronjob_of_job(namespace, owner_name)
             if cronjob is not None:
-                return {"kind": "CronJob", "name": cronjob, "job": owner.name}
-        return {"kind": owner.kind, "name": owner.name}
+                return {"kind": "CronJob", "name": cronjob, "job": owner_name}
+        return {"kind": owner_kind, "name": owner_name}
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _workload(self, pod: Pod, ctx: Context) -> dict[str, Any] | None:
+        owner = pod.metadata.controller()
+        if owner is None:
+            return None
+        return self.workload(pod.metadata.namespace or "", owner.kind, owner.name, ctx)
 
     def _record(
         self, pod: Pod, signal: _Signal, workload: dict[str, Any] | None, now: str
@@ -315,9 +392,10 @@ class PodErrorNormalizer:
         else:
             # Pod-level signals can recur; the transition time keeps their keys apart.
             key = f"{meta.key}/-/{reason}/{signal.occurred_at or now}"
+        note = signal.event
         data = {
             "reason": reason,
-            "message": truncate(signal.message),
+            "message": truncate(signal.message or (note.message if note else "")),
             "occurred_at": signal.occurred_at or now,
             "pod": meta.name,
             "pod_uid": meta.uid or None,
@@ -331,6 +409,9 @@ class PodErrorNormalizer:
                 "restart_count": signal.restart_count,
                 "phase": pod.status.phase,
                 "condition": signal.condition,
+                "source": "status",
+                "event_reason": note.event_reason if note else None,
+                "count": note.count if note else None,
             },
             "workload": workload,
         }
@@ -348,6 +429,9 @@ def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, l
         uid=pod.metadata.uid,
         phase=phase,
         replicaset=owner.name if owner is not None and owner.kind == "ReplicaSet" else None,
+        owner_kind=owner.kind if owner is not None else None,
+        owner_name=owner.name if owner is not None else None,
+        node=pod.spec.node_name,
     )
     before = previous or _PodMemo()
     # A failed pod with a pod-level reason (Evicted, DeadlineExceeded): that reason is the
@@ -387,7 +471,7 @@ def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, l
         if not before.unschedulable:
             found.append(
                 _Signal(
-                    reason="Unschedulable",
+                    reason=UNSCHEDULABLE,
                     message=scheduled.message or "The pod cannot be scheduled on any node",
                     occurred_at=scheduled.last_transition_time,
                     condition="PodScheduled",
@@ -481,6 +565,19 @@ def _container(
         memo.waiting.append(waiting)
         found.append(_waiting_signal(cs, waiting, init))
     return memo, found
+
+
+def _enrich(found: list[_Signal], notes: list[EventNote]) -> list[EventNote]:
+    """Give the status signals the Events kept for them; the notes still waiting."""
+    waiting = []
+    for note in notes:
+        signal = next((s for s in found if s.container is None and s.reason == note.signal), None)
+        if signal is None:
+            waiting.append(note)
+            continue
+        signal.event = note
+        signal.occurred_at = signal.occurred_at or note.occurred_at
+    return waiting
 
 
 def _waiting_error(cs: ContainerStatus) -> str | None:
