@@ -24,8 +24,8 @@ from collector.sanitize import REDACTED, change_cause, truncate
 # A Kubernetes object name (DNS subdomain); anything else in a name's place is not one.
 _NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
 # Quota amounts: `requests.cpu=500m,limits.memory=1Gi`.
-# How kubelets name a pod (`format.Pod`): `namespace/name(uid)`.
-_POD = re.compile(r"(?P<ns>[^/()]+)/(?P<name>[^/()]+?)(?:\((?P<uid>[0-9a-f-]+)\))?")
+# How kubelets name a pod (`format.Pod`): `name_namespace(uid)`.
+_POD = re.compile(r"(?P<name>[^_()]+)_(?P<ns>[^_()]+)\((?P<uid>[0-9a-f-]*)\)")
 _AMOUNTS = re.compile(r"[A-Za-z0-9./_-]+=[0-9A-Za-z.]+(,[A-Za-z0-9./_-]+=[0-9A-Za-z.]+)*")
 
 _PROBE = re.compile(
@@ -182,7 +182,7 @@ def _create(found: re.Match[str]) -> str:
         amounts = [_amounts(quota[part]) for part in ("requested", "used", "limited")]
         return (
             f"Error creating: pods {_pod_name(quota['pod'])} is forbidden: exceeded quota:"
-            f" {_name(quota['quota'])}, requested: {amounts[0]}, used: {amounts[1]},"
+            f" {_bare_name(quota['quota'])}, requested: {amounts[0]}, used: {amounts[1]},"
             f" limited: {amounts[2]}"
         )
     webhook = _WEBHOOK.search(error)
@@ -230,8 +230,13 @@ def _name(name: str) -> str:
     return f'"{name}"' if _NAME.fullmatch(name) else REDACTED
 
 
+def _bare_name(name: str) -> str:
+    """An object name written without quotes (a quota's)."""
+    return name if _NAME.fullmatch(name) else REDACTED
+
+
 def _pod_name(name: str) -> str:
-    """`namespace/name` (kubelet's format.Pod adds `(uid)`) or a bare pod name."""
+    """A pod as kubelets name it (`name_namespace(uid)`), or a bare pod name."""
     namespaced = _POD.fullmatch(name)
     if namespaced is None:
         return _name(name)

@@ -66,6 +66,7 @@ def test_the_chart_minimum_gives_the_documented_defaults() -> None:
     assert settings.ignore_node_labels == ()
     assert settings.collect_helm_releases is True
     assert settings.collect_job_logs is True
+    assert settings.collect_events is True
     assert settings.leader_election is None
     assert settings.config_file is None
     assert settings.pod_name is None and settings.pod_namespace is None
@@ -266,6 +267,7 @@ shutdown_ship_seconds: 20
 reconcile_interval_seconds: 15
 collect_helm_releases: false
 collect_job_logs: no
+collect_events: off
 leader_election: true
 api_deadline_seconds: 45
 api_max_answer_bytes: 2097152
@@ -287,6 +289,7 @@ kube_deadline_seconds: 20
     assert settings.reconcile_interval_seconds == 15
     assert settings.collect_helm_releases is False
     assert settings.collect_job_logs is False
+    assert settings.collect_events is False
     assert settings.leader_election is True
 
 
@@ -312,6 +315,16 @@ def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
     assert settings.queue_max_bytes == 2000
     assert settings.leader_election is False
     assert settings.queue_dir == "/from/env"
+
+
+def test_collect_events_comes_from_the_environment_or_the_file(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "collect_events: false\n")
+    assert load_settings("discovery", env(), config_file=path).collect_events is False
+    on = load_settings("discovery", env(COLLECT_EVENTS="true"), config_file=path)
+    assert on.collect_events is True
+    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collect_events is False
+    message = config_error(environ=env(COLLECT_EVENTS="sometimes"))
+    assert message == 'COLLECT_EVENTS: expected true or false, got "sometimes"'
 
 
 def test_an_empty_list_in_the_file_replaces_the_default(tmp_path: Path) -> None:
