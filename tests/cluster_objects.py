@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 NS = "shop"
@@ -130,6 +131,68 @@ def crashing_pod(rs_name: str, rs_uid: str, ns: str = NS) -> dict[str, Any]:
                 }
             ],
         },
+    }
+
+
+def creating_pod(rs_name: str, rs_uid: str, ns: str = NS) -> dict[str, Any]:
+    """A pod whose kubelet cannot start it: its container waits as ContainerCreating, and
+    only a Warning Event says why (`warning_event`)."""
+    pod = crashing_pod(rs_name, rs_uid, ns)
+    pod["metadata"]["name"] = f"{rs_name}-c4k8n"
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {
+                "name": "app",
+                "image": "web:1",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+                "lastState": {},
+            }
+        ],
+    }
+    return pod
+
+
+def warning_event(
+    involved: dict[str, Any],
+    reason: str,
+    message: str,
+    *,
+    count: int = 1,
+    series: str = "17e0c1f2a3b4c5d6",
+    event_type: str = "Warning",
+    field_path: str | None = None,
+) -> dict[str, Any]:
+    """An Event about `involved` as a kubelet records it (core/v1, the old form), its
+    series begun five minutes ago and seen last now."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    meta = involved["metadata"]
+    reference = {
+        "kind": involved["kind"],
+        "namespace": meta["namespace"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "apiVersion": involved["apiVersion"],
+    }
+    if field_path is not None:
+        reference["fieldPath"] = field_path
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{series}", "namespace": meta["namespace"]},
+        "involvedObject": reference,
+        "reason": reason,
+        "message": message,
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": (now - timedelta(minutes=5)).isoformat().replace("+00:00", "Z"),
+        "lastTimestamp": now.isoformat().replace("+00:00", "Z"),
+        "count": count,
+        "type": event_type,
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1",
     }
 
 

@@ -429,6 +429,64 @@ def test_switched_off_collection_reads_no_secrets_and_no_logs(
     assert not any(kind == "helm_release" for kind, _ in received.latest())
 
 
+SANDBOX = (
+    "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network"
+    ' for sandbox "3f1c9a0e": plugin type="calico" failed (add): connection is unauthorized'
+)
+
+
+def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_read(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
+    stuck = kube.create(cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"]))
+    sandbox = kube.create(cluster_objects.warning_event(stuck, "FailedCreatePodSandBox", SANDBOX))
+    kube.create(
+        cluster_objects.warning_event(
+            stuck, "Scheduled", "Successfully assigned", event_type="Normal", series="a1"
+        )
+    )
+    start()
+    received = Received(outbox)
+
+    def by_event() -> list[dict[str, Any]]:
+        return [
+            e for e in received.events("pod_error") if e["data"]["details"]["source"] == "event"
+        ]
+
+    wait_until(lambda: len(by_event()) == 1)
+    [record] = by_event()
+    assert record["data"]["reason"] == "CreatePodSandboxError"
+    assert record["data"]["pod"] == stuck["metadata"]["name"]
+    assert record["data"]["workload"]["name"] == "web"
+    assert record["data"]["workload"]["replicaset"] == rs["metadata"]["name"]
+    # The series counts up: nothing new. A later incident (the sentinel) does arrive.
+    sandbox["count"] = 9
+    kube.update(sandbox)
+    kube.create(
+        cluster_objects.warning_event(
+            stuck,
+            "FailedMount",
+            'MountVolume.SetUp failed for volume "creds" : secret "creds" not found',
+            series="b2",
+        )
+    )
+    wait_until(lambda: len(by_event()) == 2)
+    assert [e["data"]["reason"] for e in by_event()] == ["CreatePodSandboxError", "FailedMount"]
+    reads = [r for r in kube.requests if r.path == "/api/v1/events"]
+    assert reads and all(r.query.get("fieldSelector") == "type=Warning" for r in reads)
+
+
+def test_switched_off_events_are_never_read(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    collector = start(dataclasses.replace(SETTINGS, collect_events=False))
+    assert collector.wait_synced(10)
+    assert not [r for r in kube.requests if "/events" in r.path]
+
+
 def test_snapshots_follow_each_kinds_lists_and_rbac_waits_for_all_four(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:

@@ -19,6 +19,7 @@ import pytest
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from shipper.records import Record, encode
+from tests import cluster_objects
 from tests.conftest import TOKEN
 from tests.test_helm_release import api_encoded, helm_encoded
 
@@ -258,6 +259,35 @@ def test_preview_prints_every_record_once_as_the_outbox_would_hold_it(
     assert list((tmp_path / "cwd").iterdir()) == []
     assert list(tmp_path.rglob("*.db")) == []
     assert any(event["event"] == "preview_done" for event in log_events(result.stderr))
+
+
+def test_preview_shows_the_errors_only_warning_events_tell(
+    cluster: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> None:
+    rs = cluster.get("replicasets", "shop", "web-5d9f")
+    stuck = cluster.create(cluster_objects.creating_pod("web-5d9f", rs["metadata"]["uid"]))
+    failing = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    probe = cluster_objects.warning_event(
+        stuck, "Unhealthy", failing, field_path="spec.containers{app}", count=6
+    )
+    cluster.create(probe)
+    env = preview_env(KUBECONFIG=str(kubeconfig))
+    result = run_preview(cwd=tmp_path / "cwd", env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    [error] = [r for r in records_of(result.stdout) if r.kind == "pod_error"]
+    assert error.op == "event" and error.name == stuck["metadata"]["name"]
+    assert (error.data["reason"], error.data["message"]) == ("ReadinessProbeFailed", failing)
+    details = error.data["details"]
+    assert (details["source"], details["event_reason"], details["count"]) == (
+        "event",
+        "Unhealthy",
+        6,
+    )
+    assert (details["container"], error.data["workload"]["name"]) == ("app", "web")
+    # Switched off, the Events are not even read.
+    off = run_preview(cwd=tmp_path / "cwd", env=env | {"COLLECT_EVENTS": "false"})
+    assert off.returncode == 0, off.stderr.decode()
+    assert not [r for r in records_of(off.stdout) if r.kind == "pod_error"]
 
 
 def test_filters_and_switches_from_config_and_environment_are_honoured(

@@ -3,10 +3,11 @@
 A cluster is filled with distinctive strings, one per place a secret lives (env values of
 containers and init containers, args, commands, probe and hook handlers, Secret data, Helm
 release values, notes, templates and manifests, last-applied manifests, annotations named
-like secrets, change causes, managedFields, a terminated container's message). The real
-agent runs against it and ships to the fake platform; then every byte that reached the
-platform, every line the agent logged at debug level and every byte of its queue files is
-searched for each string, and for its base64 form. `preview` is searched the same way.
+like secrets, change causes, managedFields, a terminated container's message, an exec
+probe's output and a lifecycle hook's command and output in Warning Events). The real agent
+runs against it and ships to the fake platform; then every byte that reached the platform,
+every line the agent logged at debug level and every byte of its queue files is searched
+for each string, and for its base64 form. `preview` is searched the same way.
 
 A positive control makes sure the search looks at real records: env var names, images,
 the Helm release and chart version, the failed Job's log lines (shipped on purpose, so no
@@ -29,6 +30,7 @@ import pytest
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform, Status
+from tests import cluster_objects
 from tests.test_helm_release import api_encoded, helm_encoded
 from tests.test_preview import preview_env
 from tests.test_run import agent_env, start_agent
@@ -228,7 +230,7 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
             },
         }
     )
-    kube.create(
+    pod = kube.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -277,6 +279,7 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
             },
         }
     )
+    plant_events(kube, plant, pod)
     kube.create(
         {
             "apiVersion": "v1",
@@ -294,6 +297,31 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
             "spec": {"selector": template_labels, "ports": [{"port": 80}]},
         }
     )
+
+
+def plant_events(kube: FakeKube, plant: Planted, pod: dict[str, Any]) -> None:
+    """Warning Events whose messages carry what an exec probe printed and a hook's command."""
+    output = plant("event-exec-probe-output")
+    probe = cluster_objects.warning_event(
+        pod,
+        "Unhealthy",
+        f"Readiness probe failed: psql: FATAL: password authentication failed: {output}\n",
+        field_path="spec.containers{app}",
+        count=7,
+    )
+    kube.create(probe)
+    pod_name = f"{pod['metadata']['name']}_{NS}({pod['metadata']['uid']})"
+    command = plant("event-hook-command")
+    hook = cluster_objects.warning_event(
+        pod,
+        "FailedPostStartHook",
+        f'Exec lifecycle hook ([hook {command}]) for Container "app" in Pod "{pod_name}"'
+        f" failed - error: command 'hook {command}' exited with 2: ,"
+        f' message: "{plant("event-hook-output")}\\n"',
+        field_path="spec.containers{app}",
+        series="17e0c1f2a3b4c5aa",
+    )
+    kube.create(hook)
 
 
 def plant_cronjob(kube: FakeKube, plant: Planted) -> None:
@@ -507,10 +535,16 @@ def complete(records: list[dict[str, Any]]) -> bool:
     kinds = by_kind(records)
     jobs = kinds.get("job_execution", [])
     pods = {record["data"]["pod"] for record in kinds.get("pod_error", [])}
+    from_events = {
+        record["data"]["reason"]
+        for record in kinds.get("pod_error", [])
+        if record["data"]["details"]["source"] == "event"
+    }
     return (
         set(kinds) >= SHIPPED_KINDS
         and any(job["data"]["logs"] for job in jobs)
         and {"web-7c9d-x2x4q", "backup-29001-k8s7p"} <= pods
+        and {"ReadinessProbeFailed", "FailedPostStartHook"} <= from_events
     )
 
 
@@ -533,6 +567,10 @@ def assert_the_expected_is_there(records: list[dict[str, Any]]) -> None:
     ]
     logs = [line for job in kinds["job_execution"] for line in job["data"]["logs"] or []]
     assert JOB_LOG_LINE in logs
+    probes = [
+        r["data"] for r in kinds["pod_error"] if r["data"]["reason"] == "ReadinessProbeFailed"
+    ]
+    assert [probe["message"] for probe in probes] == ["Readiness probe failed: [REDACTED]"]
 
 
 def assert_no_secret_was_read(kube: FakeKube) -> None:
