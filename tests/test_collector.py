@@ -478,6 +478,58 @@ def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_
     assert reads and all(r.query.get("fieldSelector") == "type=Warning" for r in reads)
 
 
+def test_a_storm_of_warning_events_gives_one_record_per_incident(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
+    pods = []
+    for n in range(40):
+        pod = cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"])
+        pod["metadata"]["name"] = f"web-5d8f7c9b6-s{n:03d}"
+        pods.append(kube.create(pod))
+    collector = start()
+    assert collector.wait_synced(10)
+    received = Received(outbox)
+    mount = 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'
+    probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    storm = []
+    for pod in pods:
+        storm.append(kube.create(cluster_objects.warning_event(pod, "FailedMount", mount)))
+        storm.append(
+            kube.create(
+                cluster_objects.warning_event(
+                    pod, "Unhealthy", probe, field_path="spec.containers{app}", series="p0"
+                )
+            )
+        )
+    # The kubelets count up, and their correlators open new series of the same incidents.
+    for count in range(2, 7):
+        for index, event in enumerate(storm):
+            storm[index] = kube.update(event | {"count": count})
+    for pod in pods:
+        kube.create(cluster_objects.warning_event(pod, "FailedMount", mount, series="m1"))
+    sentinel = cluster_objects.warning_event(
+        pods[0], "FailedCreatePodSandBox", SANDBOX, series="sentinel"
+    )
+    kube.create(sentinel)
+
+    def reasons() -> list[str]:
+        return [
+            e["data"]["reason"]
+            for e in received.events("pod_error")
+            if e["data"]["details"]["source"] == "event"
+        ]
+
+    wait_until(lambda: "CreatePodSandboxError" in reasons())
+    found = reasons()
+    assert found.count("FailedMount") == len(pods)
+    assert found.count("ReadinessProbeFailed") == len(pods)
+    assert len(found) == 2 * len(pods) + 1
+    # The storm is remembered in the store, one row per series, not on the heap.
+    assert len(collector.state.events.missing(frozenset())) == 3 * len(pods) + 1
+
+
 def test_switched_off_events_are_never_read(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
