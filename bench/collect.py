@@ -83,10 +83,20 @@ the medians of the rounds are compared: `decode_speedup_vs_client_models` is the
 time over msgspec's, over the same bytes. Pages the client's models refuse (they reject
 objects missing fields they declare required) are counted and left out of both times.
 
+Event storm (`--event-storm`), after the steady state, same agent: a thread writes Warning
+Events through the fake's API at `--storm-rate` a second (default 10,000 a minute) for
+`--storm-seconds` (60) about `--storm-pods` (1,000) running pods: first one Event per pod for
+each of two incidents (a FailedMount, a failing readiness probe), then their counts rising
+(merge patches of `count` and `lastTimestamp`, as the kubelet's correlator writes them),
+every tenth write a new Event (a new series) of an incident already reported. One record
+per incident is right: `storm_records` (received from the storm's start until the count is
+quiet) against `storm_incidents`; `storm_rss_mib` and `storm_peak_rss_mib` the agent's
+memory at the end and over the storm, `storm_cpu_cores` its CPU over the writes.
+
 The last line printed is one JSON object with the figures and the sizes used.
 
     python bench/collect.py [--small] [--scale F] [--heavy] [--steady-seconds 60]
-        [--steady-rate 200] [--decode-pages 4] [--rounds 5]
+        [--steady-rate 200] [--decode-pages 4] [--rounds 5] [--event-storm]
 """
 
 from __future__ import annotations
@@ -520,6 +530,137 @@ def change_pods(url: str, pods: list[_PodItem], rate: float, seconds: float) -> 
     return Changes(changes, restarts, time.monotonic() - started)
 
 
+# Event storm: what the kubelets write about pods in trouble, many times over.
+STORM_REASONS = (
+    ("FailedMount", None, 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'),
+    (
+        "Unhealthy",
+        "spec.containers{app}",
+        "Readiness probe failed: HTTP probe failed with statuscode: 503",
+    ),
+)
+NEW_SERIES_EVERY = 10  # a new Event of the same incident, as the correlator opens one
+
+
+def storm_event(pod: _Named, reason: int, series: int, count: int) -> dict[str, Any]:
+    """A kubelet's Warning Event about `pod` (core/v1, the old form)."""
+    name, field_path, message = STORM_REASONS[reason]
+    involved: dict[str, Any] = {
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "apiVersion": "v1",
+    }
+    if field_path is not None:
+        involved["fieldPath"] = field_path
+    now = _now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod.name}.storm{reason}x{series}", "namespace": pod.namespace},
+        "involvedObject": involved,
+        "reason": name,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": "node-1"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": count,
+        "reportingComponent": "kubelet",
+        "reportingInstance": "node-1",
+    }
+
+
+@dataclass
+class Storm:
+    writes: int
+    seconds: float
+    incidents: int
+    records: int
+    settle_seconds: float
+    rss_mib: float
+    peak_rss_mib: float
+    cpu_cores: float
+
+
+def write_events(url: str, pods: list[_PodItem], rate: float, seconds: float) -> tuple[int, float]:
+    """Warning Events at `rate` a second for `seconds`: first one per (pod, reason), then
+    their counts rising (merge patches), every NEW_SERIES_EVERY-th write a new series of an
+    incident already reported."""
+    incidents = [(pod, reason) for pod in pods for reason in range(len(STORM_REASONS))]
+    series: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    writes = 0
+    with httpx.Client(base_url=url, headers=KUBE_AUTH, trust_env=False, timeout=30) as http:
+        started = time.monotonic()
+        while (now := time.monotonic()) - started < seconds:
+            due = started + writes / rate
+            if due > now:
+                time.sleep(due - now)
+            index = writes % len(incidents)
+            pod, reason = incidents[index]
+            events = f"/api/v1/namespaces/{pod.metadata.namespace}/events"
+            if index not in series or writes % NEW_SERIES_EVERY == 0:
+                series[index] = series.get(index, -1) + 1
+                counts[index] = 1
+                body = storm_event(pod.metadata, reason, series[index], 1)
+                response = http.post(events, content=msgspec.json.encode(body))
+            else:
+                counts[index] += 1
+                name = f"{pod.metadata.name}.storm{reason}x{series[index]}"
+                patch = {"count": counts[index], "lastTimestamp": _now()}
+                response = http.patch(
+                    f"{events}/{name}", content=msgspec.json.encode(patch), headers=MERGE_PATCH
+                )
+            response.raise_for_status()
+            writes += 1
+    return writes, time.monotonic() - started
+
+
+def event_storm(
+    agent: Agent,
+    kube: Served,
+    platform: Served,
+    *,
+    seconds: float,
+    rate: float,
+    pods: int,
+    until: Until,
+) -> Storm:
+    """A storm of Warning Events across `pods` pods (see the module docstring)."""
+    chosen = running_pods(kube, pods)
+    incidents = len(chosen) * len(STORM_REASONS)
+    before = platform.stats()["unique_record_ids"]
+    agent.reset_peak()
+    cpu_before = agent.cpu_seconds()
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        running = pool.submit(write_events, kube.url, chosen, rate, seconds)
+        while True:
+            try:
+                writes, took = running.result(timeout=2)
+            except TimeoutError:
+                agent.check()
+                received = platform.stats()["unique_record_ids"] - before
+                agent.progress(started, time.monotonic(), f"{received} records received")
+            else:
+                break
+    ended = time.monotonic()
+    cpu = agent.cpu_seconds() - cpu_before
+    done = settle(agent, kube, platform, since=ended, expected=before + incidents, until=until)
+    memory = agent.memory()
+    return Storm(
+        writes=writes,
+        seconds=took,
+        incidents=incidents,
+        records=done.received - before,
+        settle_seconds=done.changed_at - ended,
+        rss_mib=memory["VmRSS"],
+        peak_rss_mib=memory["VmHWM"],
+        cpu_cores=cpu / took,
+    )
+
+
 @dataclass
 class Steady:
     seconds: float
@@ -698,6 +839,16 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=5, help="decode rounds; the median counts")
     parser.add_argument(
+        "--event-storm",
+        action="store_true",
+        help="after the steady state, a storm of Warning Events (see --storm-*)",
+    )
+    parser.add_argument("--storm-seconds", type=positive, default=60.0, help="storm length")
+    parser.add_argument(
+        "--storm-rate", type=positive, default=10_000 / 60, help="Event writes a second"
+    )
+    parser.add_argument("--storm-pods", type=int, default=1000, help="pods the storm is about")
+    parser.add_argument(
         "--quiet-seconds",
         type=float,
         default=3.0,
@@ -791,6 +942,30 @@ def main() -> None:
                         "after the last change",
                         flush=True,
                     )
+                storm: Storm | None = None
+                if args.event_storm:
+                    print(
+                        f"event storm: {args.storm_rate:.0f} Warning Event writes a second "
+                        f"about {args.storm_pods} pods for {args.storm_seconds:.0f} s:",
+                        flush=True,
+                    )
+                    storm = event_storm(
+                        agent,
+                        kube,
+                        platform,
+                        seconds=args.storm_seconds,
+                        rate=args.storm_rate,
+                        pods=args.storm_pods,
+                        until=until,
+                    )
+                    print(
+                        f"event storm: {storm.writes} writes in {storm.seconds:.1f} s, "
+                        f"{storm.records} records for {storm.incidents} incidents, agent CPU "
+                        f"{storm.cpu_cores:.2f} cores, RSS {storm.rss_mib:.0f} MiB (peak "
+                        f"{storm.peak_rss_mib:.0f}), settled {storm.settle_seconds:.1f} s "
+                        "after the last write",
+                        flush=True,
+                    )
             finally:
                 exit_code = agent.stop()
 
@@ -861,6 +1036,20 @@ def main() -> None:
                 "steady_peak_rss_mib": steady.peak_rss_mib,
                 "steady_records": steady.records,
                 "steady_settle_seconds": round(steady.settle_seconds, 2),
+            }
+        ),
+        **(
+            {}
+            if storm is None
+            else {
+                "storm_event_writes": storm.writes,
+                "storm_seconds": round(storm.seconds, 1),
+                "storm_incidents": storm.incidents,
+                "storm_records": storm.records,
+                "storm_settle_seconds": round(storm.settle_seconds, 2),
+                "storm_cpu_cores": round(storm.cpu_cores, 3),
+                "storm_rss_mib": storm.rss_mib,
+                "storm_peak_rss_mib": storm.peak_rss_mib,
             }
         ),
         "restart_bytes_sent_ratio": round(restart_bytes / cold_bytes, 4),

@@ -5,10 +5,13 @@ it: Deployments of about 10 KB (containers with env values, resources, probes, v
 managedFields, a `kubectl.kubernetes.io/last-applied-configuration` annotation; some Helm-
 or Argo CD-managed), ReplicaSets (one or two per Deployment) and their Pods (managedFields,
 container statuses; a few per cent in CrashLoopBackOff, OOMKilled, ImagePullBackOff or
-Pending), Nodes with labels, conditions, nodeInfo and image lists, CronJobs with some Jobs
-(succeeded, failed, running) and their Pods and logs, Services with Endpoints, HPAs,
-Ingresses, NetworkPolicies, RBAC objects, ConfigMaps, ServiceAccounts, Secrets (Helm
-release Secrets among them), node Leases and warning Events.
+Pending, and some as only Warning Events tell: waiting as ContainerCreating while their
+sandbox or a volume fails, or running with a failing readiness probe), Nodes with labels,
+conditions, nodeInfo and image lists, CronJobs with some Jobs (succeeded, failed, running)
+and their Pods and logs, Services with Endpoints, HPAs, Ingresses, NetworkPolicies, RBAC
+objects, ConfigMaps, ServiceAccounts, Secrets (Helm release Secrets among them), node
+Leases and the Warning Events kubelets, the scheduler and the ReplicaSet controller write
+(a few Deployments want a replica more than their namespace's quota lets them create).
 
 Generation is deterministic for a seed and quick: what real clusters repeat (a pod
 template's spec, managedFields, conditions, probes) is built once and shared between
@@ -145,6 +148,12 @@ _TOKEN_SOURCES = [
     {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": _NAMESPACE_FIELD}]}},
 ]
 _TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Pod troubles only Warning Events tell (the containers wait as ContainerCreating, or run
+# unready), and how often a Deployment is scaled up past its namespace's quota.
+SANDBOX_FAILED = "FailedCreatePodSandBox"
+MOUNT_FAILED = "FailedMount"
+PROBE_FAILING = "Unhealthy"
+QUOTA_REFUSED_EVERY = 499
 _POD_CONDITIONS = (
     "PodReadyToStartContainers",
     "Initialized",
@@ -300,6 +309,16 @@ class _Deploy:
     pods: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, uid, ip, node
 
     @property
+    def quota_refused(self) -> bool:
+        """Scaled up past its namespace's quota: one replica more is wanted than exists, and
+        its ReplicaSet records FailedCreate."""
+        return self.index % QUOTA_REFUSED_EVERY == QUOTA_REFUSED_EVERY - 1
+
+    @property
+    def wanted(self) -> int:
+        return self.replicas + 1 if self.quota_refused else self.replicas
+
+    @property
     def team(self) -> str:
         return self.namespace.split("-")[0]
 
@@ -330,6 +349,7 @@ class _Builder:
         self.deploys: list[_Deploy] = []
         self.failed_job_pods: list[tuple[str, str, str]] = []  # namespace, pod, container
         self.troubled_pods: list[tuple[str, str, str, str, str]] = []  # ns, pod, uid, node, why
+        self.refused_replicasets: list[tuple[str, str, str]] = []  # ns, name, uid
         self._pod_serial = 0
         self._days: dict[int, str] = {}
         self._fields: dict[tuple[Any, ...], msgspec.Raw] = {}
@@ -697,7 +717,7 @@ class _Builder:
     def _deployment(self, d: _Deploy) -> Obj:
         revision = 2 if d.index % 3 == 0 else 1
         spec: Obj = {
-            "replicas": d.replicas,
+            "replicas": d.wanted,
             "selector": {"matchLabels": {"app": d.name}},
             "template": self._template(d),
             "strategy": {
@@ -825,6 +845,9 @@ class _Builder:
     ) -> Obj:
         pod_hash, uid = self.replicaset_identity(d, revision)
         replicas = d.replicas if current else 0
+        wanted = d.wanted if current else 0
+        if current and d.quota_refused:
+            self.refused_replicasets.append((d.namespace, f"{d.name}-{pod_hash}", uid))
         labels = d.labels | {"pod-template-hash": pod_hash}
         created = d.created + 3600 * (revision - 1)
         pod_spec: Obj | msgspec.Raw = template_spec
@@ -835,12 +858,12 @@ class _Builder:
         selector = {"matchLabels": {"app": d.name, "pod-template-hash": pod_hash}}
         template_metadata = {**template["metadata"], "labels": labels}
         spec = {
-            "replicas": replicas,
+            "replicas": wanted,
             "selector": selector,
             "template": {"metadata": template_metadata, "spec": pod_spec},
         }
         spec_fields = {
-            "replicas": replicas,
+            "replicas": wanted,
             "selector": selector,
             "template": {"metadata": template_metadata, "spec": template["spec"]},
         }
@@ -992,6 +1015,33 @@ class _Builder:
                     "qosClass": "Burstable",
                 }
                 self.troubled_pods.append((d.namespace, name, uid, "", "FailedScheduling"))
+            elif trouble in (SANDBOX_FAILED, MOUNT_FAILED):
+                # The kubelet never got to start a container: they all wait as created.
+                spec = {**base_spec, "nodeName": node}
+                status = {
+                    "phase": "Pending",
+                    "conditions": _pod_conditions(
+                        self.ts(created + 1), ready=False, container="app"
+                    ),
+                    "hostIP": host_ip,
+                    "hostIPs": [{"ip": host_ip}],
+                    "startTime": self.ts(created + 1),
+                    "containerStatuses": [
+                        {
+                            "name": c["name"],
+                            "image": c["image"],
+                            "imageID": "",
+                            "state": {"waiting": {"reason": "ContainerCreating"}},
+                            "lastState": {},
+                            "ready": False,
+                            "restartCount": 0,
+                            "started": False,
+                        }
+                        for c in containers
+                    ],
+                    "qosClass": "Burstable",
+                }
+                self.troubled_pods.append((d.namespace, name, uid, node, trouble))
             else:
                 spec = {**base_spec, "nodeName": node}
                 statuses = [
@@ -1052,7 +1102,7 @@ class _Builder:
     ) -> Obj:
         name, image = container["name"], container["image"]
         container_id = f"containerd://{self.rng.getrandbits(256):064x}"
-        if trouble is None:
+        if trouble in (None, PROBE_FAILING):
             return {
                 "name": name,
                 "image": image,
@@ -1060,7 +1110,7 @@ class _Builder:
                 "containerID": container_id,
                 "state": {"running": {"startedAt": self.ts(started)}},
                 "lastState": {},
-                "ready": True,
+                "ready": trouble is None,
                 "restartCount": 0,
                 "started": True,
             }
@@ -1703,7 +1753,25 @@ class _Builder:
 
     def event_objects(self) -> Iterator[Obj]:
         for n, (namespace, pod, uid, node, why) in enumerate(self.troubled_pods):
-            if why == "FailedScheduling":
+            field_path: str | None = "spec.containers{app}"
+            if why == SANDBOX_FAILED:
+                field_path, reason, component = None, why, "kubelet"
+                message = (
+                    "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to"
+                    f' setup network for sandbox "{self.rng.getrandbits(256):064x}": plugin'
+                    ' type="calico" failed (add): error getting ClusterInformation: connection'
+                    " is unauthorized: Unauthorized"
+                )
+            elif why == MOUNT_FAILED:
+                field_path, reason, component = None, why, "kubelet"
+                message = (
+                    'MountVolume.SetUp failed for volume "config" : configmap "app-config"'
+                    " not found"
+                )
+            elif why == PROBE_FAILING:
+                reason, component = why, "kubelet"
+                message = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+            elif why == "FailedScheduling":
                 reason, message, component = (
                     "FailedScheduling",
                     f"0/{len(self.nodes)} nodes are available: Insufficient cpu.",
@@ -1724,8 +1792,7 @@ class _Builder:
                 "name": pod,
                 "uid": uid,
                 "apiVersion": "v1",
-                "fieldPath": "spec.containers{app}",
-            }
+            } | ({"fieldPath": field_path} if field_path else {})
             source = {"component": component} | ({"host": node} if node else {})
             yield {
                 "apiVersion": "v1",
@@ -1742,6 +1809,34 @@ class _Builder:
                 "eventTime": None,
                 "reportingComponent": component,
                 "reportingInstance": node,
+            }
+        for n, (namespace, rs, uid) in enumerate(self.refused_replicasets):
+            message = (
+                f'Error creating: pods "{rs}-{self.suffix()}" is forbidden: exceeded quota:'
+                " compute-quota, requested: requests.cpu=250m, used: requests.cpu=8, limited:"
+                " requests.cpu=8"
+            )
+            yield {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{rs}.{n:016x}", "namespace": namespace},
+                "involvedObject": {
+                    "kind": "ReplicaSet",
+                    "namespace": namespace,
+                    "name": rs,
+                    "uid": uid,
+                    "apiVersion": "apps/v1",
+                },
+                "reason": "FailedCreate",
+                "message": message,
+                "source": {"component": "replicaset-controller"},
+                "firstTimestamp": self.ts(self.ago(3600, 7200)),
+                "lastTimestamp": self.ts(self.ago(0, 600)),
+                "count": self.rng.randint(1, 300),
+                "type": "Warning",
+                "eventTime": None,
+                "reportingComponent": "replicaset-controller",
+                "reportingInstance": "",
             }
 
 
@@ -2432,12 +2527,17 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def _trouble(serial: int) -> str | None:
-    """A few per cent of Deployment pods are in trouble, spread evenly and deterministically."""
+    """A few per cent of Deployment pods are in trouble, spread evenly and deterministically.
+    Those the kubelet cannot start (sandbox, volumes) wait as ContainerCreating and only their
+    Warning Events say why, as in a real cluster."""
     for modulus, trouble in (
         (97, "CrashLoopBackOff"),
         (211, "OOMKilled"),
         (331, "Pending"),
         (401, "ImagePullBackOff"),
+        (503, SANDBOX_FAILED),
+        (601, MOUNT_FAILED),
+        (701, PROBE_FAILING),
     ):
         if serial % modulus == 0:
             return trouble
