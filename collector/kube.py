@@ -46,7 +46,7 @@ from collector.kubeconfig import KubeTarget
 from shipper import deadline
 from shipper.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from shipper.bounded import AnswerTooLarge as _OverLimit
-from shipper.permission import Permission, of_request
+from shipper.permission import Permission, of_request, refused
 from shipper.version import VERSION
 
 MESSAGE_LIMIT = 300  # characters of an API message kept in an error
@@ -387,17 +387,14 @@ def _status_error(response: httpx.Response, body: bytes, method: str, path: str)
     header = response.headers.get("Retry-After", "")
     if header.isdigit():
         retry_after = float(header)
-    message = (
-        f"{method} {path}: {response.status_code} {status.reason or response.reason_phrase}: "
-        f"{status.message[:MESSAGE_LIMIT]}"
-    )
+    detail = f"{status.reason or response.reason_phrase}: {status.message[:MESSAGE_LIMIT]}"
     if response.status_code == 403:
         # Named from the request itself: the query says whether a GET was a watch.
         permission = of_request(method, path, dict(response.request.url.params))
-        return Forbidden(message, permission=permission)
+        return Forbidden(refused(f"{method} {path}", permission, detail), permission=permission)
     cls = _BY_STATUS.get(response.status_code, KubeError)
     return cls(
-        message,
+        f"{method} {path}: {response.status_code} {detail}",
         status=response.status_code,
         reason=status.reason,
         retry_after=retry_after,

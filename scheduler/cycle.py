@@ -76,7 +76,7 @@ class Cycle:
             # No RBAC for Events (or a policy against them): the write it describes stands.
             self.count("kube_events_failed")
             self.count("kube_events_forbidden")
-            log.warning("kube_event_forbidden", reason=reason, permission=exc.permission.denied)
+            log.warning("kube_event_forbidden", reason=reason, permission=exc.denied)
         except KubeError as exc:
             self.count("kube_events_failed")
             log.warning("kube_event_failed", reason=reason, status=exc.status, error=str(exc))

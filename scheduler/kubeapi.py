@@ -41,7 +41,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler import names
 from scheduler.kubeconnect import REQUEST_TIMEOUT
 from shipper import deadline
-from shipper.permission import Permission
+from shipper.permission import Permission, refused
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
@@ -75,6 +75,11 @@ class Forbidden(KubeError):
         super().__init__(message, status=403)
         self.permission = permission
         """What the call needed: its verb, API group, resource and namespace."""
+
+    @property
+    def denied(self) -> str:
+        """The missing permission as a health reason or log field."""
+        return self.permission.denied
 
 
 class Conflict(KubeError):
@@ -296,8 +301,7 @@ def _translate(what: str, needs: Permission, exc: ApiException) -> KubeError:
     body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
     detail = _one_line(_status_message(body) or exc.reason or "no detail")[:BODY_SNIPPET]
     if status == 403:
-        # The permission first: it is what to fix; the server's words may add why (a policy).
-        return Forbidden(f"{what}: {needs.denied} (403 {detail})", permission=needs)
+        return Forbidden(refused(what, needs, detail), permission=needs)
     error = _BY_STATUS.get(status or 0, KubeError)
     return error(f"{what}: {status} {detail}", status=status)
 

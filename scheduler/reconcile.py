@@ -421,7 +421,7 @@ class Reconciler:
         if unlisted is None:
             self._set_problem(REVERTS, None)
         elif isinstance(unlisted, Forbidden):
-            problem = f"kubernetes: {unlisted.permission.denied}: reverts are waiting"
+            problem = f"kubernetes: {unlisted.denied}: reverts are waiting"
             self._set_problem(REVERTS, problem, denied=True)
         else:
             self._set_problem(REVERTS, "kubernetes: cannot list HPAs: reverts are waiting")

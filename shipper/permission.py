@@ -44,6 +44,15 @@ class Permission:
         return f"forbidden: {self}"
 
 
+def refused(what: str, permission: Permission | None, detail: str) -> str:
+    """The message of a 403, the same in both kube layers: the call, the permission it
+    needed first (what to fix), then the server's own words, which say which policy
+    refused it when it was not RBAC."""
+    if permission is None:
+        return f"{what}: 403 {detail}"
+    return f"{what}: {permission.denied} (403 {detail})"
+
+
 def of_request(
     method: str, path: str, params: Mapping[str, str] | None = None
 ) -> Permission | None:
