@@ -84,9 +84,9 @@ def of_request(
 
 def _verb(method: str, *, named: bool, watch: bool) -> str:
     if method == "GET":
-        if watch:
-            return "watch"
-        return "get" if named else "list"
+        if named:
+            return "get"  # `?watch=` only makes a collection's GET a watch
+        return "watch" if watch else "list"
     if method == "DELETE":
         return "delete" if named else "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
