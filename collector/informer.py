@@ -267,7 +267,7 @@ class Informer(Generic[T]):
                     return
                 if self._relist.is_set():
                     continue  # the watch was aborted on purpose: list again now
-                self._degraded(f"failing: {type(exc).__name__}", exc, level="warning")
+                self._degraded(f"failing: {type(exc).__name__}", exc)
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))
             except Exception:
@@ -491,10 +491,10 @@ class Informer(Generic[T]):
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
 
-    def _degraded(self, reason: str, exc: Exception, *, level: str) -> None:
+    def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
         if self.reporter.set(Health.degraded(reason)):
-            getattr(log, level)(
+            log.warning(
                 "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
             )
 
