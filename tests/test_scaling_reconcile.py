@@ -919,6 +919,28 @@ def test_revert_all_retries_a_409_at_once(h: Harness) -> None:
     assert h.hpa()["spec"]["minReplicas"] == 2
 
 
+def test_revert_all_reports_a_forbidden_revert_by_its_permission_and_reverts_the_rest(
+    h: Harness,
+) -> None:
+    h.api.actions = {"t-1": [action("a-1", ns="locked"), action("a-2")]}
+    for ns in ("locked", NS):
+        h.kube.create(deployment(ns=ns))
+        h.kube.create(hpa(ns=ns))
+    h.run(at(9))
+    h.events()
+    h.kube.fail_next(403, 10, path_prefix="/apis/autoscaling/v2/namespaces/locked/", verb="patch")
+    report = revert_all(kube=h.kube_api, outbox=h.stream, store=h.store, cluster_id=CLUSTER)
+    assert report.reverted == [f"{NS}/web"]
+    assert list(report.failed) == ["locked/web"]
+    assert (
+        'cannot patch resource "horizontalpodautoscalers" in API group "autoscaling" '
+        'in the namespace "locked"'
+    ) in report.failed["locked/web"]
+    assert ours(h.hpa(ns="locked"))[notes.MANAGED] == "true"
+    assert set(ours(h.hpa())) == {notes.RELEASED}  # reverted, this window marked released
+    assert h.hpa()["spec"]["minReplicas"] == 2
+
+
 def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Harness) -> None:
     nowhere = KubeApi(
         from_configuration(kubernetes_client.Configuration(host="http://127.0.0.1:1"))
