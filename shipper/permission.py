@@ -19,8 +19,6 @@ from dataclasses import dataclass
 # Path segments after `namespaces/<name>` that are subresources of the Namespace itself
 # (kube-apiserver's `namespaceSubresources`), not a namespaced resource.
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
-# What `strconv.ParseBool` takes as true, which is how the server reads `?watch=`.
-_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,11 +73,17 @@ def of_request(
     resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
     named = len(rest) > 1
     return Permission(
-        verb=_verb(method.upper(), named=named, watch=(params or {}).get("watch", "") in _TRUE),
+        verb=_verb(method.upper(), named=named, watch=_watches((params or {}).get("watch"))),
         group=group,
         resource=resource,
         namespace=namespace,
     )
+
+
+def _watches(value: str | None) -> bool:
+    """How the server reads `?watch=` (metav1's string-to-bool conversion): present and
+    neither "0" nor "false" in any case is true, an empty value included."""
+    return value is not None and value != "0" and value.lower() != "false"
 
 
 def _verb(method: str, *, named: bool, watch: bool) -> str:

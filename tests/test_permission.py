@@ -14,6 +14,10 @@ REQUESTS = [
     ("GET", "/api/v1/nodes", {"watch": "1"}, ("watch", "", "nodes", None)),
     ("GET", "/api/v1/pods", {"watch": "true"}, ("watch", "", "pods", None)),
     ("GET", "/api/v1/pods", {"watch": "false"}, ("list", "", "pods", None)),
+    ("GET", "/api/v1/pods", {"watch": "FALSE"}, ("list", "", "pods", None)),
+    ("GET", "/api/v1/pods", {"watch": "0"}, ("list", "", "pods", None)),
+    ("GET", "/api/v1/pods", {"watch": ""}, ("watch", "", "pods", None)),
+    ("GET", "/api/v1/pods", {"watch": "yes"}, ("watch", "", "pods", None)),
     (
         "GET",
         "/api/v1/namespaces/shop/pods/web-1/log",
