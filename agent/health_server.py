@@ -4,7 +4,10 @@
   loop that made no progress for longer than it may (a watch stuck past its timeout), a
   lost Lease not acted on. An unreachable Moonin API or a forbidden resource degrades a
   component but keeps it alive: a restart would not help, and the queue is on disk anyway.
-- `/readyz` (readiness) fails until start-up is done and once shutdown began; a standby
+- `/readyz` (readiness) fails until start-up is done, once shutdown began, and while a
+  component is refused a permission it needs (a 403 from the API server: the problem names
+  the verb, API group, resource and namespace or cluster scope, so a wrong RBAC rule shows
+  in `kubectl get pods` and in a GitOps tool's health, not only in the logs); a standby
   discovery replica is ready.
 - `/metrics`: the Prometheus text format (`agent.metrics`).
 

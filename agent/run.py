@@ -194,6 +194,15 @@ class HealthWatch:
                 found.append(f"{snap.component}: no progress" + (f" ({parts})" if parts else ""))
         return found
 
+    def denied(self) -> list[str]:
+        """What readiness reports beyond start-up: components refused a permission they
+        need (`Health.forbidden`), each with the permission named."""
+        return [
+            f"{snap.component}: {snap.health.reason}"
+            for snap in self.snapshot()
+            if snap.health.denied
+        ]
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             self.log_changes()
@@ -298,7 +307,9 @@ def run(
         server = HealthServer(
             *split_host_port(settings.health_addr),
             live=lambda: [*watch.problems(), *(p for role in roles for p in role.problems())],
-            ready=lambda: [] if running.is_set() else ["not running (starting or stopping)"],
+            ready=lambda: (
+                watch.denied() if running.is_set() else ["not running (starting or stopping)"]
+            ),
             metrics=metrics.exposition,
         )
     except OSError as exc:

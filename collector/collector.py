@@ -345,6 +345,9 @@ class Collector:
             producers=self.lock,
         )
         self.job_pods = job_execution.JobPods()
+        # Namespace -> the permission its Job logs were refused for (logged once).
+        self._logs_denied: dict[str, str] = {}
+        self._logs_lock = threading.Lock()
         self.context = Context(
             lookups=self.relations,
             fetch_logs=self._fetch_logs,
@@ -500,7 +503,12 @@ class Collector:
             try:
                 informer.list_once()
             except Forbidden as exc:
-                log.warning("resource_forbidden", resource=informer.resource.plural, error=str(exc))
+                log.warning(
+                    "resource_forbidden",
+                    resource=informer.resource.plural,
+                    permission=exc.denied,
+                    error=str(exc),
+                )
                 forbidden.append(informer.resource.plural)
                 with self.lock:  # nothing waits for a list that cannot happen
                     self._listed_resources.add(informer.resource)
@@ -783,6 +791,8 @@ class Collector:
         return self._version
 
     def _fetch_secret(self, ns: str, name: str) -> bytes | bytearray | None:
+        """A 403 is raised like any failed read: the Secrets informer's health and log line
+        then name the `get` it was refused, and it retries."""
         path = resources.HELM_RELEASE_SECRETS.namespaced_path(ns, name)
         try:
             return self.api.get(path, max_bytes=SECRET_BYTES)
@@ -792,10 +802,23 @@ class Collector:
             raise ObjectTooLarge(f"over {describe_size(exc.limit)}") from None
 
     def _fetch_logs(self, ns: str, pod: str, container: str, lines: int) -> list[str] | None:
+        """The log's last lines; None when it cannot be read (the record ships without)."""
         path = resources.PODS.namespaced_path(ns, pod) + "/log"
         try:
             text = self.api.get(path, {"container": container, "tailLines": str(lines)})
+        except Forbidden as exc:
+            self.reporter.count("job_logs_forbidden")
+            with self._logs_lock:
+                first = self._logs_denied.get(ns) != exc.denied
+                self._logs_denied[ns] = exc.denied
+            if first:  # one line per namespace until it works, not one per failed Job
+                log.warning("job_logs_forbidden", namespace=ns, permission=exc.denied)
+            return None
         except KubeError as exc:
             log.warning("job_log_unavailable", namespace=ns, pod=pod, error=str(exc))
             return None
+        with self._logs_lock:
+            denied = self._logs_denied.pop(ns, None)
+        if denied is not None:
+            log.info("job_logs_allowed", namespace=ns)
         return text.decode("utf-8", errors="replace").splitlines()[-lines:]

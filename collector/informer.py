@@ -19,8 +19,12 @@ event or bookmark older than the version held (a lagging server) leaves it as it
 outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
-no per-object state). A 403 disables this resource only, with one log line, and is retried
-after `forbidden_retry_seconds`; other failures back off with full jitter.
+no per-object state). A 403 disables this resource only: its health (`Health.forbidden`)
+and one log line name the permission the request needed (`shipper.permission`: verb,
+group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
+to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
+RBAC rule is picked up soon. Other failures back off with full jitter up to
+`backoff_max_seconds`.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
@@ -98,6 +102,7 @@ class InformerSettings:
     read_timeout_seconds: float = 75.0
     """Silence longer than this (no event, no bookmark) means a stalled watch."""
     forbidden_retry_seconds: float = 300.0
+    """The longest pause between two retries of a forbidden resource."""
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 60.0
 
@@ -186,6 +191,12 @@ class Informer(Generic[T]):
             initial=self.settings.backoff_initial_seconds,
             maximum=self.settings.backoff_max_seconds,
         )
+        # Its own ceiling: a forbidden resource waits for someone to change a rule, which
+        # retries every few seconds would only flood the audit log about.
+        self._forbidden_backoff = Backoff(
+            initial=self.settings.backoff_initial_seconds,
+            maximum=self.settings.forbidden_retry_seconds,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -248,15 +259,15 @@ class Informer(Generic[T]):
                 if self._stopped.is_set():
                     return
             except Forbidden as exc:
-                self._degraded(f"forbidden: {self.resource.plural}", exc, level="error")
+                self._forbidden(exc)
                 need_list = True
-                self._pause(self.settings.forbidden_retry_seconds)
+                self._pause(self._forbidden_backoff.next_delay())
             except (KubeError, msgspec.DecodeError) as exc:
                 if self._stopped.is_set():
                     return
                 if self._relist.is_set():
                     continue  # the watch was aborted on purpose: list again now
-                self._degraded(f"failing: {type(exc).__name__}", exc, level="warning")
+                self._degraded(f"failing: {type(exc).__name__}", exc)
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))
             except Exception:
@@ -476,12 +487,24 @@ class Informer(Generic[T]):
     def _healthy(self) -> None:
         self.reporter.progress()
         self._backoff.reset()
+        self._forbidden_backoff.reset()
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
 
-    def _degraded(self, reason: str, exc: Exception, *, level: str) -> None:
+    def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
         if self.reporter.set(Health.degraded(reason)):
-            getattr(log, level)(
+            log.warning(
                 "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
+            )
+
+    def _forbidden(self, exc: Forbidden) -> None:
+        self.reporter.count("failures")
+        self.reporter.count("forbidden")
+        if self.reporter.set(Health.forbidden(exc.denied)):
+            log.error(
+                "informer_forbidden",
+                resource=self.resource.plural,
+                permission=exc.denied,
+                error=str(exc),
             )

@@ -6,7 +6,8 @@ failures into one error tree, translated in exactly one place (`_translate`):
 
     KubeError                 status None for transport failures (connect, read timeout)
     ├── Gone                  410: the resourceVersion or continue token expired
-    ├── Forbidden             403: RBAC does not allow it
+    ├── Forbidden             403: RBAC (or an admission policy) does not allow it; its
+    │                         `permission` is what the request needed
     ├── NotFound              404
     ├── Conflict              409: exists already, or a stale resourceVersion
     ├── TooManyRequests       429 (retry_after from Retry-After)
@@ -45,6 +46,7 @@ from collector.kubeconfig import KubeTarget
 from shipper import deadline
 from shipper.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from shipper.bounded import AnswerTooLarge as _OverLimit
+from shipper.permission import Permission, of_request, refused
 from shipper.version import VERSION
 
 MESSAGE_LIMIT = 300  # characters of an API message kept in an error
@@ -79,7 +81,16 @@ class Gone(KubeError):
 
 
 class Forbidden(KubeError):
-    pass
+    def __init__(self, message: str, *, permission: Permission | None) -> None:
+        super().__init__(message, status=403, reason="Forbidden")
+        self.permission = permission
+        """What the request needed, from its method and URL (`shipper.permission`); None
+        for a path that is not an API resource (`/version`)."""
+
+    @property
+    def denied(self) -> str:
+        """The missing permission as a health reason or log field."""
+        return self.permission.denied if self.permission else f"forbidden: {self}"
 
 
 class NotFound(KubeError):
@@ -110,9 +121,8 @@ class AnswerTooLarge(KubeError):
         self.limit = limit
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {
+_BY_STATUS: dict[int, type[KubeError]] = {  # 403 is built apart: it names a permission
     410: Gone,
-    403: Forbidden,
     404: NotFound,
     409: Conflict,
     429: TooManyRequests,
@@ -377,10 +387,14 @@ def _status_error(response: httpx.Response, body: bytes, method: str, path: str)
     header = response.headers.get("Retry-After", "")
     if header.isdigit():
         retry_after = float(header)
+    detail = f"{status.reason or response.reason_phrase}: {status.message[:MESSAGE_LIMIT]}"
+    if response.status_code == 403:
+        # Named from the request itself: the query says whether a GET was a watch.
+        permission = of_request(method, path, dict(response.request.url.params))
+        return Forbidden(refused(f"{method} {path}", permission, detail), permission=permission)
     cls = _BY_STATUS.get(response.status_code, KubeError)
     return cls(
-        f"{method} {path}: {response.status_code} {status.reason or response.reason_phrase}: "
-        f"{status.message[:MESSAGE_LIMIT]}",
+        f"{method} {path}: {response.status_code} {detail}",
         status=response.status_code,
         reason=status.reason,
         retry_after=retry_after,

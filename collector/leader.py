@@ -9,7 +9,8 @@ Leadership ends at once when another holder is seen, or when renewing has failed
 `renew_deadline_seconds` (shorter than the lease, so we stop before anyone else may start).
 `stop()` releases a held Lease so a successor does not wait out the lease. If the elector's
 thread dies, it reports unhealthy and calls `on_stopped` first: a replica that cannot renew
-must not keep collecting.
+must not keep collecting. A 403 on the Lease (RBAC or a policy refuses its get, create or
+update) degrades the elector with the refused permission as its reason, logged once.
 
 As client-go's elector does (`tools/leaderelection/leaderelection.go`): an update sends the
 Lease as read with only the election fields changed, so labels, annotations and fields this
@@ -33,7 +34,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from collector.kube import Conflict, KubeApi, KubeError, NotFound
+from collector.kube import Conflict, Forbidden, KubeApi, KubeError, NotFound
 from collector.resources import LEASES
 from shipper.health import Health, HealthReporter
 
@@ -182,6 +183,11 @@ class LeaderElector:
         self.reporter.progress()
         try:
             held = self._try_acquire_or_renew()
+        except Forbidden as exc:
+            # RBAC (or a policy) refuses the Lease: the reason names the rule to add.
+            held = False
+            if self.reporter.set(Health.forbidden(exc.denied)):
+                log.error("lease_forbidden", permission=exc.denied, error=str(exc))
         except KubeError as exc:
             held = False
             if exc.status in (400, 422) or isinstance(exc, NamespaceMissing):
@@ -329,7 +335,8 @@ class LeaderElector:
             self.api.put(self._path, _changed(read, released), within=self._request_seconds)
             log.info("lease_released", identity=self.settings.identity)
         except KubeError as exc:
-            log.warning("lease_release_failed", error=str(exc))
+            denied = exc.denied if isinstance(exc, Forbidden) else None
+            log.warning("lease_release_failed", error=str(exc), permission=denied)
 
 
 def _changed(read: _ReadLease, election: dict[str, Any]) -> dict[str, Any]:

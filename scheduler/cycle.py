@@ -19,7 +19,7 @@ from typing import Protocol
 
 import structlog
 
-from scheduler.kubeapi import KubeApi, KubeError, Obj
+from scheduler.kubeapi import Forbidden, KubeApi, KubeError, Obj
 from scheduler.store import Store
 from shipper.health import HealthReporter
 from shipper.records import ScalingEvent
@@ -72,6 +72,11 @@ class Cycle:
     def record(self, involved: Obj, *, reason: str, message: str) -> None:
         try:
             self.kube.record_event(involved, reason=reason, message=message)
+        except Forbidden as exc:
+            # No RBAC for Events (or a policy against them): the write it describes stands.
+            self.count("kube_events_failed")
+            self.count("kube_events_forbidden")
+            log.warning("kube_event_forbidden", reason=reason, permission=exc.denied)
         except KubeError as exc:
             self.count("kube_events_failed")
             log.warning("kube_event_failed", reason=reason, status=exc.status, error=str(exc))

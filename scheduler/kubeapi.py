@@ -11,7 +11,8 @@ The client's errors are translated in one function (`_translate`), chained `from
 
     KubeError              anything else: 429, 5xx, timeouts, connection errors
     ├── NotFound           404
-    ├── Forbidden          403 (RBAC)
+    ├── Forbidden          403 (RBAC, or an admission policy); its `permission` is what
+    │                      the call needed (`shipper.permission`)
     ├── Conflict           409 (stale resourceVersion, or the name is taken)
     ├── Invalid            422 (the server refused the object)
     └── BadRequest         400 (a field it does not know, under fieldValidation=Strict)
@@ -40,9 +41,11 @@ from kubernetes.client.exceptions import ApiException
 from scheduler import names
 from scheduler.kubeconnect import REQUEST_TIMEOUT
 from shipper import deadline
+from shipper.permission import Permission, refused
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
+HPAS = "horizontalpodautoscalers"
 MERGE_PATCH = "application/merge-patch+json"
 BODY_SNIPPET = 300
 LIST_PAGE = 500
@@ -68,7 +71,15 @@ class NotFound(KubeError):
 
 
 class Forbidden(KubeError):
-    pass
+    def __init__(self, message: str, *, permission: Permission) -> None:
+        super().__init__(message, status=403)
+        self.permission = permission
+        """What the call needed: its verb, API group, resource and namespace."""
+
+    @property
+    def denied(self) -> str:
+        """The missing permission as a health reason or log field."""
+        return self.permission.denied
 
 
 class Conflict(KubeError):
@@ -84,9 +95,8 @@ class BadRequest(KubeError):
     `fieldValidation=Strict`, a malformed value): a bug in what the agent wrote."""
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {
+_BY_STATUS: dict[int, type[KubeError]] = {  # 403 is built apart: it names a permission
     400: BadRequest,
-    403: Forbidden,
     404: NotFound,
     409: Conflict,
     422: Invalid,
@@ -114,12 +124,14 @@ class KubeApi:
     def get_deployment(self, namespace: str, name: str) -> Obj:
         return self._call(
             f"get deployment {namespace}/{name}",
+            _allowed("get", "apps", "deployments", namespace),
             lambda: self._apps.read_namespaced_deployment(name, namespace, **_RAW),
         )
 
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         return self._call(
             f"patch deployment {namespace}/{name}",
+            _allowed("patch", "apps", "deployments", namespace),
             lambda: self._apps.patch_namespaced_deployment(
                 name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
             ),
@@ -140,12 +152,13 @@ class KubeApi:
             lister = functools.partial(
                 self._autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace
             )
+        needs = _allowed("list", "autoscaling", HPAS, namespace)
         token: str | None = None
         while True:
             options: dict[str, Any] = {"limit": LIST_PAGE, **_RAW}
             if token:
                 options["_continue"] = token
-            page = self._call(what, functools.partial(lister, **options))
+            page = self._call(what, needs, functools.partial(lister, **options))
             for item in page.get("items") or ():
                 # List items come without their type; later writes and events want it.
                 item.setdefault("apiVersion", HPA_API_VERSION)
@@ -158,6 +171,7 @@ class KubeApi:
     def get_hpa(self, namespace: str, name: str) -> Obj:
         hpa = self._call(
             f"get horizontalpodautoscaler {namespace}/{name}",
+            _allowed("get", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.read_namespaced_horizontal_pod_autoscaler(
                 name, namespace, **_RAW
             ),
@@ -170,6 +184,7 @@ class KubeApi:
         name = body["metadata"]["name"]
         return self._call(
             f"create horizontalpodautoscaler {namespace}/{name}",
+            _allowed("create", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.create_namespaced_horizontal_pod_autoscaler(
                 namespace, body, **_WRITE
             ),
@@ -178,6 +193,7 @@ class KubeApi:
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
         return self._call(
             f"patch horizontalpodautoscaler {namespace}/{name}",
+            _allowed("patch", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.patch_namespaced_horizontal_pod_autoscaler(
                 name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
             ),
@@ -190,6 +206,7 @@ class KubeApi:
         )
         self._call(
             f"delete horizontalpodautoscaler {namespace}/{name}",
+            _allowed("delete", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.delete_namespaced_horizontal_pod_autoscaler(
                 name, namespace, body=options, **_RAW
             ),
@@ -230,12 +247,14 @@ class KubeApi:
         }
         self._call(
             f"create event for {involved.get('kind')} {namespace}/{name}",
+            _allowed("create", "", "events", namespace),
             lambda: self._core.create_namespaced_event(namespace, body, **_WRITE),
         )
 
     # the one place the client's errors are translated -----------------------------------
 
-    def _call(self, what: str, call: Callable[[], Any]) -> Obj:
+    def _call(self, what: str, needs: Permission, call: Callable[[], Any]) -> Obj:
+        """`call` within the deadline; `needs` is the permission it takes (named by a 403)."""
         with deadline.within(self.deadline_seconds) as limit:
             try:
                 response = call()
@@ -244,7 +263,7 @@ class KubeApi:
                 if limit.expired:
                     raise KubeError(f"{what}: {limit.missed()}") from exc
                 if isinstance(exc, ApiException):
-                    raise _translate(what, exc) from exc
+                    raise _translate(what, needs, exc) from exc
                 message = f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}"
                 raise KubeError(message) from exc
             if limit.interrupted:
@@ -273,12 +292,18 @@ def terminating(obj: Obj) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def _translate(what: str, exc: ApiException) -> KubeError:
+def _allowed(verb: str, group: str, resource: str, namespace: str | None) -> Permission:
+    return Permission(verb=verb, group=group, resource=resource, namespace=namespace)
+
+
+def _translate(what: str, needs: Permission, exc: ApiException) -> KubeError:
     status = exc.status or None
     body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
-    detail = _status_message(body) or exc.reason or "no detail"
+    detail = _one_line(_status_message(body) or exc.reason or "no detail")[:BODY_SNIPPET]
+    if status == 403:
+        return Forbidden(refused(what, needs, detail), permission=needs)
     error = _BY_STATUS.get(status or 0, KubeError)
-    return error(f"{what}: {status} {_one_line(detail)[:BODY_SNIPPET]}", status=status)
+    return error(f"{what}: {status} {detail}", status=status)
 
 
 def _status_message(body: str | None) -> str | None:

@@ -55,6 +55,7 @@ from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import (
     BadRequest,
     Conflict,
+    Forbidden,
     Invalid,
     KubeApi,
     KubeError,
@@ -174,8 +175,9 @@ class Reconciler:
         self._calls: deadline.Deadline | None = None
         self._calls_lock = threading.Lock()
         self._health_lock = threading.Lock()
-        self._problems: dict[str, str | None] = {APPLY: None, REVERTS: None}
-        self._failing: dict[str, str] = {}  # platform call -> how it last failed
+        # Part -> its problem (None: fine) and whether it is a refused permission.
+        self._problems: dict[str, tuple[str, bool] | None] = {APPLY: None, REVERTS: None}
+        self._failing: dict[str, str] = {}  # platform or kube call -> how it last failed
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
         self._released_noted: set[tuple[str, str, str]] = set()
@@ -215,10 +217,10 @@ class Reconciler:
                 log.debug("scaling_apply_given_up", error=str(exc))
                 return CycleReport.of(cycle.tally)
             cycle.count("moonin_failures")
-            self._platform_failed("templates", "scaling_templates_unavailable", exc)
+            self._failed("templates", "scaling_templates_unavailable", exc)
             self._set_problem(APPLY, f"platform: {_summary(exc)}: applying nothing new")
             return CycleReport.of(cycle.tally, moonin_reachable=False)
-        self._platform_answered("templates")
+        self._answered("templates")
         for problem in view.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
         answer = Answer(
@@ -277,7 +279,7 @@ class Reconciler:
             except MooninAPIError as exc:
                 # Its windows stay as they are (see TemplateView.owner_active).
                 cycle.count("moonin_failures")
-                self._platform_failed(
+                self._failed(
                     f"actions/{template.id}",
                     "scaling_actions_unavailable",
                     exc,
@@ -288,7 +290,7 @@ class Reconciler:
                 cycle.count("apply_failures")
                 log.exception("scaling_plan_crashed", template=template.id)
             else:
-                self._platform_answered(f"actions/{template.id}")
+                self._answered(f"actions/{template.id}")
         for template_id, parsed in found.items():
             view.templates[template_id].action_ids = _ids(parsed)
         return found
@@ -414,20 +416,26 @@ class Reconciler:
                 self.store.forget_enqueued()
                 self.outbox.clear_resync_needed()
             with deadline.within(self.budget_seconds):  # however many calls hang
-                listed = self._scan(cycle, view)
+                unlisted = self._scan(cycle, view)
             self.store.commit()
-        self._set_problem(
-            REVERTS, None if listed else "kubernetes: cannot list HPAs: reverts are waiting"
-        )
-        return CycleReport.of(cycle.tally, kube_reachable=listed)
+        if unlisted is None:
+            self._set_problem(REVERTS, None)
+        elif isinstance(unlisted, Forbidden):
+            problem = f"kubernetes: {unlisted.denied}: reverts are waiting"
+            self._set_problem(REVERTS, problem, denied=True)
+        else:
+            self._set_problem(REVERTS, "kubernetes: cannot list HPAs: reverts are waiting")
+        return CycleReport.of(cycle.tally, kube_reachable=unlisted is None)
 
-    def _scan(self, cycle: Cycle, view: TemplateView | None) -> bool:
+    def _scan(self, cycle: Cycle, view: TemplateView | None) -> KubeError | None:
+        """The scan; returns why the HPAs could not be listed, if they could not."""
         try:
             hpas = self.kube.list_hpas()
         except KubeError as exc:
             cycle.count("kube_failures")
-            log.warning("scaling_hpa_list_failed", status=exc.status, error=str(exc))
-            return False
+            self._failed("hpa_list", "scaling_hpa_list_failed", exc)
+            return exc
+        self._answered("hpa_list")
         for hpa, managed in managed_hpas(hpas):
             metadata = hpa["metadata"]
             where = {"namespace": metadata["namespace"], "hpa": metadata["name"]}
@@ -437,6 +445,7 @@ class Reconciler:
                 if reason is None:
                     continue
                 revert(cycle, hpa, managed, reason)
+                self._answered(f"revert {metadata['namespace']}/{metadata['name']}")
             except Conflict as exc:
                 cycle.count("conflicts")
                 log.info("scaling_revert_conflict", error=str(exc), **where)
@@ -445,13 +454,15 @@ class Reconciler:
                 cycle.count("revert_failures")
                 log.error("scaling_write_refused", status=exc.status, error=str(exc), **where)
             except KubeError as exc:
+                # A 403 names the permission; retried every cycle, logged once per change.
                 cycle.count("revert_failures")
-                log.warning("scaling_revert_failed", status=exc.status, error=str(exc), **where)
+                call = f"revert {metadata['namespace']}/{metadata['name']}"
+                self._failed(call, "scaling_revert_failed", exc, **where)
             except Exception:
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
         finish_restores(cycle)
-        return True
+        return None
 
     # shared -----------------------------------------------------------------------------------
 
@@ -465,27 +476,32 @@ class Reconciler:
             reporter=self.reporter,
         )
 
-    def _platform_failed(
-        self, call: str, event: str, exc: MooninAPIError, **fields: object
+    def _failed(
+        self, call: str, event: str, exc: MooninAPIError | KubeError, **fields: object
     ) -> None:
-        """Log a failed platform call at warning once per change of how it fails; the
-        same failure again, every cycle of an outage, only at debug."""
+        """Log a failed platform or Kubernetes call at warning once per change of how it
+        fails; the same failure again, every cycle of an outage, only at debug."""
         error = str(exc)
         with self._health_lock:
             repeated = self._failing.get(call) == error
             self._failing[call] = error
         (log.debug if repeated else log.warning)(event, status=exc.status, error=error, **fields)
 
-    def _platform_answered(self, call: str) -> None:
+    def _answered(self, call: str) -> None:
         with self._health_lock:
             self._failing.pop(call, None)
 
-    def _set_problem(self, part: str, problem: str | None) -> None:
-        """One part's problem (None: fine); the component's health says every part's."""
+    def _set_problem(self, part: str, problem: str | None, *, denied: bool = False) -> None:
+        """One part's problem (None: fine); the component's health says every part's.
+        `denied`: a permission the API server refuses (readiness reports it)."""
         with self._health_lock:
-            self._problems[part] = problem
+            self._problems[part] = None if problem is None else (problem, denied)
             problems = [found for found in self._problems.values() if found is not None]
-            health = Health.degraded("; ".join(problems)) if problems else Health.healthy()
+            reason = "; ".join(text for text, _ in problems)
+            if any(refused for _, refused in problems):
+                health = Health.forbidden(reason)
+            else:
+                health = Health.degraded(reason) if problems else Health.healthy()
             if self.reporter.set(health):
                 log.info("scheduler_health", ok=health.ok, reason=health.reason)
 

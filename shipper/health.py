@@ -17,11 +17,14 @@ from dataclasses import dataclass, field
 class Health:
     """One component's state: ok, degraded with a short machine-friendly reason (it keeps
     trying: an unreachable API, a forbidden resource), or failed (`fatal`: its thread is
-    gone and only a restart of the process brings it back)."""
+    gone and only a restart of the process brings it back). `denied`: degraded because the
+    cluster refuses a permission it needs (the reason names it), which lasts until someone
+    changes RBAC or a policy, so readiness reports it too."""
 
     ok: bool
     reason: str | None = None
     fatal: bool = False
+    denied: bool = False
 
     @classmethod
     def healthy(cls) -> Health:
@@ -30,6 +33,10 @@ class Health:
     @classmethod
     def degraded(cls, reason: str) -> Health:
         return cls(ok=False, reason=reason)
+
+    @classmethod
+    def forbidden(cls, reason: str) -> Health:
+        return cls(ok=False, reason=reason, denied=True)
 
     @classmethod
     def failed(cls, reason: str) -> Health:

@@ -60,7 +60,7 @@ class Grant:
 
 def grants_of(rendered: Rendered, account: str) -> list[Grant]:
     """Every grant the chart gives the ServiceAccount `account`, through any binding."""
-    grants = []
+    grants: list[Grant] = []
     for binding in rendered.of_kind("RoleBinding") + rendered.of_kind("ClusterRoleBinding"):
         subjects = {(s["kind"], s["name"]) for s in binding["subjects"]}
         if ("ServiceAccount", account) not in subjects:

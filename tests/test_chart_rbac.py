@@ -230,7 +230,7 @@ def test_discovery_and_preview_run_under_the_charts_rbac_and_use_all_of_it(
     if len(pods) > 1:
         # The leader goes; the standby takes the Lease over and collects what changes next.
         wait_until(lambda: lease_holder(kube) in pods)
-        leader = lease_holder(kube)
+        leader = str(lease_holder(kube))
         agents[leader].send_signal(signal.SIGTERM)
         stop_within(agents[leader], 30)
         wait_until(lambda: lease_holder(kube) not in (None, leader), timeout=30)

@@ -539,6 +539,50 @@ def test_switched_off_events_are_never_read(
     assert not [r for r in kube.requests if "/events" in r.path]
 
 
+def test_forbidden_job_logs_ship_the_record_without_them_and_say_so_once(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    # Only the log is a single Pod read: no list or watch of Pods meets this.
+    kube.fail_next(403, 1000, path_prefix=f"/api/v1/namespaces/{cluster_objects.NS}/pods/")
+    with structlog.testing.capture_logs() as logs:
+        collector = start()
+        received = Received(outbox)
+        wait_until(lambda: expected <= set(received.latest()))
+    job = received.latest()[("job_execution", "shop/report-29012345")]["data"]
+    assert job["status"] == "failed" and job["logs"] is None
+    said = [(e["event"], e.get("permission")) for e in logs if "job_log" in e["event"]]
+    assert said == [
+        (
+            "job_logs_forbidden",
+            'forbidden: cannot get resource "pods/log" in API group "" '
+            f'in the namespace "{cluster_objects.NS}"',
+        )
+    ]
+    assert collector.reporter.snapshot().counters["job_logs_forbidden"] == 1
+    assert all(reporter.snapshot().health.ok for reporter in collector.reporters())
+
+
+def test_a_forbidden_release_secret_read_names_the_get_and_the_release_follows_once_allowed(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    prefix = f"/api/v1/namespaces/{cluster_objects.NS}/secrets/"
+    kube.fail_next(403, 10_000, path_prefix=prefix, verb="get")
+    collector = start()
+    received = Received(outbox)
+    release = ("helm_release", "shop/shop/v1")
+    wait_until(lambda: expected - {release} <= set(received.latest()))
+    [secrets] = [i for i in collector.informers if i.resource.plural == "secrets"]
+    denied = 'forbidden: cannot get resource "secrets" in API group "" in the namespace "shop"'
+    wait_until(lambda: secrets.reporter.health.reason == denied)
+    assert release not in received.latest()
+
+    kube.clear_faults()
+    wait_until(lambda: release in received.latest())
+    wait_until(lambda: secrets.reporter.health.ok)
+
+
 def test_snapshots_follow_each_kinds_lists_and_rbac_waits_for_all_four(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:

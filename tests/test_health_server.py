@@ -87,6 +87,18 @@ def test_liveness_fails_for_a_failed_or_stalled_component_not_a_degraded_one() -
     assert watch.problems() == ["informer.a: informer a crashed"]
 
 
+def test_readiness_names_a_refused_permission_but_not_a_passing_failure() -> None:
+    transient, refused = (HealthReporter(n) for n in ("shipper.x", "informer.nodes"))
+    transient.set(Health.degraded("platform unreachable"))
+    denied = 'forbidden: cannot list resource "nodes" in API group "" at the cluster scope'
+    refused.set(Health.forbidden(denied))
+    watch = HealthWatch(lambda: [transient, refused])
+    assert watch.denied() == [f"informer.nodes: {denied}"]
+    assert watch.problems() == []  # a restart would not fix RBAC: liveness stays
+    refused.set(Health.healthy())
+    assert watch.denied() == []
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -191,6 +203,48 @@ def test_a_running_agent_serves_probes_and_its_queue_depth_follows_an_outage(
         assert {("namespace", f"outage-{n}") for n in range(3)} <= set(platform.view())
         assert metric("moonin_agent_leader") == 1
         assert metric("moonin_agent_informer_lists_total", resource="namespaces") >= 1
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+
+
+def test_a_forbidden_kind_makes_the_agent_unready_naming_it_while_the_rest_ships(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    cluster_objects.populate(kube)
+    kube.forbid("nodes")
+    port = free_port()
+    env = agent_env(
+        platform,
+        tmp_path / "queue",
+        KUBECONFIG=str(kubeconfig),
+        LEADER_ELECTION="false",
+        HEALTH_ADDR=f"127.0.0.1:{port}",
+    )
+    agent = start_agent(env)
+    ready = f"http://127.0.0.1:{port}/readyz"
+
+    def readiness() -> tuple[int, list[str]]:
+        try:
+            answer = httpx.get(ready)
+        except httpx.TransportError:
+            return 0, []
+        return answer.status_code, answer.json()["problems"]
+
+    # Streamed lists are watches, so the verb refused is `watch`.
+    denied = (
+        'informer.nodes: forbidden: cannot watch resource "nodes" in API group "" '
+        "at the cluster scope"
+    )
+    try:
+        wait_until(lambda: readiness() == (503, [denied]))
+        wait_until(lambda: ("deployment", "shop/web") in platform.view())
+        assert ("node", "node-1") not in platform.view()
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+
+        kube.allow("nodes")  # RBAC fixed: the backoff is still short, well under 5 minutes
+        wait_until(lambda: ("node", "node-1") in platform.view(), timeout=60)
+        wait_until(lambda: readiness() == (200, []))
     finally:
         agent.send_signal(signal.SIGTERM)
         stop_within(agent, 30)

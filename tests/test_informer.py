@@ -17,7 +17,7 @@ import structlog.testing
 from collector.informer import Informer, _WatchEvent
 from collector.kube import KubeApi
 from collector.kubeconfig import KubeTarget
-from collector.resources import DEPLOYMENTS, NAMESPACES
+from collector.resources import DEPLOYMENTS, NAMESPACES, NODES
 from sandbox.kube import FakeKube
 from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
 from tests.raw_server import serving
@@ -144,25 +144,30 @@ def test_an_expired_continue_token_restarts_the_list(
         informer.join(5)
 
 
-def test_a_403_disables_one_resource_with_one_log_line_while_others_keep_working(
+def test_a_403_disables_one_resource_naming_the_permission_while_others_keep_working(
     kube: FakeKube, api: KubeApi, running: Callable[..., Any]
 ) -> None:
-    kube.forbid("deployments")
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+    kube.forbid("nodes")
+    denied = 'forbidden: cannot list resource "nodes" in API group "" at the cluster scope'
+    # The ceiling of a real deployment: only backoff from a short start can recover soon.
+    patient = dataclasses.replace(PAGED, forbidden_retry_seconds=300.0)
     with structlog.testing.capture_logs() as logs:
-        blocked, _ = running(api)
+        blocked, _ = running(api, NODES, settings=patient)
         namespaces, ns_sink = running(api, NAMESPACES)
         assert namespaces.wait_synced(10)
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "new"}})
         wait_until(lambda: ns_sink.seen(("apply", "new", None)))
-        wait_until(lambda: blocked.reporter.snapshot().counters.get("failures", 0) >= 3)
-    assert blocked.reporter.health.reason == "forbidden: deployments"
-    forbidden = [e for e in logs if e["event"] == "informer_failing"]
-    assert len(forbidden) == 1 and forbidden[0]["resource"] == "deployments"
-    assert not blocked.wait_synced(0)
+        wait_until(lambda: blocked.reporter.snapshot().counters.get("forbidden", 0) >= 3)
+        health = blocked.reporter.health
+        assert (health.ok, health.reason, health.denied) == (False, denied, True)
+        assert not blocked.wait_synced(0)
 
-    kube.allow("deployments")  # RBAC fixed: retried later, and it works
-    assert blocked.wait_synced(10)
-    wait_until(lambda: blocked.reporter.health.ok)
+        kube.allow("nodes")  # RBAC fixed: picked up at the next retry, minutes before 300 s
+        assert blocked.wait_synced(10)
+        wait_until(lambda: blocked.reporter.health.ok)
+    said = [(e["event"], e.get("permission")) for e in logs if e.get("resource") == "nodes"]
+    assert said == [("informer_forbidden", denied), ("informer_healthy", None)]
 
 
 def test_server_errors_and_throttling_are_retried_with_backoff(

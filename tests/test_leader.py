@@ -352,3 +352,27 @@ def test_a_lease_namespace_that_does_not_exist_is_reported_by_name(
     assert [line["log_level"] for line in logs if line["event"] == "lease_write_refused"] == [
         "error"
     ]
+
+
+@pytest.mark.parametrize(
+    ("verb", "permission"),
+    [
+        ("get", 'cannot get resource "leases" in API group "coordination.k8s.io"'),
+        ("create", 'cannot create resource "leases" in API group "coordination.k8s.io"'),
+    ],
+)
+def test_a_forbidden_lease_names_the_permission_once_and_clears_when_allowed(
+    kube: FakeKube, replicas: Callable[..., Replica], verb: str, permission: str
+) -> None:
+    a = replicas("pod-a")
+    kube.fail_next(403, 2, resource="leases", verb=verb)
+    denied = f'forbidden: {permission} in the namespace "moonin"'
+    with structlog.testing.capture_logs() as logs:
+        a.elector._round()
+        a.elector._round()
+        health = a.elector.reporter.health
+        assert (health.reason, health.denied, a.elector.is_leader) == (denied, True, False)
+        a.elector._round()  # allowed again
+    assert a.elector.is_leader and a.elector.reporter.health.ok
+    said = [(e["event"], e["permission"]) for e in logs if e["event"] == "lease_forbidden"]
+    assert said == [("lease_forbidden", denied)]

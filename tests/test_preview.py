@@ -326,6 +326,10 @@ def test_a_forbidden_resource_is_a_warning_and_the_rest_is_printed(
     assert "service" not in snapshots(records)  # no list, no claim about what exists
     warnings = [e for e in log_events(result.stderr) if e["level"] == "warning"]
     assert [(e["event"], e["resource"]) for e in warnings] == [("resource_forbidden", "services")]
+    # The fake streams lists, and a streamed list is a watch as RBAC sees it.
+    assert warnings[0]["permission"] == (
+        'forbidden: cannot watch resource "services" in API group "" at the cluster scope'
+    )
 
 
 def test_a_cluster_that_fails_otherwise_prints_nothing_and_exits_1(

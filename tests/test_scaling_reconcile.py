@@ -381,7 +381,92 @@ def test_a_forbidden_namespace_is_reported_and_the_other_actions_still_apply(h: 
     events = h.events()
     assert types(events) == [("error", "forbidden"), ("apply", None)]
     assert events[0]["id"] == event_id(CLUSTER, "t-1", "a-1", WINDOW, "error", "forbidden")
-    assert events[0]["message"].startswith("get deployment locked/web: 403 ")
+    assert events[0]["message"].startswith(
+        'get deployment locked/web: forbidden: cannot get resource "deployments" in API group '
+        '"apps" in the namespace "locked" (403 '
+    )
+
+
+def test_a_forbidden_hpa_patch_fails_that_action_alone_and_the_other_template_runs_its_window(
+    h: Harness,
+) -> None:
+    h.api.templates = [template("t-1"), template("t-2", name="cyber monday")]
+    h.api.actions = {"t-1": [action("a-1", ns="locked")], "t-2": [action("a-2")]}
+    for ns in ("locked", NS):
+        h.kube.create(deployment(ns=ns))
+        h.kube.create(hpa(ns=ns))
+    prefix = "/apis/autoscaling/v2/namespaces/locked/"
+    h.kube.fail_next(403, 1000, path_prefix=prefix, verb="patch")
+    with structlog.testing.capture_logs() as logs:
+        h.run(at(9))
+        h.run(at(9, 30))  # tried again, reported once per window
+
+    events = h.events()
+    assert [(e["type"], e["reason"], e["template_id"]) for e in events] == [
+        ("error", "forbidden", "t-1"),
+        ("apply", None, "t-2"),
+    ]
+    assert (events[0]["action_id"], events[0]["namespace"]) == ("a-1", "locked")
+    missing = (
+        'cannot patch resource "horizontalpodautoscalers" in API group "autoscaling" '
+        'in the namespace "locked"'
+    )
+    assert missing in events[0]["message"]
+    said = [e for e in logs if e["event"] == "scaling_action_error"]
+    assert len(said) == 1 and missing in said[0]["message"]
+    assert ours(h.hpa(ns="locked")) == {}
+    assert h.hpa()["spec"]["minReplicas"] == 4
+
+    h.run(at(18, 1))
+    assert [(e["type"], e["template_id"]) for e in h.events()] == [("revert", "t-2")]
+    assert (h.hpa()["spec"]["minReplicas"], ours(h.hpa())) == (2, {})
+
+
+def test_forbidden_kubernetes_events_cost_neither_the_apply_nor_the_revert(h: Harness) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+    h.kube.forbid("events")
+    with structlog.testing.capture_logs() as logs:
+        report = h.run(at(9))
+        assert report.applies == 1
+        assert h.hpa()["spec"]["minReplicas"] == 4
+        assert [e["id"] for e in h.events()] == [APPLY_4_20]
+        report = h.run(at(18, 1))
+        assert report.reverts == 1
+        assert [e["id"] for e in h.events()] == [REVERT]
+    assert h.hpa()["spec"]["minReplicas"] == 2
+    assert h.kube_events() == []
+    missing = 'forbidden: cannot create resource "events" in API group "" in the namespace "shop"'
+    said = [(e["event"], e["permission"]) for e in logs if e["event"] == "kube_event_forbidden"]
+    assert said == [("kube_event_forbidden", missing)] * 2
+    assert h.reconciler.reporter.snapshot().counters["kube_events_forbidden"] == 2
+
+
+def test_a_forbidden_cluster_wide_hpa_list_names_the_permission_and_applies_go_on(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment())
+    h.kube.create(hpa())
+    h.kube.fail_next(403, 1000, path_prefix="/apis/autoscaling/v2/horizontalpodautoscalers")
+    with structlog.testing.capture_logs() as logs:
+        first = h.run(at(9))
+        second = h.run(at(9, 30))
+    assert (first.applies, first.kube_reachable, second.kube_reachable) == (1, False, False)
+    assert [e["id"] for e in h.events()] == [APPLY_4_20]
+    health = h.reconciler.reporter.health
+    assert health.reason == (
+        'kubernetes: forbidden: cannot list resource "horizontalpodautoscalers" in API group '
+        '"autoscaling" at the cluster scope: reverts are waiting'
+    )
+    assert health.denied
+    # One line for the change, not one per cycle.
+    said = [e for e in logs if e["event"] == "scaling_hpa_list_failed"]
+    assert [e["log_level"] for e in said] == ["warning", "debug"]
+
+    h.kube.clear_faults()
+    h.run(at(18, 1))
+    assert [e["id"] for e in h.events()] == [REVERT]
+    assert h.reconciler.reporter.health.ok
 
 
 def test_invalid_actions_are_reported_and_the_valid_ones_still_apply(h: Harness) -> None:
@@ -831,6 +916,28 @@ def test_revert_all_retries_a_409_at_once(h: Harness) -> None:
     h.kube.fail_next(409, resource="horizontalpodautoscalers", verb="patch")
     report = revert_all(kube=h.kube_api, outbox=h.stream, store=h.store, cluster_id=CLUSTER)
     assert report.ok and report.reverted == [f"{NS}/web"]
+    assert h.hpa()["spec"]["minReplicas"] == 2
+
+
+def test_revert_all_reports_a_forbidden_revert_by_its_permission_and_reverts_the_rest(
+    h: Harness,
+) -> None:
+    h.api.actions = {"t-1": [action("a-1", ns="locked"), action("a-2")]}
+    for ns in ("locked", NS):
+        h.kube.create(deployment(ns=ns))
+        h.kube.create(hpa(ns=ns))
+    h.run(at(9))
+    h.events()
+    h.kube.fail_next(403, 10, path_prefix="/apis/autoscaling/v2/namespaces/locked/", verb="patch")
+    report = revert_all(kube=h.kube_api, outbox=h.stream, store=h.store, cluster_id=CLUSTER)
+    assert report.reverted == [f"{NS}/web"]
+    assert list(report.failed) == ["locked/web"]
+    assert (
+        'cannot patch resource "horizontalpodautoscalers" in API group "autoscaling" '
+        'in the namespace "locked"'
+    ) in report.failed["locked/web"]
+    assert ours(h.hpa(ns="locked"))[notes.MANAGED] == "true"
+    assert set(ours(h.hpa())) == {notes.RELEASED}  # reverted, this window marked released
     assert h.hpa()["spec"]["minReplicas"] == 2
 
 
