@@ -32,8 +32,6 @@ Watches are asked for without compression, so their lines are split from the byt
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -252,8 +250,9 @@ class KubeApi:
     def abort_streams(self, path: str | None = None) -> None:
         """End every open watch, or those of one `path` (stop, leadership lost, a relist
         wanted): their readers raise `Aborted` at once. Closing the response alone would
-        leave a reader blocked in `recv` until the next byte or its read timeout; shutting
-        the socket down wakes it."""
+        leave a reader blocked in `recv` until the next byte or its read timeout, and
+        closing it from here could hand the reader another connection's descriptor;
+        shutting the socket down wakes it."""
         with self._streams_lock:
             streams = [
                 response
@@ -265,9 +264,10 @@ class KubeApi:
             stream = response.extensions.get("network_stream")
             sock = stream.get_extra_info("socket") if stream is not None else None
             if sock is not None:
-                with contextlib.suppress(OSError):  # already closed by the other side
-                    sock.shutdown(socket.SHUT_RDWR)
-            response.close()
+                # The reader wakes and closes the response on its own thread.
+                deadline.shut_down(sock)
+            else:
+                response.close()
 
     # -- internals ---------------------------------------------------------------------
 

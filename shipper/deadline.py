@@ -132,7 +132,7 @@ class Deadline:
                 if not math.isinf(self.at):
                     _watchdog.arm(self)
                 return
-        _shut(sock)
+        shut_down(sock)
 
     def _fire(self) -> None:
         with self._lock:
@@ -141,7 +141,7 @@ class Deadline:
             self._fired = True
             sockets, self._sockets = self._sockets, set()
         for sock in sockets:
-            _shut(sock)
+            shut_down(sock)
 
 
 def current() -> Deadline | None:
@@ -164,10 +164,13 @@ def within(seconds: float) -> Iterator[Deadline]:
         deadline.release()
 
 
-def _shut(sock: socket.socket) -> None:
-    # The base class's shutdown works on the descriptor of a TLS socket too, without
-    # touching its SSL state under the thread that may be reading it.
-    with contextlib.suppress(OSError):
+def shut_down(sock: socket.socket) -> None:
+    """Wake whoever is blocked reading `sock`, from another thread: its reads then end as
+    at a closed connection. Only the reader's thread may close it: a close here frees the
+    descriptor while a read may be about to use it, and a new connection can get the same
+    number. The base class's shutdown works on a TLS socket's descriptor too, without
+    touching its SSL state under the reading thread."""
+    with contextlib.suppress(OSError):  # already closed by the other side
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 

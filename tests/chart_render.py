@@ -8,6 +8,7 @@ defaults and each switch that changes what the chart installs.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,9 +115,10 @@ def render(chart: helm.Chart, values: dict[str, Any]) -> Rendered:
     return Rendered(values=values, manifests=manifests, objects=objects)
 
 
-def rules_of(rendered: Rendered, service_account: str) -> list[dict[str, Any]]:
-    """Every RBAC rule granted to a ServiceAccount of the release, through any binding."""
-    rules = []
+def bindings_of(
+    rendered: Rendered, service_account: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(binding, the role it refers to) for each binding of a ServiceAccount of the release."""
     for binding in rendered.of_kind("RoleBinding") + rendered.of_kind("ClusterRoleBinding"):
         subjects = {(s["kind"], s["name"]) for s in binding["subjects"]}
         if ("ServiceAccount", service_account) not in subjects:
@@ -125,5 +127,9 @@ def rules_of(rendered: Rendered, service_account: str) -> list[dict[str, Any]]:
         role = rendered.one(ref["kind"], ref["name"])
         if ref["kind"] == "Role":
             assert role["metadata"]["namespace"] == NAMESPACE
-        rules.extend(role["rules"])
-    return rules
+        yield binding, role
+
+
+def rules_of(rendered: Rendered, service_account: str) -> list[dict[str, Any]]:
+    """Every RBAC rule granted to a ServiceAccount of the release, through any binding."""
+    return [rule for _, role in bindings_of(rendered, service_account) for rule in role["rules"]]

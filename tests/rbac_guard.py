@@ -17,7 +17,7 @@ from sandbox.kube.auth import service_account
 from sandbox.kube.faults import RequestRecord
 from sandbox.kube.rbac import rule_allows
 from sandbox.kube.requestinfo import RequestInfo
-from tests.chart_render import NAMESPACE, Rendered
+from tests.chart_render import NAMESPACE, Rendered, bindings_of
 
 
 @dataclass(frozen=True)
@@ -61,19 +61,14 @@ class Grant:
 def grants_of(rendered: Rendered, account: str) -> list[Grant]:
     """Every grant the chart gives the ServiceAccount `account`, through any binding."""
     grants: list[Grant] = []
-    for binding in rendered.of_kind("RoleBinding") + rendered.of_kind("ClusterRoleBinding"):
-        subjects = {(s["kind"], s["name"]) for s in binding["subjects"]}
-        if ("ServiceAccount", account) not in subjects:
-            continue
-        ref = binding["roleRef"]
-        role = rendered.one(ref["kind"], ref["name"])
+    for binding, role in bindings_of(rendered, account):
+        role_name = f"{role['kind']}/{role['metadata']['name']}"
         bound_in = (
             binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
         )
         grants.extend(
-            Grant(f"{ref['kind']}/{ref['name']}", verb, group, resource, names, bound_in)
+            Grant(role_name, verb, group, resource, tuple(rule.get("resourceNames", ())), bound_in)
             for rule in role["rules"]
-            for names in [tuple(rule.get("resourceNames", ()))]
             for verb in rule["verbs"]
             for group in rule["apiGroups"]
             for resource in rule["resources"]

@@ -218,6 +218,18 @@ def call(
     )
 
 
+def watch(kube: FakeKube, who: str, path: str, params: dict[str, str]) -> Any:
+    """A watch request as `who`, its answer streamed (a context manager)."""
+    return httpx.stream(
+        "GET",
+        kube.url + path,
+        params=params | {"watch": "true"},
+        headers={"Authorization": f"Bearer {TOKEN_OF[who]}"},
+        trust_env=False,
+        timeout=10,
+    )
+
+
 def code(kube: FakeKube, who: str | None, method: str, path: str, **kwargs: Any) -> int:
     return call(kube, who, method, path, **kwargs).status_code
 
@@ -381,17 +393,10 @@ def test_a_list_or_watch_narrowed_to_one_name_by_field_selector_meets_resource_n
     assert code(cluster, ALICE, "GET", CONFIGMAPS_A, params=negation) == 403
     both = {"fieldSelector": f"metadata.namespace={A},metadata.name=settings"}
     assert code(cluster, ALICE, "GET", CONFIGMAPS_A, params=both) == 200
-    params = {"fieldSelector": "metadata.name=settings", "watch": "true", "timeoutSeconds": "1"}
-    with httpx.stream(
-        "GET",
-        cluster.url + CONFIGMAPS_A,
-        params=params,
-        headers={"Authorization": f"Bearer {TOKEN_OF[ALICE]}"},
-        trust_env=False,
-        timeout=10,
-    ) as watch:
-        assert watch.status_code == 200
-        first = json.loads(next(watch.iter_lines()))
+    params = {"fieldSelector": "metadata.name=settings", "timeoutSeconds": "1"}
+    with watch(cluster, ALICE, CONFIGMAPS_A, params) as answer:
+        assert answer.status_code == 200
+        first = json.loads(next(answer.iter_lines()))
         assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "settings")
     assert cluster.requests[-1].info.verb == "watch"
 
@@ -701,15 +706,7 @@ def test_with_rbac_off_every_authenticated_request_is_allowed(
 
 def test_a_watch_denied_before_it_starts_is_a_plain_403_not_a_stream(cluster: FakeKube) -> None:
     # The authorization filter answers before any handler runs: no watch is opened.
-    params = {"watch": "true", "timeoutSeconds": "5"}
-    with httpx.stream(
-        "GET",
-        cluster.url + CONFIGMAPS_A,
-        params=params,
-        headers={"Authorization": f"Bearer {TOKEN_OF[BOB]}"},
-        trust_env=False,
-        timeout=10,
-    ) as answer:
+    with watch(cluster, BOB, CONFIGMAPS_A, {"timeoutSeconds": "5"}) as answer:
         body = json.loads(answer.read())
     assert answer.status_code == 403
     assert answer.headers["content-type"] == "application/json"
