@@ -530,6 +530,47 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
     assert len(collector.state.events.missing(frozenset())) == 3 * len(pods) + 1
 
 
+def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    cluster_objects.populate(kube)
+    mount = 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'
+    pods = {}
+    for ns in ("scratch", "ops"):
+        kube.create(cluster_objects.namespace(ns))
+        rs = kube.create(cluster_objects.replicaset("abc", "batch", ns=ns))
+        pods[ns] = kube.create(
+            cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"], ns=ns)
+        )
+        kube.create(cluster_objects.warning_event(pods[ns], "FailedMount", mount))
+    rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
+    skipped = kube.create(cluster_objects.creating_pod("web-5d8f7c9b6", rs["metadata"]["uid"]))
+    kube.create(cluster_objects.warning_event(skipped, "FailedMount", mount))
+    filters = Filters(["scratch"], [f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n"], [])
+    start(dataclasses.replace(SETTINGS, filters=filters))
+    received = Received(outbox)
+
+    def from_events() -> list[dict[str, Any]]:
+        return [
+            e for e in received.events("pod_error") if e["data"]["details"]["source"] == "event"
+        ]
+
+    # A later Event (the sentinel) comes after everything the list held.
+    wait_until(lambda: len(from_events()) >= 1)
+    probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    kube.create(
+        cluster_objects.warning_event(
+            pods["ops"], "Unhealthy", probe, field_path="spec.containers{app}", series="p1"
+        )
+    )
+    wait_until(lambda: len(from_events()) >= 2)
+    ops = pods["ops"]["metadata"]["name"]
+    assert sorted((e["namespace"], e["name"], e["data"]["reason"]) for e in from_events()) == [
+        ("ops", ops, "FailedMount"),
+        ("ops", ops, "ReadinessProbeFailed"),
+    ]
+
+
 def test_switched_off_events_are_never_read(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
