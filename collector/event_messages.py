@@ -23,9 +23,9 @@ from collector.sanitize import REDACTED, change_cause, truncate
 
 # A Kubernetes object name (DNS subdomain); anything else in a name's place is not one.
 _NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
-# Quota amounts: `requests.cpu=500m,limits.memory=1Gi`.
 # How kubelets name a pod (`format.Pod`): `name_namespace(uid)`.
 _POD = re.compile(r"(?P<name>[^_()]+)_(?P<ns>[^_()]+)\((?P<uid>[0-9a-f-]*)\)")
+# Quota amounts: `requests.cpu=500m,limits.memory=1Gi`.
 _AMOUNTS = re.compile(r"[A-Za-z0-9./_-]+=[0-9A-Za-z.]+(,[A-Za-z0-9./_-]+=[0-9A-Za-z.]+)*")
 
 _PROBE = re.compile(
