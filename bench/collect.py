@@ -111,11 +111,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 import msgspec
@@ -199,6 +200,8 @@ _DROPPED_ENV = (
     "https_proxy",
     "all_proxy",
 )
+
+T = TypeVar("T")
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -629,24 +632,16 @@ def event_storm(
 ) -> Storm:
     """A storm of Warning Events across `pods` pods (see the module docstring)."""
     chosen = running_pods(kube, pods)
-    incidents = len(chosen) * len(STORM_REASONS)
     before = platform.stats()["unique_record_ids"]
     agent.reset_peak()
     cpu_before = agent.cpu_seconds()
-    with ThreadPoolExecutor(1) as pool:
-        started = time.monotonic()
-        running = pool.submit(write_events, kube.url, chosen, rate, seconds)
-        while True:
-            try:
-                writes, took = running.result(timeout=2)
-            except TimeoutError:
-                agent.check()
-                received = platform.stats()["unique_record_ids"] - before
-                agent.progress(started, time.monotonic(), f"{received} records received")
-            else:
-                break
+    writes, took = while_reporting(
+        agent, platform, before, lambda: write_events(kube.url, chosen, rate, seconds)
+    )
     ended = time.monotonic()
     cpu = agent.cpu_seconds() - cpu_before
+    # The writes go round the (pod, reason) pairs: a short storm reaches only some of them.
+    incidents = min(writes, len(chosen) * len(STORM_REASONS))
     done = settle(agent, kube, platform, since=ended, expected=before + incidents, until=until)
     memory = agent.memory()
     return Storm(
@@ -659,6 +654,21 @@ def event_storm(
         peak_rss_mib=memory["VmHWM"],
         cpu_cores=cpu / took,
     )
+
+
+def while_reporting(agent: Agent, platform: Served, before: int, work: Callable[[], T]) -> T:
+    """Run `work` on a thread, checking the agent is alive and printing how many records
+    arrived meanwhile; returns what it returns (raises what it raises)."""
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        running = pool.submit(work)
+        while True:
+            try:
+                return running.result(timeout=2)
+            except TimeoutError:
+                agent.check()
+                received = platform.stats()["unique_record_ids"] - before
+                agent.progress(started, time.monotonic(), f"{received} records received")
 
 
 @dataclass
@@ -690,18 +700,9 @@ def steady_state(
     before = platform.stats()["unique_record_ids"]
     agent.reset_peak()
     cpu_before, kube_cpu_before = agent.cpu_seconds(), cpu_seconds(kube.proc.pid)
-    with ThreadPoolExecutor(1) as pool:
-        started = time.monotonic()
-        running = pool.submit(change_pods, kube.url, pods, rate, seconds)
-        while True:
-            try:
-                made = running.result(timeout=2)  # (raises what the thread raised)
-            except TimeoutError:
-                agent.check()
-                received = platform.stats()["unique_record_ids"] - before
-                agent.progress(started, time.monotonic(), f"{received} records received")
-            else:
-                break
+    made = while_reporting(
+        agent, platform, before, lambda: change_pods(kube.url, pods, rate, seconds)
+    )
     ended = time.monotonic()
     cpu = agent.cpu_seconds() - cpu_before
     kube_cpu = cpu_seconds(kube.proc.pid) - kube_cpu_before
