@@ -149,6 +149,22 @@ def test_an_outage_of_every_kind_loses_nothing_and_keeps_enqueue_order(
     assert any(r.status == 409 and r.headers["idempotency-key"] == key for r in records_requests)
 
 
+def test_a_storm_of_discovery_records_does_not_delay_scaling_events(
+    pipeline: Pipeline, platform: FakePlatform
+) -> None:
+    # An event storm's worth of records, shipped slowly: their backlog lasts minutes.
+    platform.fail_all("records", Delay(0.2))
+    storm = [record(n) for n in range(5000)]
+    for start in range(0, len(storm), FAST.batch_max_records):
+        pipeline.outbox[DISCOVERY].put(storm[start : start + FAST.batch_max_records])
+    for n in range(5):
+        pipeline.outbox[SCALING].put([scaling_event(n)])
+    # Each scaling event arrives while nearly all of the storm still waits its turn.
+    wait_until(lambda: len(platform.events()) == 5)
+    assert pipeline.outbox[DISCOVERY].stats().records > 4000
+    platform.fail_all("records", None)
+
+
 def test_a_wrong_url_pauses_the_stream_and_keeps_everything_queued(
     pipeline: Pipeline, platform: FakePlatform
 ) -> None:
