@@ -7,6 +7,7 @@ defaults and each switch that changes what the chart installs.
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -133,3 +134,46 @@ def bindings_of(
 def rules_of(rendered: Rendered, service_account: str) -> list[dict[str, Any]]:
     """Every RBAC rule granted to a ServiceAccount of the release, through any binding."""
     return [rule for _, role in bindings_of(rendered, service_account) for rule in role["rules"]]
+
+
+def container_environment(
+    rendered: Rendered,
+    workload: dict[str, Any],
+    container: dict[str, Any],
+    root: Path,
+    downward: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment the kubelet would give the container, its mounts laid under root
+    (paths in values moved along); `downward`: the pod's fields by path
+    (`metadata.name`), a placeholder for each when not given."""
+    secret = rendered.one("Secret", "moonin-credentials")
+    secret_data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+    moved = {}
+    for mount in container["volumeMounts"]:
+        target = root / mount["name"]
+        target.mkdir(parents=True, exist_ok=True)
+        volume = volumes[mount["name"]]
+        if "configMap" in volume:
+            config_map = rendered.one("ConfigMap", volume["configMap"]["name"])
+            for key, text in config_map["data"].items():
+                (target / key).write_text(text)
+        elif "secret" in volume:
+            for item in volume["secret"]["items"]:
+                (target / item["path"]).write_text(secret_data[item["key"]])
+        moved[mount["mountPath"]] = str(target)
+    environment = {}
+    for item in container["env"]:
+        if "value" in item:
+            value = item["value"]
+            for mount_path, local in sorted(moved.items(), key=lambda m: -len(m[0])):
+                if value == mount_path or value.startswith(mount_path + "/"):
+                    value = local + value[len(mount_path) :]
+                    break
+            environment[item["name"]] = value
+        elif "secretKeyRef" in item["valueFrom"]:
+            environment[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
+        else:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            environment[item["name"]] = (downward or {}).get(path, "from-the-downward-api")
+    return environment

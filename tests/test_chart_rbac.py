@@ -14,7 +14,6 @@ naming it.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import os
@@ -41,7 +40,15 @@ from sandbox.scaling import action, manual_template
 from tests import cluster_objects
 from tests import rbac_guard as guard
 from tests import scaling_harness as scaling
-from tests.chart_render import CHART, NAMESPACE, RELEASE, VARIANTS, Rendered, render
+from tests.chart_render import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    VARIANTS,
+    Rendered,
+    container_environment,
+    render,
+)
 from tests.conftest import TOKEN, view
 from tests.test_run import log_events, run_cli, stop_within
 from tests.waiting import wait_until
@@ -99,31 +106,16 @@ class Installed:
     def env(self, component: str, container: str, pod: str) -> dict[str, str]:
         """The container's environment as the chart renders it, resolved as the kubelet
         would, with the paths and addresses of a pod moved to this machine."""
-        fields = {"metadata.name": pod, "metadata.namespace": NAMESPACE}
-        env = {key: os.environ[key] for key in KEPT_FROM_HOST if key in os.environ}
-        for item in self.container(component, container).get("env", []):
-            source = item.get("valueFrom", {})
-            if "value" in item:
-                env[item["name"]] = item["value"]
-            elif "secretKeyRef" in source:
-                secret = self.rendered.one("Secret", source["secretKeyRef"]["name"])
-                encoded = secret["data"][source["secretKeyRef"]["key"]]
-                env[item["name"]] = base64.b64decode(encoded).decode()
-            else:
-                env[item["name"]] = fields[source["fieldRef"]["fieldPath"]]
         home = self.tmp / pod
-        home.mkdir(exist_ok=True)
-        if "CONFIG_FILE" in env:
-            config = self.rendered.one("ConfigMap", f"{RELEASE}-config")
-            (home / "config.yaml").write_text(config["data"]["config.yaml"])
-            env["CONFIG_FILE"] = str(home / "config.yaml")
-        if "CLUSTER_TOKEN_FILE" in env:
-            (home / "CLUSTER_TOKEN").write_text(env["CLUSTER_TOKEN"])
-            env["CLUSTER_TOKEN_FILE"] = str(home / "CLUSTER_TOKEN")
+        downward = {"metadata.name": pod, "metadata.namespace": NAMESPACE}
+        workload = self.rendered.workload(component)
+        env = {key: os.environ[key] for key in KEPT_FROM_HOST if key in os.environ}
+        env |= container_environment(
+            self.rendered, workload, self.container(component, container), home, downward
+        )
         account = self.account_of(component)
         moved = {
             "API_URL": self.platform.url,
-            "QUEUE_DIR": str(home / "queue"),
             "HEALTH_ADDR": "127.0.0.1:0",
             "RECONCILE_INTERVAL_SECONDS": "0.5",
         }

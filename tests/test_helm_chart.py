@@ -45,6 +45,7 @@ from tests.chart_render import (
     Rendered,
     chart_values,
     component_of,
+    container_environment,
     render,
     rules_of,
 )
@@ -588,42 +589,6 @@ def test_the_collection_switches_reach_config_yaml(
     assert settings.ignore_namespaces == ("kube-system",)
 
 
-def _container_environment(
-    rendered: Rendered, workload: dict[str, Any], container: dict[str, Any], root: Path
-) -> dict[str, str]:
-    """The environment the kubelet would give the container, its mounts laid under root."""
-    secret = rendered.one("Secret", "moonin-credentials")
-    secret_data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    volumes = {v["name"]: v for v in _pod_spec(workload)["volumes"]}
-    moved = {}
-    for mount in container["volumeMounts"]:
-        target = root / mount["name"]
-        target.mkdir(parents=True, exist_ok=True)
-        volume = volumes[mount["name"]]
-        if "configMap" in volume:
-            config_map = rendered.one("ConfigMap", volume["configMap"]["name"])
-            for key, text in config_map["data"].items():
-                (target / key).write_text(text)
-        elif "secret" in volume:
-            for item in volume["secret"]["items"]:
-                (target / item["path"]).write_text(secret_data[item["key"]])
-        moved[mount["mountPath"]] = str(target)
-    environment = {}
-    for item in container["env"]:
-        if "value" in item:
-            value = item["value"]
-            for mount_path, local in sorted(moved.items(), key=lambda m: -len(m[0])):
-                if value == mount_path or value.startswith(mount_path + "/"):
-                    value = local + value[len(mount_path) :]
-                    break
-            environment[item["name"]] = value
-        elif "secretKeyRef" in item["valueFrom"]:
-            environment[item["name"]] = secret_data[item["valueFrom"]["secretKeyRef"]["key"]]
-        else:
-            environment[item["name"]] = "from-the-downward-api"
-    return environment
-
-
 @pytest.mark.parametrize("variant", ["default", "custom-config", "no-leader-election"])
 def test_the_agent_accepts_the_environment_each_container_gets(
     rendered: dict[str, Rendered], variant: str, tmp_path: Path
@@ -634,7 +599,7 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         container = next(c for c in _containers(workload) if c["name"] != "scale-to-zero")
         role = "discovery" if component_of(workload) == "discovery" else "scaling"
         root = tmp_path / workload["metadata"]["name"]
-        environment = _container_environment(result, workload, container, root)
+        environment = container_environment(result, workload, container, root)
         settings = agent_config.load_settings(role, environment)
         assert settings.project_id == "p-1" and settings.cluster_id == "c-1"
         assert settings.token_file and Path(settings.token_file).read_text() == "t0ken-abc"
