@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from sandbox.kube import status
 from sandbox.kube.options import flag
+from sandbox.kube.selectors import required_value
 
 _METHOD_VERBS = {
     "POST": "create",
@@ -92,7 +93,7 @@ def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
     if not name and verb == "get":
         # Any value but "false" or "0", even an empty one, asks for a watch.
         verb = "watch" if flag(query, "watch") else "list"
-        name = _name_from_field_selector(query.get("fieldSelector", ""))
+        name = _path_segment(required_value(query.get("fieldSelector", ""), "metadata.name"))
     if not name and verb == "delete":
         verb = "deletecollection"
     return RequestInfo(
@@ -108,14 +109,10 @@ def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
     )
 
 
-def _name_from_field_selector(selector: str) -> str:
-    """The name a list or watch is narrowed to by `metadata.name=NAME` (or `==`)."""
-    for term in selector.split(","):
-        key, operator, value = term.strip().partition("=")
-        if key == "metadata.name" and operator:
-            value = value.removeprefix("=")
-            if value and "/" not in value and value not in (".", ".."):
-                return value
+def _path_segment(name: str | None) -> str:
+    """`name` when it could stand in a path as an object's name, else ""."""
+    if name and "/" not in name and name not in (".", ".."):
+        return name
     return ""
 
 

@@ -157,6 +157,22 @@ def _unsupported_field(field: str, resource: Resource) -> ApiError:
     )
 
 
+def required_value(text: str, field: str) -> str | None:
+    """The value a field selector requires `field` to equal (`metadata.name=web`), as
+    apimachinery's `RequiresExactMatch` finds it; None when no term does or the selector
+    does not parse."""
+    try:
+        for raw in _split_escaped(text, ","):
+            if not raw.strip():
+                continue
+            name, op, value = _field_term(raw)
+            if _unescape(name).strip() == field and op != "!=":
+                return _unescape(value)
+    except ApiError:
+        return None
+    return None
+
+
 class FieldSelector:
     """A parsed field selector for one resource."""
 
