@@ -28,7 +28,7 @@ DRY_RUN_UID = "dry-run"
 class DryRunKube(KubeApi):
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "deployment", namespace, name, patch=_shown(patch))
-        return merge_patch(self.get_deployment(namespace, name), patch)
+        return _patched(self.get_deployment(namespace, name), patch)
 
     def create_hpa(self, namespace: str, body: Obj) -> Obj:
         name = body["metadata"]["name"]
@@ -41,7 +41,7 @@ class DryRunKube(KubeApi):
 
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "horizontalpodautoscaler", namespace, name, patch=_shown(patch))
-        return merge_patch(self.get_hpa(namespace, name), patch)
+        return _patched(self.get_hpa(namespace, name), patch)
 
     def delete_hpa(self, namespace: str, name: str, *, uid: str, resource_version: str) -> None:
         _intend("delete", "horizontalpodautoscaler", namespace, name)
@@ -80,6 +80,11 @@ class DryRunEvents:
 
     def clear_resync_needed(self) -> None:
         """Nothing to clear: nothing was ever lost."""
+
+
+def _patched(obj: Obj, patch: Obj) -> Obj:
+    merged: Obj = merge_patch(obj, patch)  # a dict patch always yields a dict
+    return merged
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

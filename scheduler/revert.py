@@ -34,6 +34,7 @@ from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.kubeapi import KubeError, NotFound, Obj
 from scheduler.store import PendingRestore
+from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.revert")
 
@@ -62,7 +63,7 @@ def target_name(hpa: Obj) -> str | None:
 
 def revert_event(
     cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
-) -> events.ScalingEvent:
+) -> ScalingEvent:
     """The window's revert event: min and max it applied (null when overridden, whose
     message says what someone else set)."""
     low, high = bounds(hpa)
