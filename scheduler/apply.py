@@ -103,6 +103,21 @@ class Planned:
         )
 
 
+def action_window(
+    template_id: str, action: Action | InvalidAction, window_start: str, run_until: str
+) -> events.Window:
+    return events.Window(
+        template_id=template_id,
+        action_id=action.id,
+        namespace=action.namespace,
+        deployment=action.deployment,
+        min_replicas=action.min_replicas,
+        max_replicas=action.max_replicas,
+        window_start=window_start,
+        run_until=run_until,
+    )
+
+
 def action_error(
     cycle: Cycle,
     *,
@@ -116,14 +131,7 @@ def action_error(
     """Report an action's error once per window; True when it was new."""
     event = events.action_error(
         cluster_id=cycle.cluster_id,
-        template_id=template_id,
-        action_id=action.id,
-        namespace=action.namespace,
-        deployment=action.deployment,
-        min_replicas=action.min_replicas,
-        max_replicas=action.max_replicas,
-        window_start=window_start,
-        run_until=run_until,
+        window=action_window(template_id, action, window_start, run_until),
         reason=reason,
         message=message,
         now=cycle.now,
@@ -361,18 +369,12 @@ def _after_write(
 
 
 def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> bool:
-    action = planned.action
     return cycle.emit(
         events.apply_event(
             cluster_id=cycle.cluster_id,
-            template_id=planned.template_id,
-            action_id=action.id,
-            namespace=action.namespace,
-            deployment=action.deployment,
-            min_replicas=action.min_replicas,
-            max_replicas=action.max_replicas,
-            window_start=planned.window_start,
-            run_until=planned.run_until,
+            window=action_window(
+                planned.template_id, planned.action, planned.window_start, planned.run_until
+            ),
             provisional=provisional,
             now=cycle.now,
         )

@@ -12,6 +12,7 @@ the local store's note of it) costs nothing.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -35,97 +36,89 @@ def event_id(
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    """What an apply, revert or action error is about: one action's window on one HPA."""
+
+    template_id: str
+    action_id: str | None
+    namespace: str | None
+    deployment: str | None
+    min_replicas: int | None
+    max_replicas: int | None
+    window_start: str
+    run_until: str | None
+
+
 def apply_event(
-    *,
-    cluster_id: str,
-    template_id: str,
-    action_id: str,
-    namespace: str,
-    deployment: str,
-    min_replicas: int,
-    max_replicas: int,
-    window_start: str,
-    run_until: str,
-    provisional: bool,
-    now: datetime,
+    *, cluster_id: str, window: Window, provisional: bool, now: datetime
 ) -> ScalingEvent:
-    detail = f"{min_replicas}:{max_replicas}"
-    return ScalingEvent(
-        id=event_id(cluster_id, template_id, action_id, window_start, "apply", detail),
-        type="apply",
-        template_id=template_id,
-        action_id=action_id,
-        namespace=namespace,
-        deployment=deployment,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        window_start=window_start,
-        run_until=run_until,
-        provisional=provisional,
-        occurred_at=utc_timestamp(now),
+    detail = f"{window.min_replicas}:{window.max_replicas}"
+    return _window_event(
+        "apply", detail, cluster_id=cluster_id, window=window, now=now, provisional=provisional
     )
 
 
 def revert_event(
     *,
     cluster_id: str,
-    template_id: str,
-    action_id: str,
-    namespace: str,
-    deployment: str | None,
-    min_replicas: int | None,
-    max_replicas: int | None,
-    window_start: str,
-    run_until: str | None,
+    window: Window,
     provisional: bool,
     reason: RevertReason,
     message: str | None,
     now: datetime,
 ) -> ScalingEvent:
-    return ScalingEvent(
-        id=event_id(cluster_id, template_id, action_id, window_start, "revert", ""),
-        type="revert",
-        template_id=template_id,
-        action_id=action_id,
-        namespace=namespace,
-        deployment=deployment,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        window_start=window_start,
-        run_until=run_until,
+    return _window_event(
+        "revert",
+        "",
+        cluster_id=cluster_id,
+        window=window,
+        now=now,
         provisional=provisional,
         reason=reason,
         message=message,
-        occurred_at=utc_timestamp(now),
     )
 
 
 def action_error(
+    *, cluster_id: str, window: Window, reason: str, message: str, now: datetime
+) -> ScalingEvent:
+    return _window_event(
+        "error",
+        reason,
+        cluster_id=cluster_id,
+        window=window,
+        now=now,
+        reason=reason,
+        message=message,
+    )
+
+
+def _window_event(
+    type: EventType,
+    detail: str,
     *,
     cluster_id: str,
-    template_id: str,
-    action_id: str | None,
-    namespace: str | None,
-    deployment: str | None,
-    min_replicas: int | None,
-    max_replicas: int | None,
-    window_start: str,
-    run_until: str,
-    reason: str,
-    message: str,
+    window: Window,
     now: datetime,
+    provisional: bool = False,
+    reason: str | None = None,
+    message: str | None = None,
 ) -> ScalingEvent:
     return ScalingEvent(
-        id=event_id(cluster_id, template_id, action_id, window_start, "error", reason),
-        type="error",
-        template_id=template_id,
-        action_id=action_id,
-        namespace=namespace,
-        deployment=deployment,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        window_start=window_start,
-        run_until=run_until,
+        id=event_id(
+            cluster_id, window.template_id, window.action_id, window.window_start, type, detail
+        ),
+        type=type,
+        template_id=window.template_id,
+        action_id=window.action_id,
+        namespace=window.namespace,
+        deployment=window.deployment,
+        min_replicas=window.min_replicas,
+        max_replicas=window.max_replicas,
+        window_start=window.window_start,
+        run_until=window.run_until,
+        provisional=provisional,
         reason=reason,
         message=message,
         occurred_at=utc_timestamp(now),

@@ -62,7 +62,13 @@ from scheduler.kubeapi import (
     Obj,
     terminating,
 )
-from scheduler.revert import bounds, finish_restores, is_overridden, revert, target_name
+from scheduler.revert import (
+    bounds,
+    finish_restores,
+    is_overridden,
+    managed_window,
+    revert,
+)
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
@@ -554,14 +560,7 @@ def reenqueue_apply(cycle: Cycle, hpa: Obj, managed: notes.Managed) -> None:
     cycle.emit(
         events.apply_event(
             cluster_id=cycle.cluster_id,
-            template_id=managed.template_id,
-            action_id=managed.action_id,
-            namespace=hpa["metadata"]["namespace"],
-            deployment=target_name(hpa) or "",
-            min_replicas=low,
-            max_replicas=high,
-            window_start=managed.window_start,
-            run_until=managed.run_until,
+            window=managed_window(hpa, managed, low, high, managed.run_until),
             provisional=managed.originals.provisional,
             now=cycle.now,
         )

@@ -61,6 +61,22 @@ def target_name(hpa: Obj) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def managed_window(
+    hpa: Obj, managed: notes.Managed, low: int | None, high: int | None, run_until: str | None
+) -> events.Window:
+    """The window a managed HPA's annotations describe, with the bounds an event reports."""
+    return events.Window(
+        template_id=managed.template_id,
+        action_id=managed.action_id,
+        namespace=hpa["metadata"]["namespace"],
+        deployment=target_name(hpa),
+        min_replicas=low,
+        max_replicas=high,
+        window_start=managed.window_start,
+        run_until=run_until,
+    )
+
+
 def revert_event(
     cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
 ) -> ScalingEvent:
@@ -75,14 +91,9 @@ def revert_event(
     kept = reason != "overridden"
     return events.revert_event(
         cluster_id=cycle.cluster_id,
-        template_id=managed.template_id,
-        action_id=managed.action_id,
-        namespace=hpa["metadata"]["namespace"],
-        deployment=target_name(hpa),
-        min_replicas=low if kept else None,
-        max_replicas=high if kept else None,
-        window_start=managed.window_start,
-        run_until=managed.run_until or None,
+        window=managed_window(
+            hpa, managed, low if kept else None, high if kept else None, managed.run_until or None
+        ),
         provisional=managed.originals.provisional,
         reason=reason,
         message=message,

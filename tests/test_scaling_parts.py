@@ -36,18 +36,24 @@ def test_event_ids_are_the_first_32_hex_digits_of_sha256_over_the_contracts_fiel
     )
 
 
+def _window(low: int | None, high: int | None, *, run_until: str | None) -> events.Window:
+    return events.Window(
+        template_id="t-1",
+        action_id="a-1",
+        namespace="shop",
+        deployment="web",
+        min_replicas=low,
+        max_replicas=high,
+        window_start="2026-12-02T08:00:00Z",
+        run_until=run_until,
+    )
+
+
 def test_an_apply_id_changes_with_min_and_max_and_a_revert_id_never_does() -> None:
     def apply(low: int, high: int) -> str:
         return events.apply_event(
             cluster_id="c-1",
-            template_id="t-1",
-            action_id="a-1",
-            namespace="shop",
-            deployment="web",
-            min_replicas=low,
-            max_replicas=high,
-            window_start="2026-12-02T08:00:00Z",
-            run_until="2026-12-02T18:00:00Z",
+            window=_window(low, high, run_until="2026-12-02T18:00:00Z"),
             provisional=False,
             now=NOW,
         ).id
@@ -56,14 +62,7 @@ def test_an_apply_id_changes_with_min_and_max_and_a_revert_id_never_does() -> No
     reverts = {
         events.revert_event(
             cluster_id="c-1",
-            template_id="t-1",
-            action_id="a-1",
-            namespace="shop",
-            deployment="web",
-            min_replicas=None,
-            max_replicas=None,
-            window_start="2026-12-02T08:00:00Z",
-            run_until=None,
+            window=_window(None, None, run_until=None),
             provisional=False,
             reason=reason,
             message=None,
