@@ -36,26 +36,18 @@ class Action:
 class InvalidAction:
     """What could be read of a broken action (for the error event) and what is wrong."""
 
-    id: str | None
-    namespace: str | None
-    deployment: str | None
-    min_replicas: int | None
-    max_replicas: int | None
-    priority_up: int
     message: str
+    id: str | None = None
+    namespace: str | None = None
+    deployment: str | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    priority_up: int = 0
 
 
 def parse(raw: Any) -> Action | InvalidAction:
     if not isinstance(raw, Mapping):
-        return InvalidAction(
-            id=None,
-            namespace=None,
-            deployment=None,
-            min_replicas=None,
-            max_replicas=None,
-            priority_up=0,
-            message=f"an action must be an object, got {type(raw).__name__}",
-        )
+        return InvalidAction(message=f"an action must be an object, got {type(raw).__name__}")
     problems: list[str] = []
     action_id = _text(raw, "id", problems)
     namespace = _text(raw, "namespace", problems)
