@@ -18,6 +18,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent/ agent/
 COPY collector/ collector/
+COPY kube/ kube/
+COPY runtime/ runtime/
 COPY sandbox/ sandbox/
 COPY scheduler/ scheduler/
 COPY shipper/ shipper/

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
+from runtime.version import VERSION
 from shipper.records import STREAMS
-from shipper.version import VERSION
 
 EXIT_USAGE = 2
 

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from collector import filters
+from kube import globs as resource_globs
 
 Role = Literal["discovery", "scaling", "all"]
 Stream = Literal["discovery", "scaling"]
@@ -838,7 +838,7 @@ def _resource_globs(raw: _Raw | None) -> tuple[str, ...]:
     globs = _names(raw, Settings.ignore_resources)
     for entry in globs:
         try:
-            filters.check_resource_glob(entry)  # the collector's own reading of a glob
+            resource_globs.parse(entry)  # the one reading of a glob, every role's
         except ValueError as exc:
             raise _error(raw, f"entry {_describe(entry)}: {exc}") from None
     return globs

@@ -24,13 +24,13 @@ from agent.config import CollectionSettings, ConfigError, Settings
 from collector.collector import Collector, CollectorSettings
 from collector.filters import Filters
 from collector.heartbeat import Heartbeat
-from collector.kube import KubeApi
-from collector.kubeconfig import SERVICE_ACCOUNT_DIR, KubeTarget
 from collector.leader import Acquisition, LeaderElector, LeaseSettings
 from collector.metadata import MetadataProbe
 from collector.state import StateStore
+from kube.api import KubeApi
+from kube.cluster import SERVICE_ACCOUNT_DIR, KubeTarget
+from runtime.health import HealthReporter
 from shipper.client import ApiClient
-from shipper.health import HealthReporter
 from shipper.outbox import StreamOutbox
 
 log = structlog.get_logger("agent.discovery")

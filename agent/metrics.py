@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from shipper.health import HealthReporter
+from runtime.health import HealthReporter
 from shipper.queuefile import StreamStats
 
 PREFIX = "moonin_agent"

@@ -35,9 +35,9 @@ from agent.config import CollectionSettings
 from agent.discovery import collector_settings
 from agent.logs import configure_logging
 from collector.collector import Collector
-from collector.kube import KubeApi, KubeError
-from collector.kubeconfig import KubeConfigError, load_target
 from collector.metadata import MetadataProbe
+from kube.api import KubeApi, KubeError
+from kube.cluster import KubeConfigError, load_target
 from shipper.records import Record, encode
 
 log = structlog.get_logger("agent.preview")

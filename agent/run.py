@@ -27,16 +27,16 @@ from agent.discovery import DiscoveryRole
 from agent.health_server import HealthServer
 from agent.logs import configure_logging
 from agent.metrics import AgentMetrics
-from collector.kubeconfig import KubeConfigError, load_target
+from kube.cluster import KubeConfigError, load_target
+from runtime.health import HealthReporter, HealthSnapshot
+from runtime.version import VERSION
 from shipper.client import ApiClient, RequestObserver
-from shipper.health import HealthReporter, HealthSnapshot
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox
 from shipper.queuefile import QueueFileError, StreamStats
 from shipper.records import DISCOVERY, SCALING
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
-from shipper.version import VERSION
 
 log = structlog.get_logger("agent")
 
@@ -242,7 +242,7 @@ def run(
     if SCALING in settings.streams:
         # Imported here: the kubernetes client costs ~45 MiB that a discovery-only process
         # does not spend (see docs/collector.md).
-        from scheduler import kubeconnect
+        from kube import official as kubeconnect
 
         try:
             kube = kubeconnect.connect(kubeconfig, context)

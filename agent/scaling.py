@@ -17,6 +17,7 @@ from kubernetes import client
 
 from agent.config import Settings
 from agent.logs import configure_logging
+from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
 from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
 from scheduler.job import ScalingJob
@@ -24,7 +25,6 @@ from scheduler.kubeapi import KubeApi, KubeError
 from scheduler.revertall import revert_all
 from scheduler.store import FILE_NAME, Store
 from shipper.client import ApiClient
-from shipper.health import HealthReporter
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import StreamOutbox
 from shipper.queuefile import QueueFileError
@@ -47,7 +47,7 @@ def revert_all_now(
     object (`reverted`, `failed`); exit 0 when every HPA was reverted. `dry_run` logs
     each change instead, and writes nothing: no queue, no store, no event."""
     from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
-    from scheduler import kubeconnect
+    from kube import official as kubeconnect
 
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)

@@ -123,9 +123,9 @@ import msgspec
 
 from agent import inspect
 from collector.collector import Collector, CollectorSettings
-from collector.kube import KubeApi
 from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
+from kube.api import KubeApi
 from sandbox.kube import auth
 from sandbox.kube.synthetic import SyntheticSpec
 from shipper.outbox import StreamOutbox

@@ -37,7 +37,7 @@ import msgspec
 import structlog
 
 from collector.state import Slot, StateStore
-from shipper.health import Health, HealthReporter
+from runtime.health import Health, HealthReporter
 from shipper.records import Record
 
 log = structlog.get_logger("collector.coalesce")

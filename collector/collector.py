@@ -47,7 +47,6 @@ from collector import resources, sanitize
 from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
 from collector.informer import Informer, InformerSettings
-from collector.kube import AnswerTooLarge, Forbidden, KubeApi, KubeError, NotFound
 from collector.metadata import MetadataProbe, NodeHint
 from collector.model import ObjectMeta, delete, event, upsert
 from collector.normalize import (
@@ -70,8 +69,9 @@ from collector.normalize.base import Context, ObjectTooLarge
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.state import StateStore
-from shipper.bounded import describe_size
-from shipper.health import HealthReporter
+from kube.api import AnswerTooLarge, Forbidden, KubeApi, KubeError, NotFound
+from runtime.bounded import describe_size
+from runtime.health import HealthReporter
 from shipper.records import Record, new_id
 
 log = structlog.get_logger("collector")

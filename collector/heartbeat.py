@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from shipper.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
+from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
+from runtime.health import Health, HealthReporter
 from shipper.errors import MooninAPIError, RetryLater
-from shipper.health import Health, HealthReporter
 
 log = structlog.get_logger("collector.heartbeat")
 

@@ -20,7 +20,7 @@ outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
 no per-object state). A 403 disables this resource only: its health (`Health.forbidden`)
-and one log line name the permission the request needed (`shipper.permission`: verb,
+and one log line name the permission the request needed (`kube.permission`: verb,
 group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
 to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
 RBAC rule is picked up soon. Other failures back off with full jitter up to
@@ -47,7 +47,11 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 import structlog
 
-from collector.kube import (
+from collector.model import ObjectMeta
+from collector.paging import PageSize
+from collector.resource_version import is_behind
+from collector.resources import Resource
+from kube.api import (
     ANSWER_LIMIT,
     MESSAGE_LIMIT,
     Aborted,
@@ -58,12 +62,8 @@ from collector.kube import (
     KubeError,
     TimedOut,
 )
-from collector.model import ObjectMeta
-from collector.paging import PageSize
-from collector.resource_version import is_behind
-from collector.resources import Resource
-from shipper.backoff import Backoff
-from shipper.health import Health, HealthReporter
+from runtime.backoff import Backoff
+from runtime.health import Health, HealthReporter
 from shipper.records import utc_timestamp
 
 log = structlog.get_logger("collector.informer")

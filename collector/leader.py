@@ -34,9 +34,9 @@ from typing import Any
 import msgspec
 import structlog
 
-from collector.kube import Conflict, Forbidden, KubeApi, KubeError, NotFound
 from collector.resources import LEASES
-from shipper.health import Health, HealthReporter
+from kube.api import Conflict, Forbidden, KubeApi, KubeError, NotFound
+from runtime.health import Health, HealthReporter
 
 log = structlog.get_logger("collector.leader")
 

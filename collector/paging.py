@@ -7,7 +7,7 @@ down at once to what fits in `page_bytes` at the last page's bytes per object, b
 quarter per page at most, never above `ceiling`. A page that still goes past the bound
 (the objects grew heavier from one page to the next) is given up while it is read and asked
 again with an eighth of the limit; at a limit of one the object is read alone, whatever it
-weighs (up to `collector.kube.ANSWER_LIMIT`).
+weighs (up to `kube.api.ANSWER_LIMIT`).
 """
 
 from __future__ import annotations

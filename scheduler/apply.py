@@ -40,11 +40,11 @@ from typing import Literal
 
 import structlog
 
+from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
 from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.ignore import DEPLOYMENT, HPA, IgnoreRules
 from scheduler.kubeapi import (
     HPA_API_VERSION,
     HPA_KIND,
@@ -152,7 +152,7 @@ def action_error(
 
 
 def apply_action(
-    cycle: Cycle, planned: Planned, *, ignore: IgnoreRules, reason_for: ReasonFor
+    cycle: Cycle, planned: Planned, *, ignore: ResourceGlobs, reason_for: ReasonFor
 ) -> Outcome:
     action = planned.action
     where = {"template": planned.template_id, "action": action.id, "target": action.target}
@@ -177,7 +177,7 @@ def apply_action(
         return "failed"
 
 
-def _apply(cycle: Cycle, planned: Planned, ignore: IgnoreRules, reason_for: ReasonFor) -> Outcome:
+def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: ReasonFor) -> Outcome:
     action = planned.action
     if ignore.matches(DEPLOYMENT, action.namespace, action.deployment):
         _error(cycle, planned, "ignored", f"deployment {action.target} matches IGNORE_RESOURCES")

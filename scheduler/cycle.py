@@ -19,9 +19,9 @@ from typing import Protocol
 
 import structlog
 
+from runtime.health import HealthReporter
 from scheduler.kubeapi import Forbidden, KubeApi, KubeError, Obj
 from scheduler.store import Store
-from shipper.health import HealthReporter
 from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler")

@@ -26,12 +26,12 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from kubernetes import client
 
+from kube.globs import SCALED_KINDS, ResourceGlobs
+from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
-from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import KubeApi
 from scheduler.reconcile import APPLY, COMPONENT, REVERTS, Reconciler, TemplateSource
 from scheduler.store import Store
-from shipper.health import HealthReporter
 
 log = structlog.get_logger("scheduler.job")
 
@@ -143,7 +143,8 @@ class ScalingJob:
         self.reporter = reporter or HealthReporter(
             COMPONENT, stalled_after=stalled_after, parts=(REVERTS, APPLY)
         )
-        ignore = IgnoreRules(ignore_resources)  # a bad entry fails before the store opens
+        # A bad entry fails before the store opens.
+        ignore = ResourceGlobs(ignore_resources, kinds=SCALED_KINDS)
         self.store = Store(store_path)
         self.reconciler = Reconciler(
             kube=kube,

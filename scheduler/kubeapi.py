@@ -12,14 +12,14 @@ The client's errors are translated in one function (`_translate`), chained `from
     KubeError              anything else: 429, 5xx, timeouts, connection errors
     ├── NotFound           404
     ├── Forbidden          403 (RBAC, or an admission policy); its `permission` is what
-    │                      the call needed (`shipper.permission`)
+    │                      the call needed (`kube.permission`)
     ├── Conflict           409 (stale resourceVersion, or the name is taken)
     ├── Invalid            422 (the server refused the object)
     └── BadRequest         400 (a field it does not know, under fieldValidation=Strict)
 
 Messages carry the verb, the object and at most `BODY_SNIPPET` characters of the answer.
 
-Every call has a total deadline (`deadline_seconds`, `shipper.deadline`): a hung API server
+Every call has a total deadline (`deadline_seconds`, `runtime.deadline`): a hung API server
 or a proxy that answers one byte at a time ends the call as a `KubeError` (status None)
 saying so, and the cycle goes on with the next HPA or the next cycle.
 """
@@ -38,10 +38,10 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kube.official import REQUEST_TIMEOUT
+from kube.permission import Permission, refused
+from runtime import deadline
 from scheduler import names
-from scheduler.kubeconnect import REQUEST_TIMEOUT
-from shipper import deadline
-from shipper.permission import Permission, refused
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"

@@ -46,12 +46,14 @@ from typing import Any, Protocol
 import structlog
 from kubernetes import client
 
+from kube.globs import SCALED_KINDS, ResourceGlobs
+from runtime import deadline
+from runtime.health import Health, HealthReporter
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
-from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import (
     BadRequest,
     Conflict,
@@ -72,9 +74,7 @@ from scheduler.revert import (
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
-from shipper import deadline
 from shipper.errors import CallCancelled, MooninAPIError
-from shipper.health import Health, HealthReporter
 
 log = structlog.get_logger("scheduler")
 
@@ -158,7 +158,7 @@ class Reconciler:
         outbox: EventSink,
         store: Store,
         cluster_id: str,
-        ignore: IgnoreRules | Iterable[str] = (),
+        ignore: ResourceGlobs | Iterable[str] = (),
         reporter: HealthReporter | None = None,
         budget_seconds: float = BUDGET_SECONDS,
         clock: Callable[[], datetime] = _utc_now,
@@ -171,7 +171,11 @@ class Reconciler:
         self.outbox = outbox
         self.store = store
         self.cluster_id = cluster_id
-        self.ignore = ignore if isinstance(ignore, IgnoreRules) else IgnoreRules(ignore)
+        self.ignore = (
+            ignore
+            if isinstance(ignore, ResourceGlobs)
+            else ResourceGlobs(ignore, kinds=SCALED_KINDS)
+        )
         self.reporter = reporter or HealthReporter(COMPONENT)
         # Kubernetes writes and the store, one part at a time; platform calls stay outside.
         self._writing = threading.Lock()

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 import structlog
 from kubernetes import client
 
+from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
@@ -31,7 +32,6 @@ from scheduler.kubeapi import Conflict, KubeApi, KubeError, NotFound, Obj
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, is_overridden, revert
 from scheduler.store import Store
-from shipper.health import HealthReporter
 
 log = structlog.get_logger("scheduler.revert_all")
 

@@ -10,8 +10,8 @@ never decoded and encoded again. Only the small envelope around them is encoded 
 
 Every call is bounded twice, so a platform (or a proxy in front of it) that answers badly
 cannot hold a thread or the process's memory: by a total deadline (`deadline_seconds`:
-connecting, sending and the whole answer; `shipper.deadline`), and by the bytes it reads,
-counted after decompression (`shipper.bounded`): `max_answer_bytes` for templates and
+connecting, sending and the whole answer; `runtime.deadline`), and by the bytes it reads,
+counted after decompression (`runtime.bounded`): `max_answer_bytes` for templates and
 actions, `SMALL_ANSWER_BYTES` for the heartbeat's answer and error bodies. A batch of
 records or events is delivered once the status line says 2xx: its answer is read only so
 the connection can be used again, and a bad one is ignored.
@@ -39,14 +39,15 @@ from urllib.parse import quote, urlsplit
 import httpx
 import msgspec
 
-from shipper import deadline
-from shipper.bounded import (
+from runtime import deadline
+from runtime.bounded import (
     ACCEPT_ENCODING,
     AnswerTooLarge,
     UndecodableAnswer,
     describe_size,
     read_bounded,
 )
+from runtime.version import VERSION
 from shipper.errors import (
     AnswerOverLimit,
     CallCancelled,
@@ -61,7 +62,6 @@ from shipper.errors import (
 )
 from shipper.records import new_id, utc_timestamp
 from shipper.token import TokenSource
-from shipper.version import VERSION
 
 GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
 CONNECT_TIMEOUT = 10.0

@@ -36,8 +36,8 @@ import msgspec
 import persistqueue
 import structlog
 
+from runtime.health import Health, HealthReporter
 from shipper import queuefile
-from shipper.health import Health, HealthReporter
 from shipper.lock import DirectoryLock
 from shipper.queuefile import Chunk, ChunkInfo, Entry, QueueFileError, StreamStats
 from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode

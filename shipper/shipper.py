@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from shipper.backoff import Backoff
+from runtime.backoff import Backoff
+from runtime.health import Health, HealthReporter
 from shipper.errors import MooninAPIError, RejectedBody, RetryLater, StreamPaused
-from shipper.health import Health, HealthReporter
 from shipper.outbox import Batch, StreamOutbox
 from shipper.queuefile import Entry
 

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 
 from collector.informer import Informer, InformerSettings
-from collector.kube import KubeApi
-from collector.kubeconfig import KubeTarget
 from collector.model import ObjectMeta
 from collector.resources import DEPLOYMENTS, Resource
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 
 FAST = InformerSettings(

@@ -17,15 +17,15 @@ from typing import Any
 import msgspec
 import pytest
 
+from kube.globs import ResourceGlobs
+from kube.official import from_configuration
 from sandbox.kube import FakeKube
 
 # The platform's side comes from the one builder of it, re-exported for the tests.
 from sandbox.scaling import action as action
 from sandbox.scaling import template as template
 from scheduler import annotations as notes
-from scheduler.ignore import IgnoreRules
 from scheduler.kubeapi import KubeApi
-from scheduler.kubeconnect import from_configuration
 from scheduler.reconcile import CycleReport, Reconciler
 from scheduler.store import Store
 from shipper.errors import RetryLater
@@ -136,7 +136,7 @@ class Harness:
             "outbox": self.stream,
             "store": self.store,
             "cluster_id": CLUSTER,
-            "ignore": IgnoreRules(()),
+            "ignore": ResourceGlobs(()),
         }
         options.update(changes)
         return Reconciler(**options)

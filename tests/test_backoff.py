@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shipper.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
+from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 
 
 def test_each_failure_doubles_the_ceiling_until_the_maximum() -> None:

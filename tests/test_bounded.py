@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from shipper.bounded import AnswerTooLarge, UndecodableAnswer, describe_size, read_bounded
+from runtime.bounded import AnswerTooLarge, UndecodableAnswer, describe_size, read_bounded
 
 LIMIT = 64 * 1024
 

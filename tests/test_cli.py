@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from shipper.version import VERSION
 from tests.test_crash import WORKER, _worker_env
 from tests.test_run import agent_env, run_cli
 

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from runtime.version import VERSION
 from shipper.client import ApiClient, parse_retry_after
 from shipper.errors import (
     CredentialsRejected,
@@ -34,7 +35,6 @@ from shipper.errors import (
     StreamPaused,
 )
 from shipper.token import TokenSource
-from shipper.version import VERSION
 
 TOKEN = "tok-3f9a1c7e5b2d"
 BASE = "https://moonin.test/"

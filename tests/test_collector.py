@@ -16,10 +16,10 @@ import structlog.testing
 from collector import model
 from collector.collector import Collector, CollectorSettings
 from collector.filters import Filters
-from collector.kube import KubeApi
-from collector.kubeconfig import KubeTarget
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 from sandbox.kube.faults import RequestRecord
 from shipper.outbox import Bounds, Outbox, StreamOutbox

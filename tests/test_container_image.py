@@ -53,7 +53,7 @@ PROJECT = PYPROJECT["project"]
 VENV = "/opt/moonin-agent"
 # The packages the image ships and must import with its declared dependencies alone;
 # sandbox's own dependencies sit in an extra, out of the image.
-PRODUCTION_PACKAGES = ("agent", "collector", "scheduler", "shipper")
+PRODUCTION_PACKAGES = ("agent", "collector", "kube", "runtime", "scheduler", "shipper")
 COMMAND_TIMEOUT = 180
 PIP = (sys.executable, "-m", "pip")
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 import urllib3
 
+from kube.official import guard_pool_manager
+from runtime import deadline
 from sandbox.platform import Drip, FakePlatform
-from scheduler.kubeconnect import guard_pool_manager
-from shipper import deadline
 from tests.raw_server import serving
 
 TEMPLATES = "/v1/clusters/c-1/templates"

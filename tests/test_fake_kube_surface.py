@@ -21,9 +21,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from collector import kubeconfig
+from kube import cluster as kubeconfig
+from kube import official as kubeconnect
 from sandbox.kube import FakeKube, tables
-from scheduler import kubeconnect
 
 NS = "shop"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from collector.filters import ACCEPTED_KINDS, Filters, canonical_kind, without_keys
+from collector.filters import Filters, without_keys
+from kube.globs import ACCEPTED_KINDS, canonical_kind
 
 
 def test_ignored_namespaces_exact_and_glob() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import structlog.testing
 
 from agent.run import HealthWatch
-from shipper.health import Health, HealthReporter
+from runtime.health import Health, HealthReporter
 
 
 def test_a_reporter_tells_whether_the_health_changed() -> None:

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.health_server import HealthServer
 from agent.metrics import AgentMetrics
 from agent.run import HealthWatch
+from runtime.health import Health, HealthReporter
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
-from shipper.health import Health, HealthReporter
 from shipper.queuefile import StreamStats
 from tests import cluster_objects
 from tests.test_run import agent_env, start_agent, stop_within

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 from sandbox.platform import Drip, FakePlatform, GzipBomb, HugeBody, Redirect, Status
-from shipper.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 from shipper.client import ApiClient
 from shipper.errors import AnswerOverLimit, DeadlineExceeded, Misconfigured, RetryLater
 from shipper.token import TokenSource

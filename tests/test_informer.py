@@ -15,9 +15,9 @@ import pytest
 import structlog.testing
 
 from collector.informer import Informer, _WatchEvent
-from collector.kube import KubeApi
-from collector.kubeconfig import KubeTarget
 from collector.resources import DEPLOYMENTS, NAMESPACES, NODES
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
 from tests.raw_server import serving

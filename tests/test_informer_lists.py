@@ -11,8 +11,8 @@ import pytest
 import structlog.testing
 
 from collector.informer import InformerSettings
-from collector.kube import KubeApi
 from collector.resources import DEPLOYMENTS
+from kube.api import KubeApi
 from sandbox.kube import FakeKube
 from sandbox.kube.faults import RequestRecord
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector import kube as kube_module
-from collector.kube import AnswerTooLarge, KubeApi
-from collector.kubeconfig import KubeTarget
+from kube import api as kube_module
+from kube.api import AnswerTooLarge, KubeApi
+from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 
 

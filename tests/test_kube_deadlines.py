@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from collector.kube import KubeApi as CollectorKube
-from collector.kube import KubeError as CollectorKubeError
-from collector.kubeconfig import KubeTarget
 from collector.leader import LeaderElector, LeaseSettings
+from kube.api import KubeApi as CollectorKube
+from kube.api import KubeError as CollectorKubeError
+from kube.cluster import KubeTarget
+from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from scheduler.kubeapi import KubeApi as SchedulerKube
 from scheduler.kubeapi import KubeError as SchedulerKubeError
-from scheduler.kubeconnect import from_configuration
 from tests.scaling_harness import Harness, action, at, deployment, hpa, make_harness, template
 from tests.waiting import wait_until
 

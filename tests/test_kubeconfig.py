@@ -10,8 +10,8 @@ import pytest
 import trustme
 import yaml
 
-from collector import kubeconfig
-from collector.kubeconfig import KubeConfigError, load_target
+from kube import cluster as kubeconfig
+from kube.cluster import KubeConfigError, load_target
 
 
 def write_kubeconfig(path: Path, cluster: dict, user: dict, *, context: str = "dev") -> Path:

@@ -13,9 +13,9 @@ import pytest
 import structlog.testing
 
 from agent.discovery import led_last
-from collector.kube import KubeApi
-from collector.kubeconfig import KubeTarget
 from collector.leader import JITTER_FACTOR, LeaderElector, LeaseSettings, micro_time
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 from tests.cluster_objects import namespace
 from tests.waiting import wait_until

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kube.permission import Permission, of_request
 from sandbox.kube.requestinfo import request_info
-from shipper.permission import Permission, of_request
 
 FIELDS = ("method", "path", "params", "expected")
 # Every kind of request the agent makes, and a few it does not, with what they need.

@@ -15,11 +15,11 @@ import msgspec
 import pytest
 import structlog
 
+from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import Drip, FakePlatform, GzipBomb, Status
 from sandbox.scaling import manual_template
 from scheduler.job import ScalingJob
-from scheduler.kubeconnect import from_configuration
 from shipper.client import ApiClient
 from shipper.outbox import Outbox
 from shipper.records import SCALING

@@ -6,9 +6,9 @@ import threading
 import time
 from pathlib import Path
 
+from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from scheduler.job import ReconcileJob, ScalingJob
-from scheduler.kubeconnect import from_configuration
 from shipper.outbox import Outbox
 from shipper.records import SCALING
 from tests.scaling_harness import StubApi, action, deployment, namespace, template

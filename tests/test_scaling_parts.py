@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from kube.globs import DEPLOYMENT, HPA, SCALED_KINDS, ResourceGlobs
+from kube.official import KubeConnectError, connect, from_configuration
 from sandbox.kube import FakeKube
 from scheduler import actions, events, kubeapi
 from scheduler import annotations as notes
-from scheduler.ignore import DEPLOYMENT, HPA, IgnoreRules
-from scheduler.kubeconnect import KubeConnectError, connect, from_configuration
 from scheduler.store import PendingRestore, Store
 from tests.scaling_harness import deployment, hpa, namespace
 
@@ -163,16 +163,18 @@ def test_an_action_without_priorities_reads_them_as_zero() -> None:
 
 
 def test_ignore_globs_match_deployments_and_hpas_by_namespace_and_name() -> None:
-    rules = IgnoreRules(["deployment/kube-*/*", "hpa/legacy-*", "*/shop/canary", "pod/*"])
+    rules = ResourceGlobs(
+        ["deployment/kube-*/*", "hpa/legacy-*", "*/shop/canary", "pod/*"], kinds=SCALED_KINDS
+    )
     assert rules.matches(DEPLOYMENT, "kube-system", "coredns")
     assert not rules.matches(DEPLOYMENT, "shop", "coredns")
     assert rules.matches(HPA, "any", "legacy-web")
     assert not rules.matches(DEPLOYMENT, "any", "legacy-web")
     assert rules.matches(DEPLOYMENT, "shop", "canary") and rules.matches(HPA, "shop", "canary")
     assert not rules.matches(DEPLOYMENT, "Shop", "canary")  # case-sensitive, as names are
-    assert not IgnoreRules(["pod/*"])
+    assert not ResourceGlobs(["pod/*"], kinds=SCALED_KINDS)
     with pytest.raises(ValueError, match="expected <kind>/<glob>"):
-        IgnoreRules(["deployment"])
+        ResourceGlobs(["deployment"])
 
 
 # --- the local store -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ How each library is held to it:
   client, so each connect, read, write and TLS handshake waits at most until the deadline
   (an operation that would start after it fails at once as a timeout), and the socket is
   under the watchdog's guard below, for a cancel.
-- urllib3 (the official kubernetes client, `scheduler.kubeconnect`): its connections cap
+- urllib3 (the official kubernetes client, `kube.official`): its connections cap
   their connect timeout at the deadline and put their socket under `Deadline.guard`: a
   watchdog thread shuts the socket down when the deadline passes, so a reader blocked in
   `recv` wakes up with an error.

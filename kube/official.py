@@ -8,7 +8,7 @@ a reconcile loop and are changed here, once, so every call inherits the fix:
   `Retry-After`, sleeping inside the call; a cycle then stalls where it should give up
   and try again 30 s later. `retries = False` turns every such answer into an exception.
 - calls have no timeout; `REQUEST_TIMEOUT` is passed on every call by `scheduler.kubeapi`,
-  and its total deadline (`shipper.deadline.within`) holds because the client's pool
+  and its total deadline (`runtime.deadline.within`) holds because the client's pool
   manager is guarded here (`guard_pool_manager`): connections cap their connect timeout at
   the deadline and put their socket under its guard from the moment it exists (a proxy's
   CONNECT answer comes before the connection is up), again on every request they carry.
@@ -28,8 +28,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from shipper.deadline import current
-from shipper.version import VERSION
+from runtime.deadline import current
+from runtime.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
 REQUEST_TIMEOUT = (5.0, 20.0)
@@ -74,7 +74,7 @@ def _in_cluster() -> bool:
     return "KUBERNETES_SERVICE_HOST" in os.environ
 
 
-# -- total deadlines (`shipper.deadline`) over urllib3 ----------------------------------
+# -- total deadlines (`runtime.deadline`) over urllib3 ----------------------------------
 
 
 class _GuardedConnection:
@@ -112,7 +112,7 @@ class _GuardedConnection:
 
 
 def guard_pool_manager(manager: urllib3.PoolManager) -> urllib3.PoolManager:
-    """Hold every request `manager` sends (a proxy manager's too) to `shipper.deadline`'s
+    """Hold every request `manager` sends (a proxy manager's too) to `runtime.deadline`'s
     `within()`. Call it before the first request: pools made earlier keep their connection
     classes."""
     manager.pool_classes_by_scheme = {

@@ -21,11 +21,11 @@ Writes ask for `fieldValidation=Strict`: a field the server does not know (a typ
 built here) is a 400 naming it, not silently dropped.
 
 Plain requests (lists, gets, writes) have a total deadline (`deadline_seconds`, or one given
-per call; `shipper.deadline`), so a hung API server or a proxy that answers one byte at a time
+per call; `runtime.deadline`), so a hung API server or a proxy that answers one byte at a time
 ends them as a `KubeError`. Watches are long-lived by design and keep their own rule: a read
 timeout between two chunks.
 
-Memory: no answer is held past a byte bound, counted after decompression (`shipper.bounded`):
+Memory: no answer is held past a byte bound, counted after decompression (`runtime.bounded`):
 `max_bytes` per call (an informer's list page), else `ANSWER_LIMIT`; a watch event likewise.
 Watches are asked for without compression, so their lines are split from the bytes as sent.
 """
@@ -40,12 +40,12 @@ from typing import Any
 import httpx
 import msgspec
 
-from collector.kubeconfig import KubeTarget
-from shipper import deadline
-from shipper.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
-from shipper.bounded import AnswerTooLarge as _OverLimit
-from shipper.permission import Permission, of_request, refused
-from shipper.version import VERSION
+from kube.cluster import KubeTarget
+from kube.permission import Permission, of_request, refused
+from runtime import deadline
+from runtime.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
+from runtime.bounded import AnswerTooLarge as _OverLimit
+from runtime.version import VERSION
 
 MESSAGE_LIMIT = 300  # characters of an API message kept in an error
 _ERROR_BODY_BYTES = 64 * 1024  # an error's Status is a few hundred bytes
@@ -82,7 +82,7 @@ class Forbidden(KubeError):
     def __init__(self, message: str, *, permission: Permission | None) -> None:
         super().__init__(message, status=403, reason="Forbidden")
         self.permission = permission
-        """What the request needed, from its method and URL (`shipper.permission`); None
+        """What the request needed, from its method and URL (`kube.permission`); None
         for a path that is not an API resource (`/version`)."""
 
     @property

@@ -2,7 +2,7 @@
 
 A 403 from the API server means some rule (RBAC, an admission policy) refused one
 permission: a verb on a resource of an API group, in a namespace or at the cluster scope.
-Both kube layers (`collector.kube`, `scheduler.kubeapi`) attach the permission of the
+Both kube layers (`kube.api`, `scheduler.kubeapi`) attach the permission of the
 request they made to their `Forbidden`, so a log line, a health reason or a scaling error
 event can say exactly which rule is missing. It is built from the request, never parsed
 from the server's message (whose wording an admission webhook chooses freely).

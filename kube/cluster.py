@@ -1,6 +1,6 @@
 """Where the cluster is and how to authenticate: in-cluster service account or a kubeconfig.
 
-The collector talks to the API server with its own small HTTP layer (`collector.kube`), so
+The collector talks to the API server with its own small HTTP layer (`kube.api`), so
 it needs only the server URL, the TLS trust and a bearer token or client certificate. This
 module reads those from the pod's service account, or from the common kubeconfig shapes
 (token, token file, client certificate, CA file or data, insecure-skip-tls-verify). It does
