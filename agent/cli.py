@@ -108,10 +108,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    # The rule that picks the cluster, the same for every role: kube/__init__.py.
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)"
     )
-    parser.add_argument("--context", help="kubeconfig context (default: its current one)")
+    parser.add_argument(
+        "--context", help="kubeconfig context, chosen even in a pod (default: its current one)"
+    )
 
 
 def _positive_int(text: str) -> int:

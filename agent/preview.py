@@ -36,8 +36,9 @@ from agent.discovery import collector_settings
 from agent.logs import configure_logging
 from collector.collector import Collector
 from collector.metadata import MetadataProbe
-from kube.api import KubeApi, KubeError
+from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
+from kube.errors import KubeError
 from shipper.records import Record, encode
 
 log = structlog.get_logger("agent.preview")

@@ -232,23 +232,19 @@ def run(
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
     log.debug("allocator_tuned", settings=tuned)
-    target = kube = None
+    kube = None
     try:
-        if DISCOVERY in settings.streams:
-            target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
+        # One cluster for every role (kube/__init__.py states the rule).
+        target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
+        if SCALING in settings.streams:
+            # Imported here: the kubernetes client costs ~45 MiB that a discovery-only
+            # process does not spend (see docs/collector.md).
+            from kube import official
+
+            kube = official.api_client(target)
     except KubeConfigError as exc:
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIGURATION
-    if SCALING in settings.streams:
-        # Imported here: the kubernetes client costs ~45 MiB that a discovery-only process
-        # does not spend (see docs/collector.md).
-        from kube import official as kubeconnect
-
-        try:
-            kube = kubeconnect.connect(kubeconfig, context)
-        except kubeconnect.KubeConnectError as exc:
-            print(f"moonin-agent: {exc}", file=sys.stderr)
-            return EXIT_BAD_CONFIGURATION
     stop = threading.Event()
     received: list[str] = []
 
@@ -268,7 +264,7 @@ def run(
         return _startup_failed(exc)
     roles: list[Role] = []
     try:
-        if target is not None:
+        if DISCOVERY in settings.streams:
             roles.append(
                 DiscoveryRole(
                     settings,

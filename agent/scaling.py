@@ -7,6 +7,7 @@ This module imports the kubernetes client, so only processes that scale import i
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -17,11 +18,14 @@ from kubernetes import client
 
 from agent.config import Settings
 from agent.logs import configure_logging
+from kube import official
+from kube.cluster import KubeConfigError, load_target
+from kube.errors import KubeError
 from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
 from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
 from scheduler.job import ScalingJob
-from scheduler.kubeapi import KubeApi, KubeError
+from scheduler.kubeapi import KubeApi
 from scheduler.revertall import revert_all
 from scheduler.store import FILE_NAME, Store
 from shipper.client import ApiClient
@@ -47,13 +51,13 @@ def revert_all_now(
     object (`reverted`, `failed`); exit 0 when every HPA was reverted. `dry_run` logs
     each change instead, and writes nothing: no queue, no store, no event."""
     from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
-    from kube import official as kubeconnect
 
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
     try:
-        kube = kubeconnect.connect(kubeconfig, context)
-    except kubeconnect.KubeConnectError as exc:
+        # The cluster `run` would pick, by the same rule (kube/__init__.py).
+        kube = official.api_client(load_target(os.environ, kubeconfig=kubeconfig, context=context))
+    except KubeConfigError as exc:
         print(f"moonin-agent: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIGURATION
     delivery = None
@@ -81,7 +85,7 @@ def revert_all_now(
         store.close()
         if delivery is not None:
             delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
-        kube.close()
+        kube.close()  # type: ignore[no-untyped-call]  # the client is untyped
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
@@ -121,7 +125,7 @@ class ScalingRole:
     def stop(self) -> None:
         """Let a cycle in progress finish (an HPA write completes), then stop."""
         self.job.stop()
-        self._kube.close()
+        self._kube.close()  # type: ignore[no-untyped-call]  # the client is untyped
 
     def reporters(self) -> list[HealthReporter]:
         return [self.job.reporter]

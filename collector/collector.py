@@ -69,7 +69,8 @@ from collector.normalize.base import Context, ObjectTooLarge
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.state import StateStore
-from kube.api import AnswerTooLarge, Forbidden, KubeApi, KubeError, NotFound
+from kube.api import KubeApi
+from kube.errors import AnswerTooLarge, Forbidden, KubeError, NotFound
 from runtime.bounded import describe_size
 from runtime.health import HealthReporter
 from shipper.records import Record, new_id

@@ -51,17 +51,8 @@ from collector.model import ObjectMeta
 from collector.paging import PageSize
 from collector.resource_version import is_behind
 from collector.resources import Resource
-from kube.api import (
-    ANSWER_LIMIT,
-    MESSAGE_LIMIT,
-    Aborted,
-    AnswerTooLarge,
-    Forbidden,
-    Gone,
-    KubeApi,
-    KubeError,
-    TimedOut,
-)
+from kube.api import ANSWER_LIMIT, KubeApi
+from kube.errors import MESSAGE_LIMIT, Aborted, AnswerTooLarge, Forbidden, Gone, KubeError, TimedOut
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
 from shipper.records import utc_timestamp

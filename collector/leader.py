@@ -35,7 +35,8 @@ import msgspec
 import structlog
 
 from collector.resources import LEASES
-from kube.api import Conflict, Forbidden, KubeApi, KubeError, NotFound
+from kube.api import KubeApi
+from kube.errors import Conflict, Forbidden, KubeError, NotFound
 from runtime.health import Health, HealthReporter
 
 log = structlog.get_logger("collector.leader")

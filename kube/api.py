@@ -1,21 +1,9 @@
-"""The collector's Kubernetes API access: raw bytes in, raw bytes out, over httpx.
+"""Kubernetes over httpx, for the streaming reads of discovery: raw bytes in, raw bytes out.
 
 Informers decode list pages and watch events themselves with msgspec (never the client's
 model classes), so all this layer does is build requests, stream watch lines and turn
-failures into one error tree, translated in exactly one place (`_translate`):
-
-    KubeError                 status None for transport failures (connect, read timeout)
-    ├── Gone                  410: the resourceVersion or continue token expired
-    ├── Forbidden             403: RBAC (or an admission policy) does not allow it; its
-    │                         `permission` is what the request needed
-    ├── NotFound              404
-    ├── Conflict              409: exists already, or a stale resourceVersion
-    ├── TooManyRequests       429 (retry_after from Retry-After)
-    ├── TimedOut              no byte within the read timeout (a stalled watch, a silent server)
-    ├── Aborted               a watch ended on purpose by `abort_streams()`
-    └── AnswerTooLarge        an answer (or one watch event) past the bytes it may hold
-
-Error messages carry the API's Status message cut short, never a token.
+failures into `kube.errors`, translated in exactly one place (`_translate`, with
+`_status_error` for an answer's status).
 
 Writes ask for `fieldValidation=Strict`: a field the server does not know (a typo in a body
 built here) is a 400 naming it, not silently dropped.
@@ -40,14 +28,15 @@ from typing import Any
 import httpx
 import msgspec
 
+from kube import errors
 from kube.cluster import KubeTarget
-from kube.permission import Permission, of_request, refused
+from kube.errors import AnswerTooLarge, KubeError, TimedOut
+from kube.permission import of_request
 from runtime import deadline
 from runtime.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from runtime.bounded import AnswerTooLarge as _OverLimit
 from runtime.version import VERSION
 
-MESSAGE_LIMIT = 300  # characters of an API message kept in an error
 _ERROR_BODY_BYTES = 64 * 1024  # an error's Status is a few hundred bytes
 # kube-apiserver ends a request its handler has not answered within a minute
 # (`--request-timeout`); waiting longer than that only means something in between hangs.
@@ -57,80 +46,6 @@ DEADLINE_SECONDS = 60.0
 ANSWER_LIMIT = 16 * 1024 * 1024
 # Every write: an unknown or duplicated field is refused (400) instead of dropped.
 STRICT = {"fieldValidation": "Strict"}
-
-
-class KubeError(Exception):
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        reason: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class Gone(KubeError):
-    pass
-
-
-class Forbidden(KubeError):
-    def __init__(self, message: str, *, permission: Permission | None) -> None:
-        super().__init__(message, status=403, reason="Forbidden")
-        self.permission = permission
-        """What the request needed, from its method and URL (`kube.permission`); None
-        for a path that is not an API resource (`/version`)."""
-
-    @property
-    def denied(self) -> str:
-        """The missing permission as a health reason or log field."""
-        return self.permission.denied if self.permission else f"forbidden: {self}"
-
-
-class NotFound(KubeError):
-    pass
-
-
-class Conflict(KubeError):
-    pass
-
-
-class TooManyRequests(KubeError):
-    pass
-
-
-class TimedOut(KubeError):
-    pass
-
-
-class Aborted(KubeError):
-    """A watch ended by `abort_streams()` on purpose, not a failure of the API server."""
-
-
-class AnswerTooLarge(KubeError):
-    """The answer went past the bytes the call may hold; nothing of it was kept."""
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {  # 403 is built apart: it names a permission
-    410: Gone,
-    404: NotFound,
-    409: Conflict,
-    429: TooManyRequests,
-}
-
-
-class _Status(msgspec.Struct):
-    message: str = ""
-    reason: str = ""
-    code: int = 0
 
 
 class KubeApi:
@@ -234,7 +149,7 @@ class KubeApi:
             self._open_streams.add(response)
         try:
             if cancelled():
-                raise Aborted(f"GET {path}: cancelled")
+                raise errors.Aborted(f"GET {path}: cancelled")
             if response.status_code >= 300:
                 raise _status_error(response, _error_body(response), "GET", path)
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
@@ -331,7 +246,7 @@ def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) 
         if aborted():
             # Ended under the reader by abort_streams(): whatever the transport raised
             # then, it only means "this watch is over".
-            raise Aborted(f"GET {path}: aborted") from exc
+            raise errors.Aborted(f"GET {path}: aborted") from exc
         if isinstance(exc, httpx.HTTPError | httpx.StreamError):
             raise _translate(exc, "GET", path) from exc
         raise
@@ -367,7 +282,7 @@ def _translate(exc: Exception, method: str, path: str) -> KubeError:
     """The one place where transport failures become KubeErrors."""
     if isinstance(exc, httpx.TimeoutException):
         return TimedOut(f"{method} {path}: timed out ({type(exc).__name__})")
-    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[:MESSAGE_LIMIT]}")
+    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[: errors.MESSAGE_LIMIT]}")
 
 
 def _error_body(response: httpx.Response) -> bytes:
@@ -379,23 +294,13 @@ def _error_body(response: httpx.Response) -> bytes:
 
 
 def _status_error(response: httpx.Response, body: bytes, method: str, path: str) -> KubeError:
-    try:
-        status = msgspec.json.decode(body, type=_Status)
-    except msgspec.DecodeError:
-        status = _Status(message=body[:MESSAGE_LIMIT].decode("utf-8", "replace"))
-    retry_after = None
-    header = response.headers.get("Retry-After", "")
-    if header.isdigit():
-        retry_after = float(header)
-    detail = f"{status.reason or response.reason_phrase}: {status.message[:MESSAGE_LIMIT]}"
-    if response.status_code == 403:
+    message, reason = errors.status_of(body)
+    return errors.for_status(
+        response.status_code,
+        f"{method} {path}",
+        f"{reason or response.reason_phrase}: {message}",
         # Named from the request itself: the query says whether a GET was a watch.
-        permission = of_request(method, path, dict(response.request.url.params))
-        return Forbidden(refused(f"{method} {path}", permission, detail), permission=permission)
-    cls = _BY_STATUS.get(response.status_code, KubeError)
-    return cls(
-        f"{method} {path}: {response.status_code} {detail}",
-        status=response.status_code,
-        reason=status.reason,
-        retry_after=retry_after,
+        permission=of_request(method, path, dict(response.request.url.params)),
+        reason=reason,
+        retry_after=errors.retry_after(response.headers.get("Retry-After")),
     )

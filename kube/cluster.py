@@ -1,12 +1,18 @@
-"""Where the cluster is and how to authenticate: in-cluster service account or a kubeconfig.
+"""Which cluster, and how to authenticate: the pod's service account or a kubeconfig.
 
-The collector talks to the API server with its own small HTTP layer (`kube.api`), so
-it needs only the server URL, the TLS trust and a bearer token or client certificate. This
-module reads those from the pod's service account, or from the common kubeconfig shapes
-(token, token file, client certificate, CA file or data, insecure-skip-tls-verify). It does
-not import the kubernetes client for that: the client's import alone costs ~45 MiB, most of
-the agent's budget. Only a kubeconfig whose user authenticates through an `exec` plugin or
-an `auth-provider` (cloud CLIs on a laptop) is handed to `kubernetes.config`, imported then.
+`load_target` applies the one rule every role and command follows (the package docstring,
+`kube/__init__.py`, states it): an explicit `--kubeconfig` or `--context` wins over the
+service account of the pod, which wins over `KUBECONFIG` and `~/.kube/config`. The caller
+passes the environment in, so every role of one process reads the same one.
+
+Discovery talks to the API server with its own small HTTP layer (`kube.api`), so it needs
+only the server URL, the TLS trust and a bearer token or client certificate. This module
+reads those from the service account, or from the common kubeconfig shapes (token, token
+file, client certificate, CA file or data, insecure-skip-tls-verify). It does not import the
+kubernetes client for that: the client's import alone costs ~45 MiB, most of the agent's
+budget. Only a kubeconfig whose user authenticates through an `exec` plugin or an
+`auth-provider` (cloud CLIs on a laptop) is handed to `kubernetes.config`, imported then.
+The scaling role's client (`kube.official`) is built from the same `KubeTarget`.
 
 How it fails: `KubeConfigError`, one line naming what is missing or wrong.
 """
@@ -45,6 +51,12 @@ class KubeTarget:
     token: Callable[[], str | None]
     in_cluster: bool = False
     context: str | None = None
+    kubeconfig: Path | None = None
+    """The kubeconfig file the target was read from; None in a pod."""
+    ca_file: Path | None = None
+    """In a pod: the cluster CA of the service account."""
+    service_account: Path | None = None
+    """In a pod: the service account's directory (token, CA, namespace)."""
 
 
 class TokenFile:
@@ -67,17 +79,29 @@ class TokenFile:
 
 
 def load_target(
-    environ: Mapping[str, str], *, kubeconfig: str | None = None, context: str | None = None
+    environ: Mapping[str, str],
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    service_account: Path | None = None,
 ) -> KubeTarget:
-    """`--kubeconfig`, else the pod's service account, else `KUBECONFIG`, else ~/.kube/config."""
-    if kubeconfig is None and environ.get("KUBERNETES_SERVICE_HOST"):
-        return _in_cluster(environ)
+    """The cluster for the one rule: `--kubeconfig`, else `--context` in the kubeconfig of
+    `KUBECONFIG` or ~/.kube/config, else the pod's service account (`service_account`,
+    default SERVICE_ACCOUNT_DIR) when `KUBERNETES_SERVICE_HOST` is set, else that kubeconfig's
+    current context. `environ` is the process environment, passed in."""
+    if kubeconfig is None and context is None and environ.get("KUBERNETES_SERVICE_HOST"):
+        return _in_cluster(environ, service_account or SERVICE_ACCOUNT_DIR)
     paths = [kubeconfig] if kubeconfig else _kubeconfig_paths(environ)
     for path in paths:
         if Path(path).is_file():
             return _from_kubeconfig(Path(path), context)
     if kubeconfig:
         raise KubeConfigError(f"--kubeconfig: {kubeconfig} does not exist")
+    if context is not None:
+        raise KubeConfigError(
+            f"--context {context}: no kubeconfig to find it in (set KUBECONFIG or pass "
+            "--kubeconfig)"
+        )
     raise KubeConfigError(
         "no cluster to talk to: not running in a pod, and no kubeconfig "
         "(set KUBECONFIG or pass --kubeconfig)"
@@ -89,13 +113,13 @@ def _kubeconfig_paths(environ: Mapping[str, str]) -> list[str]:
     return listed or [str(Path(environ.get("HOME", "~")).expanduser() / ".kube" / "config")]
 
 
-def _in_cluster(environ: Mapping[str, str]) -> KubeTarget:
+def _in_cluster(environ: Mapping[str, str], account: Path) -> KubeTarget:
     host = environ["KUBERNETES_SERVICE_HOST"]
     port = environ.get("KUBERNETES_SERVICE_PORT", "443")
     if ":" in host:
         host = f"[{host}]"  # an IPv6 service address
-    ca = SERVICE_ACCOUNT_DIR / "ca.crt"
-    token = SERVICE_ACCOUNT_DIR / "token"
+    ca = account / "ca.crt"
+    token = account / "token"
     if not token.is_file():
         raise KubeConfigError(f"in-cluster: service account token {token} is missing")
     try:
@@ -103,7 +127,12 @@ def _in_cluster(environ: Mapping[str, str]) -> KubeTarget:
     except (OSError, ssl.SSLError) as exc:
         raise KubeConfigError(f"in-cluster: cannot load the cluster CA {ca}: {exc}") from exc
     return KubeTarget(
-        server=f"https://{host}:{port}", verify=verify, token=TokenFile(token), in_cluster=True
+        server=f"https://{host}:{port}",
+        verify=verify,
+        token=TokenFile(token),
+        in_cluster=True,
+        ca_file=ca,
+        service_account=account,
     )
 
 
@@ -111,7 +140,8 @@ def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise KubeConfigError(f"kubeconfig {path}: cannot be read: {exc}") from exc
+        detail = " ".join(str(exc).splitlines())
+        raise KubeConfigError(f"cannot load the cluster configuration ({path}): {detail}") from exc
     if not isinstance(document, dict):
         raise KubeConfigError(f"kubeconfig {path}: not a kubeconfig (expected a mapping)")
     name = context_name or document.get("current-context")
@@ -132,6 +162,7 @@ def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
         verify=_tls(cluster, user, path.parent),
         token=_token(user, path.parent),
         context=name,
+        kubeconfig=path,
     )
 
 
@@ -196,7 +227,7 @@ def _through_client_library(path: Path, context: str) -> KubeTarget:
 
     configuration = client.Configuration()
     try:
-        config.load_kube_config(
+        config.load_kube_config(  # type: ignore[no-untyped-call]  # the library is untyped
             config_file=str(path), context=context, client_configuration=configuration
         )
     except Exception as exc:  # the library raises plain exceptions for every problem
@@ -214,4 +245,6 @@ def _through_client_library(path: Path, context: str) -> KubeTarget:
             verify.verify_mode = ssl.CERT_NONE
         if configuration.cert_file and configuration.key_file:
             verify.load_cert_chain(configuration.cert_file, configuration.key_file)
-    return KubeTarget(server=configuration.host, verify=verify, token=token, context=context)
+    return KubeTarget(
+        server=configuration.host, verify=verify, token=token, context=context, kubeconfig=path
+    )

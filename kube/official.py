@@ -1,64 +1,98 @@
-"""A `kubernetes` client for the scaling role: in-cluster config, or a kubeconfig file.
+"""The official `kubernetes` client, for the scaling role's writes, on the resolved cluster.
 
 The scaling role writes few objects and reads few more, so it uses the official client (the
-collector avoids it for memory; this role can afford it). Two of its defaults are wrong for
-a reconcile loop and are changed here, once, so every call inherits the fix:
+collector avoids it for memory; this role can afford it). `api_client(target)` builds its
+`ApiClient` for the very cluster `kube.cluster` resolved, the one discovery reads, and
+`call()` is where its errors become `kube.errors`, in one function (`_translate`). Two of
+the client's defaults are wrong for a reconcile loop and are changed here, once, so every
+call inherits the fix:
 
 - urllib3's default retry policy silently repeats a request answered 429 or 503 with a
   `Retry-After`, sleeping inside the call; a cycle then stalls where it should give up
   and try again 30 s later. `retries = False` turns every such answer into an exception.
-- calls have no timeout; `REQUEST_TIMEOUT` is passed on every call by `scheduler.kubeapi`,
-  and its total deadline (`runtime.deadline.within`) holds because the client's pool
+- calls have no timeout; `REQUEST_TIMEOUT` is passed on every call (`RAW`, `WRITE`), and
+  the total deadline of `call()` (`runtime.deadline.within`) holds because the client's pool
   manager is guarded here (`guard_pool_manager`): connections cap their connect timeout at
   the deadline and put their socket under its guard from the moment it exists (a proxy's
   CONNECT answer comes before the connection is up), again on every request they carry.
 
-How it fails: `KubeConnectError` with one line naming what is missing or wrong.
+Objects are read and written as dicts (`_preload_content=False`, decoded with msgspec), not
+as the client's model classes.
+
+How it fails: `api_client` raises `kube.cluster.KubeConfigError` (one line) when the
+kubeconfig cannot be loaded; `call` raises `kube.errors.KubeError` and its kinds.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import urllib3
 import yaml
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from runtime.deadline import current
+from kube import errors
+from kube.cluster import KubeConfigError, KubeTarget
+from kube.permission import Permission
+from runtime import deadline
 from runtime.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
 REQUEST_TIMEOUT = (5.0, 20.0)
+# kube-apiserver ends a request its handler has not answered within a minute
+# (`--request-timeout`); waiting longer than that only means something in between hangs.
+DEADLINE_SECONDS = 60.0
+# Our writes under our own name in managedFields, so GitOps tools can tell them apart, and
+# strictly validated: a field the server does not know (a typo in a body built here) is a
+# 400 `BadRequest` naming it, not silently dropped.
+FIELD_MANAGER = "moonin-agent"
+RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+WRITE: dict[str, Any] = {**RAW, "field_manager": FIELD_MANAGER, "field_validation": "Strict"}
+
+Obj = dict[str, Any]
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
 
 
-class KubeConnectError(Exception):
-    """The cluster cannot be reached with the given settings; the message is one line."""
-
-
-def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An ApiClient: `kubeconfig`/`context` when given, else in-cluster config inside a pod,
-    else `$KUBECONFIG` or `~/.kube/config`."""
+def api_client(target: KubeTarget) -> client.ApiClient:
+    """An ApiClient for `target`: the kubeconfig file and context it was read from, or
+    the pod's service account it came from."""
     configuration = client.Configuration()
-    try:
-        if kubeconfig is None and context is None and _in_cluster():
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
+    if target.kubeconfig is not None:
+        try:
+            # The library is untyped; an exec plugin or auth-provider needs its loader.
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(target.kubeconfig),
+                context=target.context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-    except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        detail = " ".join(str(exc).splitlines()) or type(exc).__name__
-        message = f"cannot load the cluster configuration ({where}): {detail}"
-        raise KubeConnectError(message) from None
+        except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
+            detail = " ".join(str(exc).splitlines()) or type(exc).__name__
+            message = f"cannot load the cluster configuration ({target.kubeconfig}): {detail}"
+            raise KubeConfigError(message) from None
+    else:
+        _service_account(configuration, target)
     return from_configuration(configuration)
+
+
+def _service_account(configuration: client.Configuration, target: KubeTarget) -> None:
+    """In a pod: the server, its CA and the rotating token that `target` holds."""
+    configuration.host = target.server
+    configuration.ssl_ca_cert = str(target.ca_file) if target.ca_file else None
+
+    def refresh(conf: client.Configuration) -> None:
+        token = target.token()
+        conf.api_key["BearerToken"] = f"Bearer {token}" if token else ""
+
+    refresh(configuration)
+    # Declared None in the client's annotations, though it is a hook it calls.
+    configuration.refresh_api_key_hook = refresh  # type: ignore[assignment]
 
 
 def from_configuration(configuration: client.Configuration) -> client.ApiClient:
@@ -70,8 +104,48 @@ def from_configuration(configuration: client.Configuration) -> client.ApiClient:
     return api
 
 
-def _in_cluster() -> bool:
-    return "KUBERNETES_SERVICE_HOST" in os.environ
+def call(what: str, needs: Permission, request: Callable[[], Any], *, within: float) -> Obj:
+    """`request` (a call of the client with `RAW` or `WRITE`) within `within` seconds, its
+    answer decoded; `what` names it in errors, `needs` is the permission it takes (named by
+    a 403)."""
+    with deadline.within(within) as limit:
+        try:
+            response = request()
+            data = response.data
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if limit.expired:
+                raise errors.KubeError(f"{what}: {limit.missed()}") from exc
+            raise _translate(what, needs, exc) from exc
+        if limit.interrupted:
+            # The socket was shut down under the read: what it got may be cut short.
+            raise errors.KubeError(f"{what}: {limit.missed()}")
+    if not data:
+        return {}
+    try:
+        return _decode(data)
+    except msgspec.DecodeError as exc:
+        raise errors.KubeError(f"{what}: the answer is not a JSON object") from exc
+
+
+def _translate(what: str, needs: Permission, exc: Exception) -> errors.KubeError:
+    """The one place where the official client's failures become KubeErrors."""
+    if not isinstance(exc, ApiException):
+        return errors.KubeError(f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}")
+    message, reason = errors.status_of(exc.body or b"")
+    detail = _one_line(message or exc.reason or "no detail")[: errors.MESSAGE_LIMIT]
+    headers = exc.headers or {}
+    return errors.for_status(
+        exc.status or 0,
+        what,
+        detail,
+        permission=needs,
+        reason=reason,
+        retry_after=errors.retry_after(headers.get("Retry-After")),
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 # -- total deadlines (`runtime.deadline`) over urllib3 ----------------------------------
@@ -85,20 +159,20 @@ class _GuardedConnection:
     timeout: Any
 
     def connect(self) -> None:
-        deadline = current()
-        if deadline is not None:
+        limit = deadline.current()
+        if limit is not None:
             # urllib3's default-timeout sentinel is no number: then only the deadline counts.
             own = self.timeout if isinstance(self.timeout, int | float) else None
-            self.timeout = deadline.cap(own)
+            self.timeout = limit.cap(own)
         super().connect()  # type: ignore[misc]
         self._guard()  # a TLS connection's socket is a new object
 
     def _new_conn(self) -> socket.socket:
         # Guarded from the start: a proxy's CONNECT answer is read before `connect()` ends.
         sock: socket.socket = super()._new_conn()  # type: ignore[misc]
-        deadline = current()
-        if deadline is not None:
-            deadline.guard(sock)
+        limit = deadline.current()
+        if limit is not None:
+            limit.guard(sock)
         return sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
@@ -106,9 +180,9 @@ class _GuardedConnection:
         super().request(*args, **kwargs)  # type: ignore[misc]
 
     def _guard(self) -> None:
-        deadline = current()
-        if deadline is not None and self.sock is not None:
-            deadline.guard(self.sock)
+        limit = deadline.current()
+        if limit is not None and self.sock is not None:
+            limit.guard(self.sock)
 
 
 def guard_pool_manager(manager: urllib3.PoolManager) -> urllib3.PoolManager:

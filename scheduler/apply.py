@@ -40,23 +40,13 @@ from typing import Literal
 
 import structlog
 
+from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
 from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.kubeapi import (
-    HPA_API_VERSION,
-    HPA_KIND,
-    BadRequest,
-    Conflict,
-    Forbidden,
-    Invalid,
-    KubeError,
-    NotFound,
-    Obj,
-    terminating,
-)
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj, terminating
 from scheduler.revert import bounds, is_overridden, revert_event, target_name
 
 log = structlog.get_logger("scheduler.apply")

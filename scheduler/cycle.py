@@ -19,8 +19,9 @@ from typing import Protocol
 
 import structlog
 
+from kube.errors import Forbidden, KubeError
 from runtime.health import HealthReporter
-from scheduler.kubeapi import Forbidden, KubeApi, KubeError, Obj
+from scheduler.kubeapi import KubeApi, Obj
 from scheduler.store import Store
 from shipper.records import ScalingEvent
 

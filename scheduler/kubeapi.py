@@ -7,21 +7,11 @@ an existing object carries its resourceVersion (in the merge patch, or as a dele
 precondition), so a change made by someone else since the read is a `Conflict`, never
 overwritten.
 
-The client's errors are translated in one function (`_translate`), chained `from`:
-
-    KubeError              anything else: 429, 5xx, timeouts, connection errors
-    ├── NotFound           404
-    ├── Forbidden          403 (RBAC, or an admission policy); its `permission` is what
-    │                      the call needed (`kube.permission`)
-    ├── Conflict           409 (stale resourceVersion, or the name is taken)
-    ├── Invalid            422 (the server refused the object)
-    └── BadRequest         400 (a field it does not know, under fieldValidation=Strict)
-
-Messages carry the verb, the object and at most `BODY_SNIPPET` characters of the answer.
-
-Every call has a total deadline (`deadline_seconds`, `runtime.deadline`): a hung API server
-or a proxy that answers one byte at a time ends the call as a `KubeError` (status None)
-saying so, and the cycle goes on with the next HPA or the next cycle.
+Each call goes through `kube.official.call`: one total deadline (`deadline_seconds`) and
+the client's errors translated into `kube.errors` (`NotFound`, `Forbidden` naming the
+permission the call needed, `Conflict`, `Invalid`, `BadRequest`, else `KubeError`), so a
+hung API server ends the call and the cycle goes on with the next HPA or the next cycle.
+Messages carry the verb, the object and the start of the server's answer.
 """
 
 from __future__ import annotations
@@ -33,74 +23,21 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from kube.official import REQUEST_TIMEOUT
-from kube.permission import Permission, refused
-from runtime import deadline
+from kube import official
+from kube.official import DEADLINE_SECONDS, RAW, WRITE
+from kube.permission import Permission
 from scheduler import names
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 HPAS = "horizontalpodautoscalers"
 MERGE_PATCH = "application/merge-patch+json"
-BODY_SNIPPET = 300
 LIST_PAGE = 500
 EVENT_SOURCE = "moonin-agent"
-# kube-apiserver ends a request its handler has not answered within a minute
-# (`--request-timeout`); waiting longer than that only means something in between hangs.
-DEADLINE_SECONDS = 60.0
 
 Obj = dict[str, Any]
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
-
-
-class KubeError(Exception):
-    """A Kubernetes call failed; `status` is None for transport failures."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class NotFound(KubeError):
-    pass
-
-
-class Forbidden(KubeError):
-    def __init__(self, message: str, *, permission: Permission) -> None:
-        super().__init__(message, status=403)
-        self.permission = permission
-        """What the call needed: its verb, API group, resource and namespace."""
-
-    @property
-    def denied(self) -> str:
-        """The missing permission as a health reason or log field."""
-        return self.permission.denied
-
-
-class Conflict(KubeError):
-    pass
-
-
-class Invalid(KubeError):
-    pass
-
-
-class BadRequest(KubeError):
-    """400: the body could not be taken as sent (an unknown or duplicate field under
-    `fieldValidation=Strict`, a malformed value): a bug in what the agent wrote."""
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {  # 403 is built apart: it names a permission
-    400: BadRequest,
-    404: NotFound,
-    409: Conflict,
-    422: Invalid,
-}
 
 
 class KubeApi:
@@ -125,7 +62,7 @@ class KubeApi:
         return self._call(
             f"get deployment {namespace}/{name}",
             _allowed("get", "apps", "deployments", namespace),
-            lambda: self._apps.read_namespaced_deployment(name, namespace, **_RAW),
+            lambda: self._apps.read_namespaced_deployment(name, namespace, **RAW),
         )
 
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
@@ -133,7 +70,7 @@ class KubeApi:
             f"patch deployment {namespace}/{name}",
             _allowed("patch", "apps", "deployments", namespace),
             lambda: self._apps.patch_namespaced_deployment(
-                name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
+                name, namespace, patch, _content_type=MERGE_PATCH, **WRITE
             ),
         )
 
@@ -155,7 +92,7 @@ class KubeApi:
         needs = _allowed("list", "autoscaling", HPAS, namespace)
         token: str | None = None
         while True:
-            options: dict[str, Any] = {"limit": LIST_PAGE, **_RAW}
+            options: dict[str, Any] = {"limit": LIST_PAGE, **RAW}
             if token:
                 options["_continue"] = token
             page = self._call(what, needs, functools.partial(lister, **options))
@@ -173,7 +110,7 @@ class KubeApi:
             f"get horizontalpodautoscaler {namespace}/{name}",
             _allowed("get", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.read_namespaced_horizontal_pod_autoscaler(
-                name, namespace, **_RAW
+                name, namespace, **RAW
             ),
         )
         hpa.setdefault("apiVersion", HPA_API_VERSION)
@@ -182,11 +119,12 @@ class KubeApi:
 
     def create_hpa(self, namespace: str, body: Obj) -> Obj:
         name = body["metadata"]["name"]
+        sent: Any = body  # a dict goes out as it is, though the client's signature names a model
         return self._call(
             f"create horizontalpodautoscaler {namespace}/{name}",
             _allowed("create", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.create_namespaced_horizontal_pod_autoscaler(
-                namespace, body, **_WRITE
+                namespace, sent, **WRITE
             ),
         )
 
@@ -195,7 +133,7 @@ class KubeApi:
             f"patch horizontalpodautoscaler {namespace}/{name}",
             _allowed("patch", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.patch_namespaced_horizontal_pod_autoscaler(
-                name, namespace, patch, _content_type=MERGE_PATCH, **_WRITE
+                name, namespace, patch, _content_type=MERGE_PATCH, **WRITE
             ),
         )
 
@@ -208,7 +146,7 @@ class KubeApi:
             f"delete horizontalpodautoscaler {namespace}/{name}",
             _allowed("delete", "autoscaling", HPAS, namespace),
             lambda: self._autoscaling.delete_namespaced_horizontal_pod_autoscaler(
-                name, namespace, body=options, **_RAW
+                name, namespace, body=options, **RAW
             ),
         )
 
@@ -221,7 +159,8 @@ class KubeApi:
         metadata = involved["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-        body = {
+        # A dict goes out as it is, though the client's signature names a model.
+        body: Any = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": names.event_name(name, time.time_ns()), "namespace": namespace},
@@ -248,41 +187,12 @@ class KubeApi:
         self._call(
             f"create event for {involved.get('kind')} {namespace}/{name}",
             _allowed("create", "", "events", namespace),
-            lambda: self._core.create_namespaced_event(namespace, body, **_WRITE),
+            lambda: self._core.create_namespaced_event(namespace, body, **WRITE),
         )
-
-    # the one place the client's errors are translated -----------------------------------
 
     def _call(self, what: str, needs: Permission, call: Callable[[], Any]) -> Obj:
         """`call` within the deadline; `needs` is the permission it takes (named by a 403)."""
-        with deadline.within(self.deadline_seconds) as limit:
-            try:
-                response = call()
-                data = response.data
-            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                if limit.expired:
-                    raise KubeError(f"{what}: {limit.missed()}") from exc
-                if isinstance(exc, ApiException):
-                    raise _translate(what, needs, exc) from exc
-                message = f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}"
-                raise KubeError(message) from exc
-            if limit.interrupted:
-                # The socket was shut down under the read: what it got may be cut short.
-                raise KubeError(f"{what}: {limit.missed()}")
-        if not data:
-            return {}
-        try:
-            return _decode(data)
-        except msgspec.DecodeError as exc:
-            raise KubeError(f"{what}: the answer is not a JSON object") from exc
-
-
-_RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-# Our writes under our own name in managedFields, so GitOps tools can tell them apart, and
-# strictly validated: a field the server does not know (a typo in a body built here) is a
-# 400 `BadRequest` naming it, not silently dropped.
-FIELD_MANAGER = "moonin-agent"
-_WRITE: dict[str, Any] = {**_RAW, "field_manager": FIELD_MANAGER, "field_validation": "Strict"}
+        return official.call(what, needs, call, within=self.deadline_seconds)
 
 
 def terminating(obj: Obj) -> bool:
@@ -294,29 +204,3 @@ def terminating(obj: Obj) -> bool:
 
 def _allowed(verb: str, group: str, resource: str, namespace: str | None) -> Permission:
     return Permission(verb=verb, group=group, resource=resource, namespace=namespace)
-
-
-def _translate(what: str, needs: Permission, exc: ApiException) -> KubeError:
-    status = exc.status or None
-    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
-    detail = _one_line(_status_message(body) or exc.reason or "no detail")[:BODY_SNIPPET]
-    if status == 403:
-        return Forbidden(refused(what, needs, detail), permission=needs)
-    error = _BY_STATUS.get(status or 0, KubeError)
-    return error(f"{what}: {status} {detail}", status=status)
-
-
-def _status_message(body: str | None) -> str | None:
-    """The `message` of a Kubernetes Status body, else the start of the body."""
-    if not body:
-        return None
-    try:
-        status = _decode(body)
-    except msgspec.DecodeError:
-        return body[:BODY_SNIPPET]
-    message = status.get("message")
-    return message if isinstance(message, str) else body[:BODY_SNIPPET]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

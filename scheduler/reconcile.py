@@ -46,6 +46,7 @@ from typing import Any, Protocol
 import structlog
 from kubernetes import client
 
+from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
 from runtime import deadline
 from runtime.health import Health, HealthReporter
@@ -54,16 +55,7 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import (
-    BadRequest,
-    Conflict,
-    Forbidden,
-    Invalid,
-    KubeApi,
-    KubeError,
-    Obj,
-    terminating,
-)
+from scheduler.kubeapi import KubeApi, Obj, terminating
 from scheduler.revert import (
     bounds,
     finish_restores,

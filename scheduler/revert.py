@@ -15,9 +15,9 @@
 The revert event is put into the outbox before the first write, so a crash after the write
 cannot lose it; its id has no detail, so retrying a failed revert on the next cycle never
 makes a second distinct event. Every write carries the resourceVersion that was read: a 409
-raises `kubeapi.Conflict` and the next cycle tries again on fresh state.
+raises `kube.errors.Conflict` and the next cycle tries again on fresh state.
 
-How it fails: `revert` raises `kubeapi.KubeError` (after the event is in the outbox) when a
+How it fails: `revert` raises `kube.errors.KubeError` (after the event is in the outbox) when a
 write fails; the caller logs it and moves on to the next HPA.
 """
 
@@ -29,10 +29,11 @@ from typing import Any
 import msgspec
 import structlog
 
+from kube.errors import KubeError, NotFound
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
-from scheduler.kubeapi import KubeError, NotFound, Obj
+from scheduler.kubeapi import Obj
 from scheduler.store import PendingRestore
 from shipper.records import ScalingEvent
 

@@ -12,7 +12,7 @@ loop there is no next cycle. The events go into the given outbox; shipping them 
 caller's job.
 
 How it fails: never raises for a Kubernetes failure of one HPA; the report lists the HPAs
-that could not be reverted. A failure to list HPAs raises `kubeapi.KubeError`.
+that could not be reverted. A failure to list HPAs raises `kube.errors.KubeError`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 import structlog
 from kubernetes import client
 
+from kube.errors import Conflict, KubeError, NotFound
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
-from scheduler.kubeapi import Conflict, KubeApi, KubeError, NotFound, Obj
+from scheduler.kubeapi import KubeApi, Obj
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, is_overridden, revert
 from scheduler.store import Store

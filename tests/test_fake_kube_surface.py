@@ -21,8 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kube import cluster as kubeconfig
-from kube import official as kubeconnect
+from kube import cluster, official
 from sandbox.kube import FakeKube, tables
 
 NS = "shop"
@@ -641,7 +640,7 @@ def test_both_agent_loaders_reach_the_fake_over_https_with_its_ca(
     kube: FakeKube, tmp_path: Path
 ) -> None:
     path = kube.kubeconfig(tmp_path / "kubeconfig", tls=True)
-    target = kubeconfig.load_target({}, kubeconfig=str(path))
+    target = cluster.load_target({}, kubeconfig=str(path))
     assert target.server == kube.https_url
     answer = httpx.get(
         f"{target.server}/api/v1/namespaces",
@@ -650,7 +649,7 @@ def test_both_agent_loaders_reach_the_fake_over_https_with_its_ca(
         trust_env=False,
     )
     assert [n["metadata"]["name"] for n in answer.json()["items"]] == [NS]
-    with kubeconnect.connect(str(path)) as api:
+    with official.api_client(target) as api:
         listed = client.CoreV1Api(api).list_namespace()
     assert [n.metadata.name for n in listed.items] == [NS]
     assert kube.requests[-1].user == "system:serviceaccount:moonin:moonin-agent"

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from kube import api as kube_module
-from kube.api import AnswerTooLarge, KubeApi
+from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from kube.errors import AnswerTooLarge
 from sandbox.kube import FakeKube
 
 

@@ -11,12 +11,12 @@ import pytest
 
 from collector.leader import LeaderElector, LeaseSettings
 from kube.api import KubeApi as CollectorKube
-from kube.api import KubeError as CollectorKubeError
 from kube.cluster import KubeTarget
+from kube.errors import KubeError as CollectorKubeError
+from kube.errors import KubeError as SchedulerKubeError
 from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from scheduler.kubeapi import KubeApi as SchedulerKube
-from scheduler.kubeapi import KubeError as SchedulerKubeError
 from tests.scaling_harness import Harness, action, at, deployment, hpa, make_harness, template
 from tests.waiting import wait_until
 

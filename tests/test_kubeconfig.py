@@ -10,8 +10,10 @@ import pytest
 import trustme
 import yaml
 
-from kube import cluster as kubeconfig
+from kube import cluster, official
 from kube.cluster import KubeConfigError, load_target
+
+IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 
 
 def write_kubeconfig(path: Path, cluster: dict, user: dict, *, context: str = "dev") -> Path:
@@ -36,9 +38,8 @@ def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token(
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
     (tmp_path / "token").write_text("first\n")
-    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", tmp_path)
-    monkeypatch.setattr(kubeconfig, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
-    target = load_target({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+    monkeypatch.setattr(cluster, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
+    target = load_target(IN_A_POD, service_account=tmp_path)
     assert target.server == "https://10.0.0.1:443"
     assert target.in_cluster and isinstance(target.verify, ssl.SSLContext)
     assert target.token() == "first"
@@ -46,13 +47,13 @@ def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token(
     assert target.token() == "second"
 
 
-def test_an_ipv6_service_address_is_bracketed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_ipv6_service_address_is_bracketed(tmp_path: Path) -> None:
     trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.crt"))
     (tmp_path / "token").write_text("t")
-    monkeypatch.setattr(kubeconfig, "SERVICE_ACCOUNT_DIR", tmp_path)
-    target = load_target({"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "6443"})
+    target = load_target(
+        {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "6443"},
+        service_account=tmp_path,
+    )
     assert target.server == "https://[fd00::1]:6443"
 
 
@@ -118,3 +119,75 @@ def test_no_cluster_at_all_says_what_to_set(tmp_path: Path) -> None:
         load_target({"HOME": str(tmp_path)})
     with pytest.raises(KubeConfigError, match="does not exist"):
         load_target({}, kubeconfig=str(tmp_path / "missing"))
+
+
+# --- one rule for every role: the scaling role's client is built from the same target -------------
+
+
+def service_account(directory: Path) -> Path:
+    directory.mkdir()
+    trustme.CA().cert_pem.write_to_path(str(directory / "ca.crt"))
+    (directory / "token").write_text("pod-token\n")
+    return directory
+
+
+def two_contexts(path: Path) -> Path:
+    """A kubeconfig whose current context is `laptop` and which also holds `staging`."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "laptop",
+                "contexts": [
+                    {"name": "laptop", "context": {"cluster": "laptop", "user": "u"}},
+                    {"name": "staging", "context": {"cluster": "staging", "user": "u"}},
+                ],
+                "clusters": [
+                    {"name": "laptop", "cluster": {"server": "http://127.0.0.1:1"}},
+                    {"name": "staging", "cluster": {"server": "http://127.0.0.1:2"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "static"}}],
+            }
+        )
+    )
+    return path
+
+
+def test_a_context_wins_over_the_pods_service_account_for_both_clients(tmp_path: Path) -> None:
+    account = service_account(tmp_path / "account")
+    environ = IN_A_POD | {"KUBECONFIG": str(two_contexts(tmp_path / "config"))}
+    target = load_target(environ, context="staging", service_account=account)
+    assert (target.server, target.context, target.in_cluster) == (
+        "http://127.0.0.1:2",
+        "staging",
+        False,
+    )
+    assert official.api_client(target).configuration.host == target.server
+
+
+def test_in_a_pod_without_flags_both_clients_use_the_service_account(tmp_path: Path) -> None:
+    account = service_account(tmp_path / "account")
+    # KUBECONFIG alone does not move a pod off its own cluster; only a flag does.
+    environ = IN_A_POD | {"KUBECONFIG": str(two_contexts(tmp_path / "config"))}
+    target = load_target(environ, service_account=account)
+    assert (target.server, target.in_cluster) == ("https://10.0.0.1:443", True)
+    configuration = official.api_client(target).configuration
+    assert configuration.host == target.server
+    assert configuration.ssl_ca_cert == str(account / "ca.crt")
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer pod-token"
+
+
+def test_a_kubeconfig_flag_wins_and_takes_the_context_flag_with_it(tmp_path: Path) -> None:
+    account = service_account(tmp_path / "account")
+    path = two_contexts(tmp_path / "config")
+    target = load_target(IN_A_POD, kubeconfig=str(path), service_account=account)
+    assert (target.server, target.context) == ("http://127.0.0.1:1", "laptop")
+    target = load_target(IN_A_POD, kubeconfig=str(path), context="staging")
+    assert official.api_client(target).configuration.host == "http://127.0.0.1:2"
+
+
+def test_a_context_with_no_kubeconfig_to_find_it_in_is_a_clear_error(tmp_path: Path) -> None:
+    account = service_account(tmp_path / "account")
+    with pytest.raises(KubeConfigError, match="--context staging: no kubeconfig"):
+        load_target(IN_A_POD | {"HOME": str(tmp_path)}, context="staging", service_account=account)

@@ -13,6 +13,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform, Status
@@ -269,3 +270,75 @@ def test_https_with_the_configured_ca_bundle_delivers_and_an_unknown_ca_pauses(
     assert len(paused) == 1
     assert "certificate" in str(paused[0]["error"]) and "CA bundle" in str(paused[0]["error"])
     assert len(queued_records(secure)) == 3  # nothing more arrived from the second agent
+
+
+# --- which cluster: one rule for every role and command -----------------------------------------
+
+
+def in_a_pod_with_a_second_context(
+    kube: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> dict[str, str]:
+    """What a pod looks like (the service host set; its account and API unreachable from
+    here) with a kubeconfig whose current context is elsewhere and whose context `fake` is
+    the fake cluster: only the context reaches a cluster that answers."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    with closing(_taken_port()) as taken:
+        nowhere = f"http://127.0.0.1:{taken.getsockname()[1]}"
+    config["clusters"].append({"name": "elsewhere", "cluster": {"server": nowhere}})
+    config["contexts"].append(
+        {"name": "elsewhere", "context": {"cluster": "elsewhere", "user": "fake"}}
+    )
+    config["current-context"] = "elsewhere"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return {
+        "KUBECONFIG": str(path),
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": nowhere.rsplit(":", 1)[1],
+    }
+
+
+def test_role_all_with_a_context_in_a_pod_reads_and_scales_the_cluster_the_context_names(
+    platform: FakePlatform, kube: FakeKube, kubeconfig: Path, tmp_path: Path
+) -> None:
+    pod = in_a_pod_with_a_second_context(kube, kubeconfig, tmp_path)
+    env = agent_env(platform, tmp_path / "queue", **pod)
+    env.update(DISCOVERY_API_URL=platform.url, SCALING_API_URL=platform.url)
+    del env["API_URL"]  # role all reads one URL per API
+    kube.clear_requests()
+    agent = start_agent(env, "all", "--context", "fake")
+    try:
+        # Discovery lists namespaces and scaling lists HPAs, both on the fake.
+        wait_until(
+            lambda: (
+                {
+                    "discovery" if r.path == "/api/v1/namespaces" else "scaling"
+                    for r in kube.requests
+                    if r.status == 200
+                    and (
+                        r.path == "/api/v1/namespaces"
+                        or r.path.endswith("/horizontalpodautoscalers")
+                    )
+                }
+                == {"discovery", "scaling"}
+            ),
+            timeout=30,
+        )
+        assert agent.poll() is None
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stop_within(agent, 30)
+    assert agent.returncode == 0
+
+
+@pytest.mark.parametrize("command", ["preview", "scaling revert-all"])
+def test_a_command_with_a_context_in_a_pod_uses_the_cluster_the_context_names(
+    platform: FakePlatform, kube: FakeKube, kubeconfig: Path, tmp_path: Path, command: str
+) -> None:
+    pod = in_a_pod_with_a_second_context(kube, kubeconfig, tmp_path)
+    kube.clear_requests()
+    result = run_cli(
+        *command.split(), "--context", "fake", env=agent_env(platform, tmp_path / "queue", **pod)
+    )
+    assert result.returncode == 0, result.stderr
+    assert any(r.status == 200 for r in kube.requests)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kube import errors
+from kube.cluster import KubeConfigError, load_target
 from kube.globs import DEPLOYMENT, HPA, SCALED_KINDS, ResourceGlobs
-from kube.official import KubeConnectError, connect, from_configuration
+from kube.official import api_client, from_configuration
 from sandbox.kube import FakeKube
 from scheduler import actions, events, kubeapi
 from scheduler import annotations as notes
@@ -216,44 +218,48 @@ def test_a_corrupt_store_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) 
 # --- the Kubernetes client -----------------------------------------------------------------------
 
 
-def test_connect_reads_a_kubeconfig_and_the_client_does_not_retry_a_429(
+def test_the_client_reads_the_resolved_kubeconfig_and_does_not_retry_a_429(
     kube: FakeKube, kubeconfig: Path
 ) -> None:
-    api = kubeapi.KubeApi(connect(str(kubeconfig)))
+    api = kubeapi.KubeApi(api_client(load_target({}, kubeconfig=str(kubeconfig))))
     kube.create(namespace())
     kube.create(deployment())
     assert api.get_deployment("shop", "web")["metadata"]["name"] == "web"
     kube.clear_requests()
     kube.fail_next(429, resource="deployments", retry_after=0)
-    with pytest.raises(kubeapi.KubeError) as caught:
+    with pytest.raises(errors.KubeError) as caught:
         api.get_deployment("shop", "web")
     assert caught.value.status == 429
     assert [r.status for r in kube.requests] == [429]  # one request, no hidden retry
 
 
-def test_connect_names_a_missing_kubeconfig(tmp_path: Path) -> None:
-    with pytest.raises(KubeConnectError, match="cannot load the cluster configuration"):
-        connect(str(tmp_path / "missing"))
+def test_the_client_names_a_kubeconfig_it_cannot_load(tmp_path: Path, kubeconfig: Path) -> None:
+    copy = tmp_path / "config"
+    copy.write_bytes(kubeconfig.read_bytes())
+    target = load_target({}, kubeconfig=str(copy))
+    copy.unlink()  # gone between resolving the cluster and building the client
+    with pytest.raises(KubeConfigError, match="cannot load the cluster configuration"):
+        api_client(target)
 
 
 def test_kubernetes_errors_are_translated_into_one_tree(kube: FakeKube) -> None:
     api = kubeapi.KubeApi(from_configuration(kube.client_configuration()))
     kube.create(namespace())
-    with pytest.raises(kubeapi.NotFound, match="get deployment shop/web: 404"):
+    with pytest.raises(errors.NotFound, match="get deployment shop/web: 404"):
         api.get_deployment("shop", "web")
     kube.create(deployment())
     stale = api.get_deployment("shop", "web")["metadata"]["resourceVersion"]
     kube.patch("deployments", "shop", "web", {"spec": {"replicas": 3}})
-    with pytest.raises(kubeapi.Conflict):
+    with pytest.raises(errors.Conflict):
         api.patch_deployment("shop", "web", {"metadata": {"resourceVersion": stale}})
     kube.forbid("deployments")
-    with pytest.raises(kubeapi.Forbidden):
+    with pytest.raises(errors.Forbidden):
         api.get_deployment("shop", "web")
     kube.allow("deployments")
     kube.fail_next(500, resource="deployments")
-    with pytest.raises(kubeapi.KubeError) as caught:
+    with pytest.raises(errors.KubeError) as caught:
         api.get_deployment("shop", "web")
-    assert type(caught.value) is kubeapi.KubeError and caught.value.status == 500
+    assert type(caught.value) is errors.KubeError and caught.value.status == 500
 
 
 def test_merge_patches_remove_keys_given_as_null(kube: FakeKube) -> None:

@@ -12,12 +12,13 @@ import pytest
 import structlog
 from kubernetes import client as kubernetes_client
 
+from kube.errors import KubeError
 from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
 from scheduler.events import event_id
-from scheduler.kubeapi import KubeApi, KubeError, Obj
+from scheduler.kubeapi import KubeApi, Obj
 from scheduler.revertall import revert_all
 from scheduler.store import Store
 from shipper.client import ApiClient
