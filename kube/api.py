@@ -46,6 +46,7 @@ DEADLINE_SECONDS = 60.0
 ANSWER_LIMIT = 16 * 1024 * 1024
 # Every write: an unknown or duplicated field is refused (400) instead of dropped.
 STRICT = {"fieldValidation": "Strict"}
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeApi:
@@ -110,6 +111,19 @@ class KubeApi:
 
     def put(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
         return self._send("PUT", path, params=STRICT, json_body=body, within=within)
+
+    def merge_patch(
+        self, path: str, patch: Any, *, within: float | None = None
+    ) -> bytes | bytearray:
+        """A JSON merge patch (RFC 7386): the keys given replace, a null removes."""
+        return self._send(
+            "PATCH",
+            path,
+            params=STRICT,
+            json_body=patch,
+            content_type=MERGE_PATCH,
+            within=within,
+        )
 
     # -- watch streams -----------------------------------------------------------------
 
@@ -200,6 +214,7 @@ class KubeApi:
         within: float | None = None,
         max_bytes: int = ANSWER_LIMIT,
         accept: str | None = None,
+        content_type: str = "application/json",
     ) -> bytes | bytearray:
         headers = self._auth()
         if accept is not None:
@@ -207,7 +222,7 @@ class KubeApi:
         content = None
         if json_body is not None:
             content = msgspec.json.encode(json_body)
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         request = self._client.build_request(
             method, path, params=params, content=content, headers=headers
         )

@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from kube import official
+from kube.api import MERGE_PATCH
 from kube.official import DEADLINE_SECONDS, RAW, WRITE
 from kube.permission import Permission
 from scheduler import names
@@ -33,7 +34,6 @@ from scheduler import names
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 HPAS = "horizontalpodautoscalers"
-MERGE_PATCH = "application/merge-patch+json"
 LIST_PAGE = 500
 EVENT_SOURCE = "moonin-agent"
 

@@ -1,8 +1,10 @@
 """Scale the scaling agent's Deployment to zero and wait until its pods have exited.
 
 Runs in the chart's pre-delete hook, before `moonin-agent scaling revert-all`: a scaling
-agent still running could apply a window again right after it was reverted. It uses the
-agent image's Python and the standard library alone, so the hook needs no other image.
+agent still running could apply a window again right after it was reverted. It runs with the
+agent image's Python, so it reaches the cluster through the agent's own Kubernetes layer
+(`kube`): the cluster found by the rule every command follows (in the hook's pod, its
+service account) and the same client, deadlines and errors.
 
 Environment: POD_NAMESPACE, SCALING_DEPLOYMENT, SCALING_SELECTOR (a label selector),
 WAIT_SECONDS; the API server and credentials of the pod's service account
@@ -17,119 +19,72 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-DEFAULT_SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+from kube.api import KubeApi
+from kube.cluster import KubeConfigError, load_target
+from kube.errors import KubeError, NotFound
+
 POLL_SECONDS = 2.0
 REQUEST_TIMEOUT_SECONDS = 10.0
-# Worth another try before the deadline: the API server restarting, throttling us.
-RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Worth another try before the deadline: no answer, the API server restarting, throttling us.
+RETRIED_STATUSES = frozenset({None, 429, 500, 502, 503, 504})
 
 
 class HookError(Exception):
     """The hook cannot finish; the message is logged as the reason."""
 
 
-class Api:
-    """The few calls the hook makes, authenticated as the pod's service account."""
-
-    def __init__(self, environ: dict[str, str]) -> None:
-        host = environ["KUBERNETES_SERVICE_HOST"]
-        port = environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if ":" in host:
-            host = f"[{host}]"
-        self.base = f"https://{host}:{port}"
-        self.account_dir = Path(environ.get("SERVICE_ACCOUNT_DIR", DEFAULT_SERVICE_ACCOUNT_DIR))
-        self.tls = ssl.create_default_context(cafile=str(self.account_dir / "ca.crt"))
-
-    def request(
-        self, method: str, path: str, body: object = None, content_type: str | None = None
-    ) -> tuple[int, dict]:
-        # Projected service account tokens rotate: read it for every request.
-        token = (self.account_dir / "token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = content_type or "application/json"
-        request = urllib.request.Request(self.base + path, data, headers, method=method)
-        try:
-            with urllib.request.urlopen(
-                request, timeout=REQUEST_TIMEOUT_SECONDS, context=self.tls
-            ) as response:
-                return response.status, json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            return error.code, _json_or_empty(error.read())
-
-
-def _json_or_empty(payload: bytes) -> dict:
-    try:
-        decoded = json.loads(payload)
-    except ValueError:
-        return {}
-    return decoded if isinstance(decoded, dict) else {}
-
-
 def log(event: str, **fields: object) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
-def call(
-    api: Api,
-    deadline: float,
-    method: str,
-    path: str,
-    body: object = None,
-    content_type: str | None = None,
-) -> tuple[int, dict]:
-    """One API call, retried on network errors and transient statuses until the deadline."""
+def call(what: str, deadline: float, request: Callable[[], bytes | bytearray]) -> bytes:
+    """One API call, retried on transport errors and transient statuses until the deadline."""
     while True:
         try:
-            status, answer = api.request(method, path, body, content_type)
-        except (OSError, ValueError) as error:
-            status, reason = 0, str(error)
-        else:
-            reason = str(answer.get("message", ""))
-            if status not in RETRIED_STATUSES:
-                return status, answer
-        if time.monotonic() >= deadline:
-            raise HookError(f"{method} {path} failed: {status or 'no answer'} {reason}".strip())
-        log("api_retry", method=method, path=path, status=status, reason=reason)
+            return bytes(request())
+        except KubeError as error:
+            if error.status not in RETRIED_STATUSES:
+                raise
+            if time.monotonic() >= deadline:
+                raise HookError(f"{what} failed: {error}") from None
+            log("api_retry", call=what, status=error.status, reason=str(error))
         time.sleep(POLL_SECONDS)
 
 
-def scale_to_zero(api: Api, namespace: str, deployment: str, deadline: float) -> None:
+def scale_to_zero(api: KubeApi, namespace: str, deployment: str, deadline: float) -> None:
     path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}"
-    status, body = call(
-        api,
-        deadline,
-        "PATCH",
-        path,
-        body={"spec": {"replicas": 0}},
-        content_type="application/merge-patch+json",
-    )
-    if status == 404:
+    try:
+        call(
+            f"scaling {deployment} to zero",
+            deadline,
+            lambda: api.merge_patch(path, {"spec": {"replicas": 0}}),
+        )
+    except NotFound:
         log("deployment_absent", deployment=deployment)
-    elif status != 200:
-        raise HookError(f"scaling {deployment} to zero was refused: {status} {body.get('message')}")
+    except KubeError as error:
+        raise HookError(f"scaling {deployment} to zero was refused: {error}") from None
     else:
         log("deployment_scaled_to_zero", deployment=deployment)
 
 
-def wait_for_pods_gone(api: Api, namespace: str, selector: str, deadline: float) -> None:
-    query = urllib.parse.urlencode({"labelSelector": selector})
-    path = f"/api/v1/namespaces/{namespace}/pods?{query}"
+def wait_for_pods_gone(api: KubeApi, namespace: str, selector: str, deadline: float) -> None:
+    path = f"/api/v1/namespaces/{namespace}/pods"
     while True:
-        status, body = call(api, deadline, "GET", path)
-        if status != 200:
-            raise HookError(f"listing the scaling pods was refused: {status} {body.get('message')}")
-        names = [item.get("metadata", {}).get("name") for item in body.get("items", [])]
+        try:
+            body = call(
+                "listing the scaling pods",
+                deadline,
+                lambda: api.get(path, {"labelSelector": selector}),
+            )
+        except KubeError as error:
+            raise HookError(f"listing the scaling pods was refused: {error}") from None
+        items = json.loads(body).get("items") or []
+        names = [item.get("metadata", {}).get("name") for item in items]
         if not names:
             log("scaling_pods_gone")
             return
@@ -139,23 +94,28 @@ def wait_for_pods_gone(api: Api, namespace: str, selector: str, deadline: float)
         time.sleep(POLL_SECONDS)
 
 
-def main(environ: dict[str, str]) -> int:
+def main(environ: Mapping[str, str]) -> int:
     try:
         namespace = environ["POD_NAMESPACE"]
         deployment = environ["SCALING_DEPLOYMENT"]
         selector = environ["SCALING_SELECTOR"]
         deadline = time.monotonic() + float(environ.get("WAIT_SECONDS", "120"))
-        api = Api(environ)
-        scale_to_zero(api, namespace, deployment, deadline)
-        wait_for_pods_gone(api, namespace, selector, deadline)
+        account = environ.get("SERVICE_ACCOUNT_DIR")
+        target = load_target(environ, service_account=Path(account) if account else None)
+        api = KubeApi(target, deadline_seconds=REQUEST_TIMEOUT_SECONDS)
+        try:
+            scale_to_zero(api, namespace, deployment, deadline)
+            wait_for_pods_gone(api, namespace, selector, deadline)
+        finally:
+            api.close()
     except KeyError as error:
         log("hook_failed", reason=f"{error.args[0]} is not set")
         return 1
-    except (HookError, OSError, ValueError) as error:
+    except (HookError, KubeConfigError, OSError, ValueError) as error:
         log("hook_failed", reason=str(error))
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(dict(os.environ)))
+    sys.exit(main(os.environ))
