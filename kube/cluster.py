@@ -53,10 +53,8 @@ class KubeTarget:
     context: str | None = None
     kubeconfig: Path | None = None
     """The kubeconfig file the target was read from; None in a pod."""
-    ca_file: Path | None = None
-    """In a pod: the cluster CA of the service account."""
     service_account: Path | None = None
-    """In a pod: the service account's directory (token, CA, namespace)."""
+    """In a pod: the service account's directory (`token`, `ca.crt`, `namespace`)."""
 
 
 class TokenFile:
@@ -131,7 +129,6 @@ def _in_cluster(environ: Mapping[str, str], account: Path) -> KubeTarget:
         verify=verify,
         token=TokenFile(token),
         in_cluster=True,
-        ca_file=ca,
         service_account=account,
     )
 

@@ -45,9 +45,6 @@ from runtime.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
 REQUEST_TIMEOUT = (5.0, 20.0)
-# kube-apiserver ends a request its handler has not answered within a minute
-# (`--request-timeout`); waiting longer than that only means something in between hangs.
-DEADLINE_SECONDS = 60.0
 # Our writes under our own name in managedFields, so GitOps tools can tell them apart, and
 # strictly validated: a field the server does not know (a typo in a body built here) is a
 # 400 `BadRequest` naming it, not silently dropped.
@@ -84,7 +81,8 @@ def api_client(target: KubeTarget) -> client.ApiClient:
 def _service_account(configuration: client.Configuration, target: KubeTarget) -> None:
     """In a pod: the server, its CA and the rotating token that `target` holds."""
     configuration.host = target.server
-    configuration.ssl_ca_cert = str(target.ca_file) if target.ca_file else None
+    if target.service_account is not None:
+        configuration.ssl_ca_cert = str(target.service_account / "ca.crt")
 
     def refresh(conf: client.Configuration) -> None:
         token = target.token()

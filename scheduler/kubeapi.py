@@ -26,8 +26,8 @@ from typing import Any
 from kubernetes import client
 
 from kube import official
-from kube.api import MERGE_PATCH
-from kube.official import DEADLINE_SECONDS, RAW, WRITE
+from kube.api import DEADLINE_SECONDS, MERGE_PATCH
+from kube.official import RAW, WRITE
 from kube.permission import Permission
 from scheduler import names
 
