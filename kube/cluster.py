@@ -219,16 +219,28 @@ def _token(user: Mapping[str, Any], base: Path) -> Callable[[], str | None]:
     return lambda: fixed
 
 
-def _through_client_library(path: Path, context: str) -> KubeTarget:
-    from kubernetes import client, config  # only for exec and auth-provider users
+def client_configuration(path: Path, context: str | None) -> Any:
+    """The kubernetes client's `Configuration` for one kubeconfig context: how the scaling
+    role's client (`kube.official`) and an `exec` or `auth-provider` user are loaded.
+    Imports the client (~45 MiB), so discovery calls it only for such a user."""
+    from kubernetes import client, config
 
     configuration = client.Configuration()
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]  # the library is untyped
-            config_file=str(path), context=context, client_configuration=configuration
+            config_file=str(path),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
         )
     except Exception as exc:  # the library raises plain exceptions for every problem
-        raise KubeConfigError(f"kubeconfig {path}: {exc}") from exc
+        detail = " ".join(str(exc).splitlines()) or type(exc).__name__
+        raise KubeConfigError(f"cannot load the cluster configuration ({path}): {detail}") from exc
+    return configuration
+
+
+def _through_client_library(path: Path, context: str) -> KubeTarget:
+    configuration = client_configuration(path, context)
 
     def token() -> str | None:
         value = configuration.get_api_key_with_prefix("BearerToken")

@@ -32,13 +32,11 @@ from typing import Any
 
 import msgspec
 import urllib3
-import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
-from kube import errors
-from kube.cluster import KubeConfigError, KubeTarget
+from kube import cluster, errors
+from kube.cluster import KubeTarget
 from kube.permission import Permission
 from runtime import deadline
 from runtime.version import VERSION
@@ -59,22 +57,10 @@ _decode = msgspec.json.Decoder(dict[str, Any]).decode
 def api_client(target: KubeTarget) -> client.ApiClient:
     """An ApiClient for `target`: the kubeconfig file and context it was read from, or
     the pod's service account it came from."""
-    configuration = client.Configuration()
     if target.kubeconfig is not None:
-        try:
-            # The library is untyped; an exec plugin or auth-provider needs its loader.
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(target.kubeconfig),
-                context=target.context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except (ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
-            detail = " ".join(str(exc).splitlines()) or type(exc).__name__
-            message = f"cannot load the cluster configuration ({target.kubeconfig}): {detail}"
-            raise KubeConfigError(message) from None
-    else:
-        _service_account(configuration, target)
+        return from_configuration(cluster.client_configuration(target.kubeconfig, target.context))
+    configuration = client.Configuration()
+    _service_account(configuration, target)
     return from_configuration(configuration)
 
 
