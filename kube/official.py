@@ -114,12 +114,15 @@ def call(what: str, needs: Permission, request: Callable[[], Any], *, within: fl
 def _translate(what: str, needs: Permission, exc: Exception) -> errors.KubeError:
     """The one place where the official client's failures become KubeErrors."""
     if not isinstance(exc, ApiException):
-        return errors.KubeError(f"{what} failed: {type(exc).__name__}: {_one_line(str(exc))}")
+        detail = _one_line(str(exc))[: errors.MESSAGE_LIMIT]
+        return errors.KubeError(f"{what} failed: {type(exc).__name__}: {detail}")
     message, reason = errors.status_of(exc.body or b"")
     detail = _one_line(message or exc.reason or "no detail")[: errors.MESSAGE_LIMIT]
+    if not exc.status:  # raised by the client itself, not an answer of the server
+        return errors.KubeError(f"{what}: {detail}")
     headers = exc.headers or {}
     return errors.for_status(
-        exc.status or 0,
+        exc.status,
         what,
         detail,
         permission=needs,
