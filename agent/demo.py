@@ -471,7 +471,8 @@ class Demo:
 
     def _web_replicas(self) -> int | None:
         spec = self.kube.get("deployments", self._cluster.SHOP, self._cluster.WEB)["spec"]
-        return spec.get("replicas")
+        replicas: int | None = spec.get("replicas")
+        return replicas
 
     def _events(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.platform.events().values() if e["type"] == kind]

@@ -122,10 +122,11 @@ import httpx
 import msgspec
 
 from agent import inspect
-from collector.collector import Collector, CollectorSettings
+from collector.collector import Collector
 from collector.kube import KubeApi
 from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
+from collector.settings import CollectorSettings
 from sandbox.kube import auth
 from sandbox.kube.synthetic import SyntheticSpec
 from shipper.outbox import StreamOutbox

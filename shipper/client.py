@@ -26,6 +26,7 @@ token, and carry at most a short, redacted piece of the response body.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import ssl
 import time
@@ -33,7 +34,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -86,7 +87,9 @@ _SHORTEST_TOKEN_PART = 4
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # httpx would percent-encode these into a host name that can never resolve.
 _BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
+_SHOWN_CHARS = 60  # of a URL in a message
 _json = msgspec.json.Encoder()
+_T = TypeVar("_T")
 
 
 class _Templates(msgspec.Struct):
@@ -127,7 +130,10 @@ class ApiClient:
     ) -> None:
         if deadline_seconds <= 0 or max_answer_bytes <= 0:
             raise ValueError("the deadline and the answer limit must be positive")
-        self._base = _checked_base_url(base_url, insecure_http=insecure_http)
+        try:
+            self._base = checked_base_url(base_url, insecure_http=insecure_http)
+        except ValueError as e:
+            raise type(e)(f"API_URL {shown_url(base_url.strip())}: {e}") from None
         self._deadline_seconds = deadline_seconds
         self._max_answer_bytes = max_answer_bytes
         self._observe = observe
@@ -354,8 +360,8 @@ class ApiClient:
         return RetryLater(f"{method} {url} failed: {type(error).__name__}: {detail}")
 
     def _decode(
-        self, decoder: msgspec.json.Decoder[Any], content: bytes | bytearray, path: str
-    ) -> Any:
+        self, decoder: msgspec.json.Decoder[_T], content: bytes | bytearray, path: str
+    ) -> _T:
         try:
             return decoder.decode(content)
         except msgspec.DecodeError as e:
@@ -478,39 +484,51 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _checked_base_url(base_url: str, *, insecure_http: bool) -> str:
+def checked_base_url(value: str, *, insecure_http: bool) -> str:
+    """The rules of a Moonin API base URL, for the client and the configuration alike.
+
+    Returns the URL without a trailing slash. Raises ValueError (`InsecureURLError` when
+    the scheme is the problem) with a message fit to follow the setting's name; a value
+    holding "@" may carry credentials and is never repeated.
+    """
+    value = value.strip()
+    shown = shown_url(value)
     try:
-        parts = urlsplit(base_url.strip())
+        parts = urlsplit(value)
         parts.port  # noqa: B018 (parsing the port is part of the check)
-    except ValueError as e:
-        raise ValueError(f"API_URL is not a valid URL: {e}") from None
+    except ValueError:
+        raise ValueError(f"not a valid URL, got {shown}") from None
     if parts.username is not None or parts.password is not None:
-        # The URL appears in error messages and logs; credentials must not, so this
-        # message does not repeat it.
-        raise ValueError("API_URL must not contain credentials (user:password@)")
+        raise ValueError("must not contain credentials (user:password@); the token is separate")
     scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise InsecureURLError(f"expected an https:// URL with a host, got {shown}")
+    if not parts.hostname:
+        raise ValueError(f"expected an https:// URL with a host, got {shown}")
+    if any(char.isspace() for char in value):
+        raise ValueError(f"contains whitespace, got {shown}")
+    if _BAD_HOST.search(parts.hostname):
+        raise ValueError(f"has an invalid host name, got {shown}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"must not have a query or fragment, got {shown}")
     if scheme == "http" and not insecure_http:
         raise InsecureURLError(
-            f"API_URL {base_url} uses plain http://; set MOONIN_INSECURE_HTTP=true to allow "
-            "it (never in production)"
+            "plain http:// is refused; set MOONIN_INSECURE_HTTP=true to allow it "
+            "(never in production)"
         )
-    if scheme not in ("http", "https"):
-        raise InsecureURLError(
-            f"API_URL {base_url!r} must be an https:// URL (http:// only with "
-            "MOONIN_INSECURE_HTTP=true)"
-        )
-    if not parts.hostname:
-        raise ValueError(f"API_URL {base_url!r} has no host name")
-    if _BAD_HOST.search(parts.hostname):
-        raise ValueError(f"API_URL {base_url!r} has an invalid host name")
-    if parts.query or parts.fragment:
-        raise ValueError(f"API_URL {base_url!r} must not have a query or fragment")
     normalized = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
     try:
         httpx.URL(normalized)
-    except httpx.InvalidURL as e:
-        raise ValueError(f"API_URL {base_url!r} is not a valid URL: {e}") from None
+    except httpx.InvalidURL:
+        raise ValueError(f"not a valid URL, got {shown}") from None
     return normalized
+
+
+def shown_url(value: str) -> str:
+    """A URL as messages show it: quoted and cut short, or not at all when it has "@"."""
+    if "@" in value:
+        return "a value with '@' (not shown)"
+    return json.dumps(value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "...")
 
 
 def _ssl_context(ca_bundle: str) -> ssl.SSLContext:

@@ -52,21 +52,21 @@ def test_the_chart_minimum_gives_the_documented_defaults() -> None:
     assert settings.insecure_http is False
     assert settings.ca_bundle is None
     assert settings.queue_dir == "/var/lib/moonin-agent/queue"
-    assert settings.queue_max_records == 1_000_000
-    assert settings.queue_max_bytes == 400 * 1024 * 1024
-    assert settings.batch_max_records == 500
-    assert settings.batch_max_bytes == 1024 * 1024
-    assert settings.linger_seconds == 0.2
+    assert settings.queue.max_records == 1_000_000
+    assert settings.queue.max_bytes == 400 * 1024 * 1024
+    assert settings.shipping.batch_max_records == 500
+    assert settings.shipping.batch_max_bytes == 1024 * 1024
+    assert settings.shipping.linger_seconds == 0.2
     assert settings.shutdown_ship_seconds == 10
     assert settings.reconcile_interval_seconds == 30
     assert settings.log_level == "info"
     assert settings.health_addr == "0.0.0.0:8080"
-    assert settings.ignore_namespaces == ("kube-system",)
-    assert settings.ignore_resources == ()
-    assert settings.ignore_node_labels == ()
-    assert settings.collect_helm_releases is True
-    assert settings.collect_job_logs is True
-    assert settings.collect_events is True
+    assert settings.collection.ignore_namespaces == ("kube-system",)
+    assert settings.collection.ignore_resources == ()
+    assert settings.collection.ignore_node_labels == ()
+    assert settings.collection.collect_helm_releases is True
+    assert settings.collection.collect_job_logs is True
+    assert settings.collection.collect_events is True
     assert settings.leader_election is None
     assert settings.config_file is None
     assert settings.pod_name is None and settings.pod_namespace is None
@@ -278,18 +278,18 @@ kube_deadline_seconds: 20
     assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (45, 2 << 20)
     assert settings.kube_deadline_seconds == 20
     assert settings.log_level == "debug"
-    assert settings.ignore_namespaces == ("kube-system", "monitoring")
-    assert settings.ignore_resources == ("job/*", "deployment/shop/*")
-    assert settings.ignore_node_labels == ("kubernetes.io/hostname",)
+    assert settings.collection.ignore_namespaces == ("kube-system", "monitoring")
+    assert settings.collection.ignore_resources == ("job/*", "deployment/shop/*")
+    assert settings.collection.ignore_node_labels == ("kubernetes.io/hostname",)
     assert settings.queue_dir == "/data/queue"
-    assert (settings.queue_max_records, settings.queue_max_bytes) == (5000, 1048576)
-    assert (settings.batch_max_records, settings.batch_max_bytes) == (100, 65536)
-    assert settings.linger_seconds == 0.5
+    assert (settings.queue.max_records, settings.queue.max_bytes) == (5000, 1048576)
+    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (100, 65536)
+    assert settings.shipping.linger_seconds == 0.5
     assert settings.shutdown_ship_seconds == 20
     assert settings.reconcile_interval_seconds == 15
-    assert settings.collect_helm_releases is False
-    assert settings.collect_job_logs is False
-    assert settings.collect_events is False
+    assert settings.collection.collect_helm_releases is False
+    assert settings.collection.collect_job_logs is False
+    assert settings.collection.collect_events is False
     assert settings.leader_election is True
 
 
@@ -311,31 +311,31 @@ def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
         config_file=path,
     )
     assert settings.log_level == "error"
-    assert settings.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
-    assert settings.queue_max_bytes == 2000
+    assert settings.collection.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
+    assert settings.queue.max_bytes == 2000
     assert settings.leader_election is False
     assert settings.queue_dir == "/from/env"
 
 
 def test_collect_events_comes_from_the_environment_or_the_file(tmp_path: Path) -> None:
     path = write_config(tmp_path, "collect_events: false\n")
-    assert load_settings("discovery", env(), config_file=path).collect_events is False
+    assert load_settings("discovery", env(), config_file=path).collection.collect_events is False
     on = load_settings("discovery", env(COLLECT_EVENTS="true"), config_file=path)
-    assert on.collect_events is True
-    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collect_events is False
+    assert on.collection.collect_events is True
+    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collection.collect_events is False
     message = config_error(environ=env(COLLECT_EVENTS="sometimes"))
     assert message == 'COLLECT_EVENTS: expected true or false, got "sometimes"'
 
 
 def test_an_empty_list_in_the_file_replaces_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces: []\n")
-    assert load_settings("discovery", env(), config_file=path).ignore_namespaces == ()
+    assert load_settings("discovery", env(), config_file=path).collection.ignore_namespaces == ()
 
 
 def test_a_null_value_in_the_file_keeps_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces:\nlog_level: null\n")
     settings = load_settings("discovery", env(), config_file=path)
-    assert settings.ignore_namespaces == ("kube-system",)
+    assert settings.collection.ignore_namespaces == ("kube-system",)
     assert settings.log_level == "info"
 
 
@@ -512,9 +512,9 @@ def test_numbers_from_the_environment_are_parsed() -> None:
     )
     assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (12.5, 1 << 20)
     assert settings.kube_deadline_seconds == 90
-    assert (settings.queue_max_records, settings.queue_max_bytes) == (10, 4096)
-    assert (settings.batch_max_records, settings.batch_max_bytes) == (2, 2048)
-    assert settings.linger_seconds == 0
+    assert (settings.queue.max_records, settings.queue.max_bytes) == (10, 4096)
+    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (2, 2048)
+    assert settings.shipping.linger_seconds == 0
     assert settings.shutdown_ship_seconds == 2.5
     assert settings.reconcile_interval_seconds == 0.5
 
@@ -549,7 +549,7 @@ def test_a_malformed_ignore_resources_entry_is_named(entry: str) -> None:
 
 def test_ignore_resources_accepts_any_kind_and_namespaced_globs() -> None:
     settings = load_settings("discovery", env(IGNORE_RESOURCES="*/kube-*,network_policy/*"))
-    assert settings.ignore_resources == ("*/kube-*", "network_policy/*")
+    assert settings.collection.ignore_resources == ("*/kube-*", "network_policy/*")
 
 
 def test_a_ca_bundle_that_does_not_exist_is_named(tmp_path: Path) -> None:
