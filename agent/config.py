@@ -9,11 +9,11 @@ Each setting is declared once, in `SETTINGS`: its environment variable, its conf
 key, its parser with the bounds, a line of documentation, and the field it fills. Its
 default is that field's default, written where the field is: on `Settings` for the
 process's own settings, or in the group a component defines for itself (the collector's
-`CollectorSettings`, the shipper's `ShipperSettings`, the outbox's `Bounds`), which
-`Settings` holds and the component receives as it is. What depends on several settings
-(the token, the API URLs of a role) is read by the functions below the table. `moonin-agent
-preview` reads only the log level and the collection group, with the same declarations,
-so it needs neither credentials nor an API URL.
+`CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
+outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
+depends on several settings (the token, the API URLs of a role) is read by the functions
+below the table. `moonin-agent preview` reads only the log level and the collection group,
+with the same declarations, so it needs neither credentials nor an API URL.
 
 Precedence: environment, then config.yaml, then the default. An environment variable that is
 set but blank counts as unset (charts often render `value: ""`), and so does a config.yaml key
@@ -46,10 +46,9 @@ from agent.values import (
 )  # raised by the loaders: part of their interface
 from agent.values import Raw, describe
 from collector.heartbeat import INTERVAL_SECONDS as HEARTBEAT_SECONDS
+from collector.kube import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
 from collector.settings import CollectorSettings
-from shipper.client import DEADLINE_SECONDS as API_DEADLINE_SECONDS
-from shipper.client import MAX_ANSWER_BYTES as API_MAX_ANSWER_BYTES
-from shipper.client import checked_base_url
+from shipper.client import ApiSettings, checked_base_url
 from shipper.outbox import Bounds
 from shipper.shipper import ShipperSettings
 
@@ -107,10 +106,7 @@ class Settings:
     """Discovery API base URL without a trailing slash; None when the role does not ship there."""
     scaling_api_url: str | None = DEFAULT_API_URLS["scaling"]
     """Scaling API base URL without a trailing slash; None when the role does not ship there."""
-    insecure_http: bool = False
-    ca_bundle: str | None = None
-    api_deadline_seconds: float = API_DEADLINE_SECONDS
-    api_max_answer_bytes: int = API_MAX_ANSWER_BYTES
+    api: ApiSettings = field(default_factory=ApiSettings)
 
     # The outbox and its delivery.
     queue_dir: str = "/var/lib/moonin-agent/queue"
@@ -124,7 +120,7 @@ class Settings:
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     cloud_metadata: bool | None = None
     reconcile_interval_seconds: float = 30.0
-    kube_deadline_seconds: float = 60.0
+    kube_deadline_seconds: float = KUBE_DEADLINE_SECONDS
 
     @property
     def streams(self) -> tuple[Stream, ...]:
@@ -151,6 +147,7 @@ class PreviewSettings:
 
 # The groups of `Settings`, each the dataclass of the component it configures.
 GROUPS: dict[str, type[Any]] = {
+    "api": ApiSettings,
     "queue": Bounds,
     "shipping": ShipperSettings,
     "collection": CollectorSettings,
@@ -288,27 +285,27 @@ SETTINGS: tuple[Setting, ...] = (
         env="CLUSTER_ID",
     ),
     Setting(
-        field="insecure_http",
+        field="api.insecure_http",
         doc="allow plain `http://` API URLs (tests and demos only)",
         parse=values.flag,
         env="MOONIN_INSECURE_HTTP",
     ),
     Setting(
-        field="ca_bundle",
+        field="api.ca_bundle",
         doc="PEM file of CAs to trust for the Moonin APIs",
         parse=values.ca_bundle,
         env="MOONIN_CA_BUNDLE",
         key="ca_bundle",
     ),
     Setting(
-        field="api_deadline_seconds",
+        field="api.deadline_seconds",
         doc="total time of one Moonin API call: connecting, sending and the whole answer",
         parse=values.seconds(maximum=600, positive=True),
         env="API_DEADLINE_SECONDS",
         key="api_deadline_seconds",
     ),
     Setting(
-        field="api_max_answer_bytes",
+        field="api.max_answer_bytes",
         doc="bytes a templates or actions answer may have, after decompression",
         # The answer is held whole while it is decoded: it must fit the pod's memory.
         parse=values.integer(minimum=64 * 1024, maximum=64 * 1024 * 1024),
@@ -535,8 +532,8 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
         chunk_records=shipping.batch_max_records,
         chunk_bytes=shipping.batch_max_bytes,
     )
-    insecure = own.get("insecure_http", Settings.insecure_http)
-    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=insecure)
+    api: ApiSettings = groups["api"]
+    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=api.insecure_http)
     return Settings(
         role=checked_role,
         config_file=path,

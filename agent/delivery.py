@@ -85,10 +85,7 @@ def open_delivery(
             project_id=settings.project_id,
             cluster_id=settings.cluster_id,
             token=token,
-            insecure_http=settings.insecure_http,
-            ca_bundle=settings.ca_bundle,
-            deadline_seconds=settings.api_deadline_seconds,
-            max_answer_bytes=settings.api_max_answer_bytes,
+            settings=settings.api,
             observe=observe,
         )
         delivery.clients[stream] = client

@@ -32,6 +32,7 @@ import ssl
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -66,9 +67,6 @@ from shipper.version import VERSION
 
 GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
 CONNECT_TIMEOUT = 10.0
-DEADLINE_SECONDS = 30.0
-# Templates and actions: a few thousand templates fit in a few MiB.
-MAX_ANSWER_BYTES = 8 << 20
 # The heartbeat's answer is `{}` or `{"resync": true}`; batch answers are not used.
 SMALL_ANSWER_BYTES = 64 << 10
 # How long an unused answer (after a 2xx on a batch) is read, so the connection can serve
@@ -110,6 +108,24 @@ _OBJECT = msgspec.json.Decoder(dict[str, Any])
 RequestObserver = Callable[[str, str, float], None]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ApiSettings:
+    """How a client reaches the Moonin APIs; the agent's settings hold one as they are."""
+
+    insecure_http: bool = False
+    """Allow plain http:// base URLs (tests and demos only)."""
+    ca_bundle: str | None = None
+    """PEM file of the CAs to trust instead of the system's."""
+    deadline_seconds: float = 30.0
+    """Total time of one call: connecting, sending and the whole answer."""
+    max_answer_bytes: int = 8 << 20
+    """Bytes a templates or actions answer may have, counted after decompression (a few
+    thousand templates fit in a few MiB)."""
+
+
+DEFAULT_SETTINGS = ApiSettings()
+
+
 class ApiClient:
     """A keep-alive HTTPS client for one Moonin API (discovery or scaling) and one cluster."""
 
@@ -120,22 +136,19 @@ class ApiClient:
         project_id: str,
         cluster_id: str,
         token: TokenSource,
-        insecure_http: bool = False,
-        ca_bundle: str | None = None,
+        settings: ApiSettings = DEFAULT_SETTINGS,
         timeout: float = 30.0,
-        deadline_seconds: float = DEADLINE_SECONDS,
-        max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         observe: RequestObserver | None = None,
     ) -> None:
-        if deadline_seconds <= 0 or max_answer_bytes <= 0:
+        if settings.deadline_seconds <= 0 or settings.max_answer_bytes <= 0:
             raise ValueError("the deadline and the answer limit must be positive")
         try:
-            self._base = checked_base_url(base_url, insecure_http=insecure_http)
+            self._base = checked_base_url(base_url, insecure_http=settings.insecure_http)
         except ValueError as e:
             raise type(e)(f"API_URL {shown_url(base_url.strip())}: {e}") from None
-        self._deadline_seconds = deadline_seconds
-        self._max_answer_bytes = max_answer_bytes
+        self._deadline_seconds = settings.deadline_seconds
+        self._max_answer_bytes = settings.max_answer_bytes
         self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
@@ -146,6 +159,7 @@ class ApiClient:
             + b',"cluster_id":'
             + _json.encode(cluster_id)
         )
+        ca_bundle = settings.ca_bundle
         verify: ssl.SSLContext | bool = _ssl_context(ca_bundle) if ca_bundle else True
         # trust_env stays on so HTTPS_PROXY/HTTP_PROXY/NO_PROXY apply (and, without a CA
         # bundle, SSL_CERT_FILE/SSL_CERT_DIR); httpx ignores the environment's proxies only

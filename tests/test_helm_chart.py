@@ -609,9 +609,12 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         assert settings.cloud_metadata is (False if custom else None)
         assert settings.shipping.batch_max_records == (200 if custom else 500)
         if custom:  # the PEM given, in a file the agent validated
-            assert settings.ca_bundle and Path(settings.ca_bundle).read_text().strip() == CA_PEM
+            assert (
+                settings.api.ca_bundle
+                and Path(settings.api.ca_bundle).read_text().strip() == CA_PEM
+            )
         else:
-            assert settings.ca_bundle is None
+            assert settings.api.ca_bundle is None
         if role == "discovery":
             assert settings.discovery_api_url == "https://api-discover.moonin.app"
             expected = result.values.get("discovery", {}).get("leaderElection", True)
