@@ -41,9 +41,7 @@ from typing import Any, Literal
 import yaml
 
 from agent import values
-from agent.values import (
-    ConfigError as ConfigError,
-)  # raised by the loaders: part of their interface
+from agent.values import ConfigError as ConfigError  # the loaders raise it
 from agent.values import Raw, describe
 from collector.heartbeat import INTERVAL_SECONDS as HEARTBEAT_SECONDS
 from collector.kube import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
@@ -161,7 +159,7 @@ class Setting:
     field: str
     """The field it fills: a field of `Settings`, or `<group>.<field>` of one of `GROUPS`."""
     doc: str
-    """One line for the README's table."""
+    """What it does, in one line."""
     parse: values.Parser
     """Checks what the user gave (with the bounds) and returns the value."""
     env: str | None = None
