@@ -414,6 +414,10 @@ _ENVIRONMENT_ONLY = {
     "discovery_api_url": "DISCOVERY_API_URL",
     "scaling_api_url": "SCALING_API_URL",
 }
+# Every environment variable the configuration reads (what the demo's agent must not inherit).
+ENVIRONMENT = frozenset(
+    {s.env for s in SETTINGS if s.env is not None} | {*_ENVIRONMENT_ONLY.values(), "CONFIG_FILE"}
+)
 
 
 def load_settings(
