@@ -17,7 +17,8 @@ records or events is delivered once the status line says 2xx: its answer is read
 the connection can be used again, and a bad one is ignored.
 
 How it fails: construction raises ValueError (`InsecureURLError` for a URL scheme that is
-not allowed) for bad settings, before any request. A request either returns or raises one
+not allowed) for bad settings, before any request; the URL rules are `checked_base_url`,
+which the agent's configuration applies at start-up too. A request either returns or raises one
 of the `shipper.errors` classes; httpx's own exceptions are translated in one function
 (`ApiClient._request`) and chained. Error messages name the method and URL, never the
 token, and carry at most a short, redacted piece of the response body.
