@@ -52,4 +52,4 @@ def _glibc_mallopt() -> Callable[[int, int], int] | None:
     mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return mallopt  # type: ignore[no-any-return]
+    return mallopt

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import msgspec
 
+from agent import exits
 from runtime.version import VERSION
 from shipper.records import STREAMS
-
-EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,8 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"moonin-agent: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return exits.Failure(message, exits.BAD_CONFIGURATION).report()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,9 +3,17 @@
 The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CLUSTER_ID`,
 `CLUSTER_TOKEN`, `API_URL`, ...), a few variables of ours, and the `config.yaml` filters
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
-agent receives a frozen `Settings` and never reads `os.environ` itself. `moonin-agent
-preview` reads only the collector's part (`CollectionSettings`: filters, switches, log
-level), parsed by the same code, so it needs neither credentials nor an API URL.
+agent receives a frozen `Settings` and never reads `os.environ` itself.
+
+Each setting is declared once, in `SETTINGS`: its environment variable, its config.yaml
+key, its parser with the bounds, a line of documentation, and the field it fills. Its
+default is that field's default, written where the field is: on `Settings` for the
+process's own settings, or in the group a component defines for itself (the collector's
+`CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
+outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
+depends on several settings (the token, the API URLs of a role) is read by the functions
+below the table. `moonin-agent preview` reads only the log level and the collection group,
+with the same declarations, so it needs neither credentials nor an API URL.
 
 Precedence: environment, then config.yaml, then the default. An environment variable that is
 set but blank counts as unset (charts often render `value: ""`), and so does a config.yaml key
@@ -21,22 +29,26 @@ anyway (say, pasted into the wrong variable) has it replaced.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import json
-import math
-import os
 import re
-import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 import yaml
 
-from kube import globs as resource_globs
+from agent import values
+from agent.values import ConfigError as ConfigError  # the loaders raise it
+from agent.values import Raw, describe
+from collector.heartbeat import INTERVAL_SECONDS as HEARTBEAT_SECONDS
+from collector.settings import CollectorSettings
+from kube.api import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
+from shipper.client import ApiSettings, checked_base_url
+from shipper.outbox import Bounds
+from shipper.shipper import ShipperSettings
 
 Role = Literal["discovery", "scaling", "all"]
 Stream = Literal["discovery", "scaling"]
@@ -51,96 +63,37 @@ DEFAULT_API_URLS: dict[Stream, str] = {
     "discovery": "https://api-discover.moonin.app",
     "scaling": "https://api-scaling-rules.moonin.app",
 }
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 # What messages call the file, whatever its path: the chart mounts it as config.yaml.
 FILE_LABEL = "config.yaml"
-FILE_KEYS = frozenset(
-    {
-        "log_level",
-        "ignore_namespaces",
-        "ignore_resources",
-        "ignore_node_labels",
-        "queue_dir",
-        "queue_max_records",
-        "queue_max_bytes",
-        "batch_max_records",
-        "batch_max_bytes",
-        "linger_seconds",
-        "shutdown_ship_seconds",
-        "reconcile_interval_seconds",
-        "heartbeat_seconds",
-        "anti_entropy_seconds",
-        "cloud_metadata",
-        "collect_helm_releases",
-        "collect_job_logs",
-        "collect_events",
-        "ca_bundle",
-        "leader_election",
-        "api_deadline_seconds",
-        "api_max_answer_bytes",
-        "kube_deadline_seconds",
-    }
-)
-# Settings people may try to put into config.yaml that only the environment carries.
-_ENVIRONMENT_ONLY = {
-    "project_id": "PROJECT_ID",
-    "cluster_id": "CLUSTER_ID",
-    "cluster_token": "CLUSTER_TOKEN",
-    "token": "CLUSTER_TOKEN",
-    "cluster_token_file": "CLUSTER_TOKEN_FILE",
-    "api_url": "API_URL",
-    "discovery_api_url": "DISCOVERY_API_URL",
-    "scaling_api_url": "SCALING_API_URL",
-    "insecure_http": "MOONIN_INSECURE_HTTP",
-    "health_addr": "HEALTH_ADDR",
-    "pod_name": "POD_NAME",
-    "pod_namespace": "POD_NAMESPACE",
-}
-
-_TRUE = frozenset({"true", "1", "yes"})
-_FALSE = frozenset({"false", "0", "no"})
 # Visible ASCII only: anything else cannot travel in an HTTP header.
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 # Project and cluster ids go into URL paths and request bodies.
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,256}")
 _IDENTIFIER_FORBIDDEN = frozenset("/?#%")
 _TOKEN_FILE_LIMIT = 64 * 1024
-_SHOWN_CHARS = 60
 _REDACTED = "[REDACTED]"
-
-
-class ConfigError(Exception):
-    """Bad configuration. `str()` is one line: `<SETTING>: <what is wrong>`."""
-
-    def __init__(self, message: str) -> None:
-        # One line whatever went in: the CLI prints it as is.
-        super().__init__(" ".join(message.splitlines()))
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Settings:
-    """Everything `moonin-agent run` is configured with; built by `load_settings`."""
+    """Everything `moonin-agent run` is configured with; built by `load_settings`.
 
-    # The process.
+    Fields declared in `SETTINGS` are documented there; the others are read by rules.
+    """
+
     role: Role
     """Which workload this process is: `discovery`, `scaling` or `all` (both streams)."""
     config_file: str | None = None
     """The config.yaml that was read, if any."""
     log_level: str = "info"
-    """One of debug, info, warning, error (`LOG_LEVEL` / `log_level`)."""
     health_addr: str = "0.0.0.0:8080"
-    """`host:port` of /healthz, /readyz and /metrics (`HEALTH_ADDR`); see `split_host_port`."""
     pod_name: str | None = None
-    """This pod's name (`POD_NAME`, from the downward API); the Lease holder identity."""
     pod_namespace: str | None = None
-    """This pod's namespace (`POD_NAMESPACE`); where the Lease lives."""
 
     # Who we are to the platform.
     project_id: str
-    """Moonin project id (`PROJECT_ID`)."""
     cluster_id: str
-    """Moonin cluster id (`CLUSTER_ID`); part of every API path."""
     token: str | None = None
     """The cluster token from `CLUSTER_TOKEN`, stripped. Never printed."""
     token_file: str | None = None
@@ -151,59 +104,21 @@ class Settings:
     """Discovery API base URL without a trailing slash; None when the role does not ship there."""
     scaling_api_url: str | None = DEFAULT_API_URLS["scaling"]
     """Scaling API base URL without a trailing slash; None when the role does not ship there."""
-    insecure_http: bool = False
-    """Allow plain http:// API URLs (`MOONIN_INSECURE_HTTP`); tests and demos only."""
-    ca_bundle: str | None = None
-    """PEM file of CAs to trust instead of the system's (`MOONIN_CA_BUNDLE` / `ca_bundle`)."""
-    api_deadline_seconds: float = 30.0
-    """Total time of one Moonin API call: connecting, sending and the whole answer."""
-    api_max_answer_bytes: int = 8 * 1024 * 1024
-    """Bytes a templates or actions answer may have, counted after decompression."""
+    api: ApiSettings = field(default_factory=ApiSettings)
 
-    # The outbox.
+    # The outbox and its delivery.
     queue_dir: str = "/var/lib/moonin-agent/queue"
-    """Directory of the outbox files, owned by this process alone (`QUEUE_DIR` / `queue_dir`)."""
-    queue_max_records: int = 1_000_000
-    """Records held per stream before the oldest upserts are dropped."""
-    queue_max_bytes: int = 400 * 1024 * 1024
-    """Encoded bytes held per stream; keep it below the volume's size limit."""
-
-    # Delivery.
-    batch_max_records: int = 500
-    """Records per POST (and per queue chunk)."""
-    batch_max_bytes: int = 1024 * 1024
-    """Encoded bytes per POST before gzip (and per queue chunk)."""
-    linger_seconds: float = 0.2
-    """How long a shipper waits for a batch to fill before sending what it has."""
+    queue: Bounds = field(default_factory=Bounds)
+    shipping: ShipperSettings = field(default_factory=ShipperSettings)
     shutdown_ship_seconds: float = 10.0
-    """On SIGTERM, how long the shippers keep draining before the process exits."""
 
     # Collection and scaling.
-    ignore_namespaces: tuple[str, ...] = ("kube-system",)
-    """Namespaces the collector does not watch."""
-    ignore_resources: tuple[str, ...] = ()
-    """Globs `<kind>/<name>` or `<kind>/<namespace>/<name>` of objects the collector skips."""
-    ignore_node_labels: tuple[str, ...] = ()
-    """Node label keys kept out of node records."""
-    collect_helm_releases: bool = True
-    """Read Helm release Secrets into release records."""
-    collect_job_logs: bool = True
-    """Read the last log lines of failed CronJob runs."""
-    collect_events: bool = True
-    """Watch Warning Events for the pod errors only they tell (sandbox, volume, probe,
-    admission failures)."""
+    collection: CollectorSettings = field(default_factory=CollectorSettings)
     leader_election: bool | None = None
-    """Elect a leader through a Lease; None decides automatically (on when in-cluster)."""
-    reconcile_interval_seconds: float = 30.0
-    """Seconds between scaling reconcile cycles."""
-    heartbeat_seconds: float = 60.0
-    """Seconds between discovery heartbeats (each also refreshes cluster metadata)."""
-    anti_entropy_seconds: float = 86400.0
-    """Seconds between full re-sends with snapshots, one resource at a time (0: never)."""
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
     cloud_metadata: bool | None = None
-    """Ask the cloud's metadata endpoints; None decides automatically (only in a pod)."""
-    kube_deadline_seconds: float = 60.0
-    """Total time of one Kubernetes call other than a watch (a list page, a get, a write)."""
+    reconcile_interval_seconds: float = 30.0
+    kube_deadline_seconds: float = KUBE_DEADLINE_SECONDS
 
     @property
     def streams(self) -> tuple[Stream, ...]:
@@ -221,16 +136,288 @@ class Settings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CollectionSettings:
-    """The collector's settings alone (see `Settings` for each): all `preview` reads."""
+class PreviewSettings:
+    """What `moonin-agent preview` reads: no credentials, no API URL."""
 
     log_level: str
-    ignore_namespaces: tuple[str, ...]
-    ignore_resources: tuple[str, ...]
-    ignore_node_labels: tuple[str, ...]
-    collect_helm_releases: bool
-    collect_job_logs: bool
-    collect_events: bool
+    collection: CollectorSettings
+
+
+# The groups of `Settings`, each the dataclass of the component it configures.
+GROUPS: dict[str, type[Any]] = {
+    "api": ApiSettings,
+    "queue": Bounds,
+    "shipping": ShipperSettings,
+    "collection": CollectorSettings,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One setting, declared once: where it is read, how it is checked, what it fills."""
+
+    field: str
+    """The field it fills: a field of `Settings`, or `<group>.<field>` of one of `GROUPS`."""
+    doc: str
+    """What it does, in one line."""
+    parse: values.Parser
+    """Checks what the user gave (with the bounds) and returns the value."""
+    env: str | None = None
+    """The environment variable, if the environment carries it."""
+    key: str | None = None
+    """The config.yaml key, if config.yaml carries it."""
+
+    @property
+    def group(self) -> str | None:
+        return self.field.partition(".")[0] if "." in self.field else None
+
+    @property
+    def name(self) -> str:
+        return self.field.rpartition(".")[2]
+
+    @property
+    def default(self) -> object:
+        """The default of the field it fills; `dataclasses.MISSING` when it is required."""
+        owner = Settings if self.group is None else GROUPS[self.group]
+        found = next(item for item in fields(owner) if item.name == self.name)
+        if found.default_factory is not dataclasses.MISSING:
+            return found.default_factory()
+        return found.default
+
+
+def _identifier(raw: Raw) -> str:
+    value = str(raw.value)
+    if not _IDENTIFIER.fullmatch(value) or _IDENTIFIER_FORBIDDEN & set(value):
+        raise values.error(
+            raw,
+            "expected up to 256 visible ASCII characters without '/', '?', '#' "
+            f"or '%', got {describe(value)}",
+        )
+    return value
+
+
+def _health_addr(raw: Raw) -> str:
+    addr = str(raw.value)  # only the environment carries it
+    try:
+        split_host_port(addr)
+    except ValueError as e:
+        raise values.error(raw, f"{e}, got {describe(addr)}") from None
+    return addr
+
+
+# Checked in this order; the first bad one stops start-up.
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        field="log_level",
+        doc="debug, info, warning, error",
+        parse=values.log_level,
+        env="LOG_LEVEL",
+        key="log_level",
+    ),
+    Setting(
+        field="collection.ignore_namespaces",
+        doc="namespaces the collector skips",
+        parse=values.names,
+        key="ignore_namespaces",
+    ),
+    Setting(
+        field="collection.ignore_resources",
+        doc="globs such as `job/*`, `deployment/shop/*`",
+        parse=values.resource_globs,
+        env="IGNORE_RESOURCES",
+        key="ignore_resources",
+    ),
+    Setting(
+        field="collection.ignore_node_labels",
+        doc="node labels kept out of node records",
+        parse=values.names,
+        key="ignore_node_labels",
+    ),
+    Setting(
+        field="collection.collect_helm_releases",
+        doc="off reads no Helm release Secret at all",
+        parse=values.flag,
+        key="collect_helm_releases",
+    ),
+    Setting(
+        field="collection.collect_job_logs",
+        doc="off reads no Job log at all",
+        parse=values.flag,
+        key="collect_job_logs",
+    ),
+    Setting(
+        field="collection.collect_events",
+        doc="watch Warning Events for the pod errors only they tell; off reads no Event at all",
+        parse=values.flag,
+        env="COLLECT_EVENTS",
+        key="collect_events",
+    ),
+    Setting(
+        field="health_addr",
+        doc="`/healthz`, `/readyz` and `/metrics`; a taken port stops start-up",
+        parse=_health_addr,
+        env="HEALTH_ADDR",
+    ),
+    Setting(
+        field="pod_name",
+        doc="from the downward API; the Lease holder's identity",
+        parse=values.text,
+        env="POD_NAME",
+    ),
+    Setting(
+        field="pod_namespace",
+        doc="from the downward API; where the Lease lives",
+        parse=values.text,
+        env="POD_NAMESPACE",
+    ),
+    Setting(
+        field="project_id",
+        doc="the cluster's project at Moonin",
+        parse=_identifier,
+        env="PROJECT_ID",
+    ),
+    Setting(
+        field="cluster_id",
+        doc="the cluster's id at Moonin; part of every API path",
+        parse=_identifier,
+        env="CLUSTER_ID",
+    ),
+    Setting(
+        field="api.insecure_http",
+        doc="allow plain `http://` API URLs (tests and demos only)",
+        parse=values.flag,
+        env="MOONIN_INSECURE_HTTP",
+    ),
+    Setting(
+        field="api.ca_bundle",
+        doc="PEM file of CAs to trust for the Moonin APIs",
+        parse=values.ca_bundle,
+        env="MOONIN_CA_BUNDLE",
+        key="ca_bundle",
+    ),
+    Setting(
+        field="api.deadline_seconds",
+        doc="total time of one Moonin API call: connecting, sending and the whole answer",
+        parse=values.seconds(maximum=600, positive=True),
+        env="API_DEADLINE_SECONDS",
+        key="api_deadline_seconds",
+    ),
+    Setting(
+        field="api.max_answer_bytes",
+        doc="bytes a templates or actions answer may have, after decompression",
+        # The answer is held whole while it is decoded: it must fit the pod's memory.
+        parse=values.integer(minimum=64 * 1024, maximum=64 * 1024 * 1024),
+        env="API_MAX_ANSWER_BYTES",
+        key="api_max_answer_bytes",
+    ),
+    Setting(
+        field="queue_dir",
+        doc="the outbox directory (one process per directory)",
+        parse=values.path,
+        env="QUEUE_DIR",
+        key="queue_dir",
+    ),
+    Setting(
+        field="queue.max_records",
+        doc="outbox bound per stream, in records",
+        parse=values.integer(),
+        env="QUEUE_MAX_RECORDS",
+        key="queue_max_records",
+    ),
+    Setting(
+        field="queue.max_bytes",
+        doc="outbox bound per stream, in bytes; keep it below the volume's size limit",
+        parse=values.integer(),
+        env="QUEUE_MAX_BYTES",
+        key="queue_max_bytes",
+    ),
+    Setting(
+        field="shipping.batch_max_records",
+        doc="records per POST (and per queue chunk)",
+        parse=values.integer(),
+        env="BATCH_MAX_RECORDS",
+        key="batch_max_records",
+    ),
+    Setting(
+        field="shipping.batch_max_bytes",
+        doc="bytes per POST before gzip (and per queue chunk)",
+        parse=values.integer(),
+        env="BATCH_MAX_BYTES",
+        key="batch_max_bytes",
+    ),
+    Setting(
+        field="shipping.linger_seconds",
+        doc="how long a part-full batch waits for more",
+        parse=values.seconds(maximum=60),
+        env="LINGER_SECONDS",
+        key="linger_seconds",
+    ),
+    Setting(
+        field="shutdown_ship_seconds",
+        doc="how long SIGTERM keeps shipping before exit",
+        parse=values.seconds(maximum=3600),
+        env="SHUTDOWN_SHIP_SECONDS",
+        key="shutdown_ship_seconds",
+    ),
+    Setting(
+        field="leader_election",
+        doc="only the holder of a Lease in `POD_NAMESPACE` collects (unset or auto: in a pod)",
+        parse=values.auto_flag,
+        env="LEADER_ELECTION",
+        key="leader_election",
+    ),
+    Setting(
+        field="reconcile_interval_seconds",
+        doc="scaling reconcile period",
+        parse=values.seconds(maximum=3600, positive=True),
+        env="RECONCILE_INTERVAL_SECONDS",
+        key="reconcile_interval_seconds",
+    ),
+    Setting(
+        field="cloud_metadata",
+        doc="ask the cloud's metadata endpoints (unset or auto: in a pod)",
+        parse=values.auto_flag,
+        env="CLOUD_METADATA",
+        key="cloud_metadata",
+    ),
+    Setting(
+        field="heartbeat_seconds",
+        doc="discovery heartbeat (and cluster metadata) period",
+        parse=values.seconds(maximum=3600, positive=True),
+        env="HEARTBEAT_SECONDS",
+        key="heartbeat_seconds",
+    ),
+    Setting(
+        field="collection.anti_entropy_seconds",
+        doc="discovery re-sends everything with snapshots this often (0: never)",
+        parse=values.seconds(maximum=30 * 86400),
+        env="ANTI_ENTROPY_SECONDS",
+        key="anti_entropy_seconds",
+    ),
+    Setting(
+        field="kube_deadline_seconds",
+        doc="total time of one Kubernetes call other than a watch",
+        parse=values.seconds(maximum=600, positive=True),
+        env="KUBE_DEADLINE_SECONDS",
+        key="kube_deadline_seconds",
+    ),
+)
+FILE_KEYS = frozenset(setting.key for setting in SETTINGS if setting.key is not None)
+# Names people may put into config.yaml that only the environment carries: the declared
+# settings without a file key, and those read by the rules below.
+_ENVIRONMENT_ONLY = {
+    **{s.name: s.env for s in SETTINGS if s.key is None and s.env is not None},
+    "cluster_token": "CLUSTER_TOKEN",
+    "token": "CLUSTER_TOKEN",
+    "cluster_token_file": "CLUSTER_TOKEN_FILE",
+    "api_url": "API_URL",
+    "discovery_api_url": "DISCOVERY_API_URL",
+    "scaling_api_url": "SCALING_API_URL",
+}
+# Every environment variable the configuration reads (what the demo's agent must not inherit).
+ENVIRONMENT = frozenset(
+    {s.env for s in SETTINGS if s.env is not None} | {*_ENVIRONMENT_ONLY.values(), "CONFIG_FILE"}
+)
 
 
 def load_settings(
@@ -243,11 +430,18 @@ def load_settings(
 
 def load_collection_settings(
     environ: Mapping[str, str], *, config_file: str | None = None
-) -> CollectionSettings:
-    """Read and check the collector's settings only; the others are not looked at."""
+) -> PreviewSettings:
+    """Read and check the log level and the collection group only; the rest is not looked at."""
     with _token_scrubbed(environ):
         _, file_values = _config_file(config_file, environ)
-        return _collection(_Sources(environ, file_values))
+        read = _read(
+            _Sources(environ, file_values),
+            (s for s in SETTINGS if s.group == "collection" or s.field == "log_level"),
+        )
+        return PreviewSettings(
+            log_level=read.get(None, {}).get("log_level", Settings.log_level),
+            collection=CollectorSettings(**read.get("collection", {})),
+        )
 
 
 @contextmanager
@@ -292,14 +486,6 @@ def split_host_port(addr: str) -> tuple[str, int]:
 # --- assembling ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Raw:
-    """A value the user gave, and the name a message about it uses."""
-
-    value: object
-    label: str
-
-
 class _Sources:
     """Looks a setting up in the environment first, then in config.yaml."""
 
@@ -307,17 +493,30 @@ class _Sources:
         self._environ = environ
         self._file = file_values
 
-    def get(self, env: str | None, key: str | None = None) -> _Raw | None:
+    def get(self, env: str | None, key: str | None = None) -> Raw | None:
         if env is not None:
             value = _env(self._environ, env)
             if value is not None:
-                return _Raw(value, env)
+                return Raw(value, env)
         if key is not None and self._file.get(key) is not None:
-            return _Raw(self._file[key], f"{FILE_LABEL}: {key}")
+            return Raw(self._file[key], f"{FILE_LABEL}: {key}")
         return None
 
     def env(self, name: str) -> str | None:
         return _env(self._environ, name)
+
+
+def _read(src: _Sources, declared: Iterable[Setting]) -> dict[str | None, dict[str, Any]]:
+    """The values the user gave, by group (None: `Settings` itself) and field; the fields
+    left out keep their defaults."""
+    found: dict[str | None, dict[str, Any]] = {}
+    for setting in declared:
+        raw = src.get(setting.env, setting.key)
+        if raw is not None:
+            found.setdefault(setting.group, {})[setting.name] = setting.parse(raw)
+        elif setting.default is dataclasses.MISSING:
+            raise ConfigError(f"{setting.env or setting.key}: not set")
+    return found
 
 
 def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Settings:
@@ -325,101 +524,27 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
     path, file_values = _config_file(config_file, environ)
     src = _Sources(environ, file_values)
     token, token_file = _token(src)
-    insecure = _flag(src.get("MOONIN_INSECURE_HTTP"), False)
-    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=insecure)
-    collection = _collection(src)
+    read = _read(src, SETTINGS)
+    own = read.pop(None, {})
+    groups = {name: group(**read.get(name, {})) for name, group in GROUPS.items()}
+    # A queue chunk is cut to the batch limits, so a chunk always fits one batch.
+    shipping: ShipperSettings = groups["shipping"]
+    groups["queue"] = dataclasses.replace(
+        groups["queue"],
+        chunk_records=shipping.batch_max_records,
+        chunk_bytes=shipping.batch_max_bytes,
+    )
+    api: ApiSettings = groups["api"]
+    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=api.insecure_http)
     return Settings(
         role=checked_role,
         config_file=path,
-        log_level=collection.log_level,
-        health_addr=_health_addr(src.get("HEALTH_ADDR")),
-        pod_name=src.env("POD_NAME"),
-        pod_namespace=src.env("POD_NAMESPACE"),
-        project_id=_identifier(src, "PROJECT_ID"),
-        cluster_id=_identifier(src, "CLUSTER_ID"),
         token=token,
         token_file=token_file,
         discovery_api_url=discovery_url,
         scaling_api_url=scaling_url,
-        insecure_http=insecure,
-        ca_bundle=_ca_bundle(src.get("MOONIN_CA_BUNDLE", "ca_bundle")),
-        api_deadline_seconds=_seconds(
-            src.get("API_DEADLINE_SECONDS", "api_deadline_seconds"),
-            Settings.api_deadline_seconds,
-            maximum=600,
-            positive=True,
-        ),
-        api_max_answer_bytes=_integer(
-            src.get("API_MAX_ANSWER_BYTES", "api_max_answer_bytes"),
-            Settings.api_max_answer_bytes,
-            minimum=64 * 1024,
-            # The answer is held whole while it is decoded: it must fit the pod's memory.
-            maximum=64 * 1024 * 1024,
-        ),
-        queue_dir=_path(src.get("QUEUE_DIR", "queue_dir"), Settings.queue_dir),
-        queue_max_records=_integer(
-            src.get("QUEUE_MAX_RECORDS", "queue_max_records"), Settings.queue_max_records
-        ),
-        queue_max_bytes=_integer(
-            src.get("QUEUE_MAX_BYTES", "queue_max_bytes"), Settings.queue_max_bytes
-        ),
-        batch_max_records=_integer(
-            src.get("BATCH_MAX_RECORDS", "batch_max_records"), Settings.batch_max_records
-        ),
-        batch_max_bytes=_integer(
-            src.get("BATCH_MAX_BYTES", "batch_max_bytes"), Settings.batch_max_bytes
-        ),
-        linger_seconds=_seconds(
-            src.get("LINGER_SECONDS", "linger_seconds"), Settings.linger_seconds, maximum=60
-        ),
-        shutdown_ship_seconds=_seconds(
-            src.get("SHUTDOWN_SHIP_SECONDS", "shutdown_ship_seconds"),
-            Settings.shutdown_ship_seconds,
-            maximum=3600,
-        ),
-        ignore_namespaces=collection.ignore_namespaces,
-        ignore_resources=collection.ignore_resources,
-        ignore_node_labels=collection.ignore_node_labels,
-        collect_helm_releases=collection.collect_helm_releases,
-        collect_job_logs=collection.collect_job_logs,
-        collect_events=collection.collect_events,
-        leader_election=_optional_flag(src.get("LEADER_ELECTION", "leader_election")),
-        reconcile_interval_seconds=_seconds(
-            src.get("RECONCILE_INTERVAL_SECONDS", "reconcile_interval_seconds"),
-            Settings.reconcile_interval_seconds,
-            maximum=3600,
-            positive=True,
-        ),
-        cloud_metadata=_optional_flag(src.get("CLOUD_METADATA", "cloud_metadata")),
-        heartbeat_seconds=_seconds(
-            src.get("HEARTBEAT_SECONDS", "heartbeat_seconds"),
-            Settings.heartbeat_seconds,
-            maximum=3600,
-            positive=True,
-        ),
-        anti_entropy_seconds=_seconds(
-            src.get("ANTI_ENTROPY_SECONDS", "anti_entropy_seconds"),
-            Settings.anti_entropy_seconds,
-            maximum=30 * 86400,
-        ),
-        kube_deadline_seconds=_seconds(
-            src.get("KUBE_DEADLINE_SECONDS", "kube_deadline_seconds"),
-            Settings.kube_deadline_seconds,
-            maximum=600,
-            positive=True,
-        ),
-    )
-
-
-def _collection(src: _Sources) -> CollectionSettings:
-    return CollectionSettings(
-        log_level=_log_level(src.get("LOG_LEVEL", "log_level")),
-        ignore_namespaces=_names(src.get(None, "ignore_namespaces"), Settings.ignore_namespaces),
-        ignore_resources=_resource_globs(src.get("IGNORE_RESOURCES", "ignore_resources")),
-        ignore_node_labels=_names(src.get(None, "ignore_node_labels"), Settings.ignore_node_labels),
-        collect_helm_releases=_flag(src.get(None, "collect_helm_releases"), True),
-        collect_job_logs=_flag(src.get(None, "collect_job_logs"), True),
-        collect_events=_flag(src.get("COLLECT_EVENTS", "collect_events"), True),
+        **own,
+        **groups,
     )
 
 
@@ -434,7 +559,7 @@ def _role(role: str) -> Role:
     for known in ROLES:
         if role == known:
             return known
-    raise ConfigError(f"--role: expected one of {', '.join(ROLES)}, got {_describe(role)}")
+    raise ConfigError(f"--role: expected one of {', '.join(ROLES)}, got {describe(role)}")
 
 
 # --- config.yaml -----------------------------------------------------------------------------
@@ -443,7 +568,7 @@ def _role(role: str) -> Role:
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys: the second one would silently win."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -489,7 +614,7 @@ def _read_config_file(path: str, label: str) -> dict[str, object]:
     if data is None:  # empty, or only comments
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{label}: {path} must hold a mapping of settings, got {_describe(data)}")
+        raise ConfigError(f"{label}: {path} must hold a mapping of settings, got {describe(data)}")
     for key in data:
         _check_file_key(key)
     return data
@@ -497,7 +622,7 @@ def _read_config_file(path: str, label: str) -> dict[str, object]:
 
 def _check_file_key(key: object) -> None:
     if not isinstance(key, str):
-        raise ConfigError(f"{FILE_LABEL}: setting names are strings, got {_describe(key)}")
+        raise ConfigError(f"{FILE_LABEL}: setting names are strings, got {describe(key)}")
     if key in FILE_KEYS:
         return
     if key in _ENVIRONMENT_ONLY:
@@ -507,7 +632,7 @@ def _check_file_key(key: object) -> None:
         )
     close = difflib.get_close_matches(key, sorted(FILE_KEYS), n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    raise ConfigError(f"{FILE_LABEL}: unknown setting {_describe(key)}{hint}")
+    raise ConfigError(f"{FILE_LABEL}: unknown setting {describe(key)}{hint}")
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -521,18 +646,6 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 # --- identity and credentials ----------------------------------------------------------------
-
-
-def _identifier(src: _Sources, name: str) -> str:
-    value = src.env(name)
-    if value is None:
-        raise ConfigError(f"{name}: not set")
-    if not _IDENTIFIER.fullmatch(value) or _IDENTIFIER_FORBIDDEN & set(value):
-        raise ConfigError(
-            f"{name}: expected up to 256 visible ASCII characters without '/', '?', '#' "
-            f"or '%', got {_describe(value)}"
-        )
-    return value
 
 
 def _token(src: _Sources) -> tuple[str | None, str | None]:
@@ -626,219 +739,6 @@ def _api_url(src: _Sources, name: str, stream: Stream, *, insecure: bool) -> str
     if value is None:
         return DEFAULT_API_URLS[stream]
     try:
-        return _checked_url(value, insecure=insecure)
+        return checked_base_url(value, insecure_http=insecure)
     except ValueError as e:
         raise ConfigError(f"{name}: {e}") from None
-
-
-def _checked_url(value: str, *, insecure: bool) -> str:
-    """The URL without a trailing slash; ValueError with a message fit for the user."""
-    # A value with "@" may carry credentials: it is never echoed.
-    shown = "a value with '@' (not shown)" if "@" in value else _describe(value)
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 (parsing the port is the check)
-    except ValueError:
-        raise ValueError(f"not a valid URL, got {shown}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"expected an https:// URL with a host, got {shown}")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not contain credentials (user:password@); the token is separate")
-    if any(char.isspace() for char in value):
-        raise ValueError(f"contains whitespace, got {shown}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"must not have a query or fragment, got {shown}")
-    if scheme == "http" and not insecure:
-        raise ValueError(
-            "plain http:// is refused; set MOONIN_INSECURE_HTTP=true to allow it "
-            "(never in production)"
-        )
-    return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
-
-
-def _ca_bundle(raw: _Raw | None) -> str | None:
-    if raw is None:
-        return None
-    path = _path(raw, "")
-    if not os.path.exists(path):
-        raise _error(raw, f"{path} does not exist")
-    if not os.path.isfile(path):
-        raise _error(raw, f"{path} is not a file")
-    try:
-        ssl.create_default_context(cafile=path)
-    except ssl.SSLError as e:  # before OSError: it is one
-        raise _error(raw, f"{path} holds no usable PEM certificate ({e.reason or e})") from None
-    except OSError as e:
-        raise _error(raw, f"cannot read {path} ({e.strerror or e})") from None
-    return path
-
-
-# --- plain values ----------------------------------------------------------------------------
-
-
-def _error(raw: _Raw, problem: str) -> ConfigError:
-    return ConfigError(f"{raw.label}: {problem}")
-
-
-def _describe(value: object) -> str:
-    """A short, one-line rendering of what the user gave, for messages."""
-    if isinstance(value, str):
-        text = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "..."
-        return json.dumps(text)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
-
-
-def _integer(
-    raw: _Raw | None, default: int, *, minimum: int = 1, maximum: int | None = None
-) -> int:
-    if raw is None:
-        return default
-    value = raw.value
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str):
-        try:
-            number = int(value.strip())
-        except ValueError:
-            number = None
-    if number is None:
-        raise _error(raw, f"expected an integer, got {_describe(value)}")
-    if number < minimum:
-        raise _error(raw, f"must be at least {minimum}, got {number}")
-    if maximum is not None and number > maximum:
-        raise _error(raw, f"must be at most {maximum}, got {number}")
-    return number
-
-
-def _seconds(raw: _Raw | None, default: float, *, maximum: float, positive: bool = False) -> float:
-    if raw is None:
-        return default
-    value = raw.value
-    number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number):
-        raise _error(raw, f"expected a number of seconds, got {_describe(value)}")
-    if positive and number <= 0:
-        raise _error(raw, f"must be greater than 0, got {_describe(value)}")
-    if number < 0:
-        raise _error(raw, f"must not be negative, got {_describe(value)}")
-    if number > maximum:
-        raise _error(raw, f"must be at most {maximum:g}, got {_describe(value)}")
-    return number
-
-
-def _flag(raw: _Raw | None, default: bool) -> bool:
-    if raw is None:
-        return default
-    parsed = _parse_flag(raw.value)
-    if parsed is None:
-        raise _error(raw, f"expected true or false, got {_describe(raw.value)}")
-    return parsed
-
-
-def _optional_flag(raw: _Raw | None) -> bool | None:
-    """A flag where unset (or "auto") leaves the decision to the agent."""
-    if raw is None or (isinstance(raw.value, str) and raw.value.strip().lower() == "auto"):
-        return None
-    parsed = _parse_flag(raw.value)
-    if parsed is None:
-        raise _error(raw, f"expected true, false or auto, got {_describe(raw.value)}")
-    return parsed
-
-
-def _parse_flag(value: object) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    return None
-
-
-def _log_level(raw: _Raw | None) -> str:
-    if raw is None:
-        return "info"
-    level = raw.value.strip().lower() if isinstance(raw.value, str) else None
-    level = "warning" if level == "warn" else level
-    if level not in LOG_LEVELS:
-        raise _error(raw, f"expected one of {', '.join(LOG_LEVELS)}, got {_describe(raw.value)}")
-    return level
-
-
-def _health_addr(raw: _Raw | None) -> str:
-    if raw is None:
-        return Settings.health_addr
-    addr = str(raw.value)  # only the environment carries it
-    try:
-        split_host_port(addr)
-    except ValueError as e:
-        raise _error(raw, f"{e}, got {_describe(addr)}") from None
-    return addr
-
-
-def _path(raw: _Raw | None, default: str) -> str:
-    if raw is None:
-        return default
-    if not isinstance(raw.value, str) or not raw.value.strip():
-        raise _error(raw, f"expected a path, got {_describe(raw.value)}")
-    if "\0" in raw.value:
-        raise _error(raw, "a path cannot contain a NUL character")
-    return raw.value.strip()
-
-
-def _names(raw: _Raw | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """A list from the file, or comma-separated from the environment; replaces the default."""
-    if raw is None:
-        return default
-    value = raw.value
-    if isinstance(value, str):
-        items = [item.strip() for item in value.split(",") if item.strip()]
-    elif isinstance(value, list):
-        items = [_list_item(raw, index, item) for index, item in enumerate(value, start=1)]
-    else:
-        raise _error(raw, f"expected a list of strings, got {_describe(value)}")
-    for item in items:
-        if any(char.isspace() for char in item):
-            raise _error(raw, f"entry {_describe(item)} contains whitespace")
-    return tuple(dict.fromkeys(items))  # drop repeats, keep the order
-
-
-def _list_item(raw: _Raw, index: int, item: object) -> str:
-    if not isinstance(item, str) or not item.strip():
-        raise _error(raw, f"entry {index}: expected a non-empty string, got {_describe(item)}")
-    return item.strip()
-
-
-def _resource_globs(raw: _Raw | None) -> tuple[str, ...]:
-    if raw is None:
-        return Settings.ignore_resources
-    globs = _names(raw, Settings.ignore_resources)
-    for entry in globs:
-        try:
-            resource_globs.parse(entry)  # the one reading of a glob, every role's
-        except ValueError as exc:
-            raise _error(raw, f"entry {_describe(entry)}: {exc}") from None
-    return globs

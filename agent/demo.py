@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import inspect
+from agent import config, inspect
 from shipper.records import DISCOVERY, STREAMS
 
 if TYPE_CHECKING:
@@ -72,27 +72,12 @@ QUEUE_DEPTH = "moonin_agent_queue_records"
 DEAD_LETTERS = "moonin_agent_queue_dead_letters"
 
 # Inherited variables that would point the agent elsewhere or change what it shows: its
-# own settings, proxies (a proxy cannot reach this machine's 127.0.0.1), and the pod's
-# cluster (run in a pod, the agent would otherwise take the real API server over the
-# fake one).
-_DROPPED_PREFIXES = ("CLUSTER_", "QUEUE_", "MOONIN_", "BATCH_", "POD_", "KUBERNETES_")
-_DROPPED_SUFFIXES = ("API_URL", "_PROXY")
-_DROPPED_NAMES = frozenset(
-    {
-        "CONFIG_FILE",
-        "PROJECT_ID",
-        "KUBECONFIG",
-        "LOG_LEVEL",
-        "HEALTH_ADDR",
-        "IGNORE_RESOURCES",
-        "LEADER_ELECTION",
-        "LINGER_SECONDS",
-        "SHUTDOWN_SHIP_SECONDS",
-        "RECONCILE_INTERVAL_SECONDS",
-        "HEARTBEAT_SECONDS",
-        "CLOUD_METADATA",
-    }
-)
+# own settings, its cluster's kubeconfig, proxies (a proxy cannot reach this machine's
+# 127.0.0.1), and the pod's cluster (run in a pod, the agent would otherwise take the real
+# API server over the fake one).
+_DROPPED_NAMES = config.ENVIRONMENT | {"KUBECONFIG"}
+_DROPPED_PREFIXES = ("KUBERNETES_",)
+_DROPPED_SUFFIXES = ("_PROXY",)
 
 
 class DemoFailed(Exception):
@@ -471,7 +456,8 @@ class Demo:
 
     def _web_replicas(self) -> int | None:
         spec = self.kube.get("deployments", self._cluster.SHOP, self._cluster.WEB)["spec"]
-        return spec.get("replicas")
+        replicas: int | None = spec.get("replicas")
+        return replicas
 
     def _events(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.platform.events().values() if e["type"] == kind]

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import structlog
 
-from agent.config import CollectionSettings, ConfigError, Settings
-from collector.collector import Collector, CollectorSettings
-from collector.filters import Filters
+from agent.config import ConfigError, Settings
+from collector.collector import Collector
 from collector.heartbeat import Heartbeat
 from collector.leader import Acquisition, LeaderElector, LeaseSettings
 from collector.metadata import MetadataProbe
@@ -38,18 +37,6 @@ log = structlog.get_logger("agent.discovery")
 # Losing the Lease stops the collector at once; this long without it means it did not.
 LOST_LEASE_GRACE_SECONDS = 10.0
 LEASE_MARK = "lease_transitions"
-
-
-def collector_settings(settings: Settings | CollectionSettings) -> CollectorSettings:
-    """What the collector is told by the configuration (`run` and `preview` alike)."""
-    return CollectorSettings(
-        filters=Filters(
-            settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
-        ),
-        collect_helm_releases=settings.collect_helm_releases,
-        collect_job_logs=settings.collect_job_logs,
-        collect_events=settings.collect_events,
-    )
 
 
 def lease_namespace(settings: Settings) -> str:
@@ -90,9 +77,7 @@ class DiscoveryRole:
         self.identity = settings.pod_name or socket.gethostname()
         # The collector's per-object state sits beside the outbox, on the same volume.
         self.collector_settings = dataclasses.replace(
-            collector_settings(settings),
-            state_file=Path(settings.queue_dir) / "collector-state.sqlite",
-            anti_entropy_seconds=settings.anti_entropy_seconds,
+            settings.collection, state_file=Path(settings.queue_dir) / "collector-state.sqlite"
         )
         # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
         ask_cloud = settings.cloud_metadata

@@ -31,8 +31,8 @@ from typing import BinaryIO
 import msgspec
 import structlog
 
-from agent.config import CollectionSettings
-from agent.discovery import collector_settings
+from agent import exits
+from agent.config import PreviewSettings
 from agent.logs import configure_logging
 from collector.collector import Collector
 from collector.metadata import MetadataProbe
@@ -42,9 +42,6 @@ from kube.errors import KubeError
 from shipper.records import Record, encode
 
 log = structlog.get_logger("agent.preview")
-
-EXIT_BAD_CONFIGURATION = 2
-EXIT_FAILED = 1  # the cluster or stdout failed, not the user's input
 
 
 class PrintedRecords:
@@ -67,7 +64,7 @@ class PrintedRecords:
 
 
 def preview(
-    settings: CollectionSettings,
+    settings: PreviewSettings,
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -78,12 +75,12 @@ def preview(
     try:
         target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
     except KubeConfigError as exc:
-        return _fail(str(exc), EXIT_BAD_CONFIGURATION)
+        return exits.Failure(str(exc), exits.BAD_CONFIGURATION).report()
     api = KubeApi(target)
     collector = Collector(
         api,
         PrintedRecords(out or sys.stdout.buffer),
-        settings=collector_settings(settings),
+        settings=settings.collection,
     )
     try:
         forbidden = collector.list_once()
@@ -91,17 +88,14 @@ def preview(
         collector.cluster_metadata(MetadataProbe(enabled=False), leader=None)
         collector.coalescer.flush()
     except (KubeError, msgspec.DecodeError) as exc:
-        return _fail(f"cannot read the cluster: {exc}", EXIT_FAILED)
+        return exits.Failure(f"cannot read the cluster: {exc}", exits.FAILED).report()
     finally:
         api.close()
     written = collector.coalescer.reporter.snapshot()
     if not written.health.ok:  # stdout refused the lines (a closed pipe)
-        return _fail(written.health.reason or "cannot write the records", EXIT_FAILED)
+        return exits.Failure(
+            written.health.reason or "cannot write the records", exits.FAILED
+        ).report()
     records = written.counters.get("records_enqueued", 0)
     log.info("preview_done", records=records, forbidden=forbidden)
-    return 0
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"moonin-agent: {' '.join(message.splitlines())}", file=sys.stderr)
-    return code
+    return exits.OK

@@ -16,7 +16,9 @@ import msgspec
 import structlog
 from kubernetes import client
 
+from agent import exits
 from agent.config import Settings
+from agent.delivery import open_delivery
 from agent.logs import configure_logging
 from kube import official
 from kube.cluster import KubeConfigError, load_target
@@ -50,7 +52,6 @@ def revert_all_now(
     `shutdown_ship_seconds`; what is not delivered by then waits there. Prints one JSON
     object (`reverted`, `failed`); exit 0 when every HPA was reverted. `dry_run` logs
     each change instead, and writes nothing: no queue, no store, no event."""
-    from agent.run import EXIT_BAD_CONFIGURATION, EXIT_STARTUP_FAILED, open_delivery
 
     token = TokenSource(value=settings.token, file=settings.token_file)
     configure_logging(settings.log_level, secrets=token.secrets)
@@ -58,8 +59,7 @@ def revert_all_now(
         # The cluster `run` would pick, by the same rule (kube/__init__.py).
         kube = official.api_client(load_target(os.environ, kubeconfig=kubeconfig, context=context))
     except KubeConfigError as exc:
-        print(f"moonin-agent: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIGURATION
+        return exits.Failure(exc, exits.BAD_CONFIGURATION).report()
     delivery = None
     outbox: EventSink
     if dry_run:
@@ -71,16 +71,14 @@ def revert_all_now(
             delivery = open_delivery(settings, token)
             store = Store(Path(settings.queue_dir) / FILE_NAME)
         except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
-            print(f"moonin-agent: {exc}", file=sys.stderr)
-            return EXIT_STARTUP_FAILED
+            return exits.Failure(exc, exits.FAILED).report()
         delivery.start()
         target = KubeApi(kube, deadline_seconds=settings.kube_deadline_seconds)
         outbox = delivery.outbox[SCALING]
     try:
         report = revert_all(kube=target, outbox=outbox, store=store, cluster_id=settings.cluster_id)
     except KubeError as exc:  # the cluster cannot be reached: one line, exit 1
-        print(f"moonin-agent: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILED
+        return exits.Failure(exc, exits.FAILED).report()
     finally:
         store.close()
         if delivery is not None:
@@ -90,7 +88,7 @@ def revert_all_now(
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
     )
-    return 0 if report.ok else 1
+    return exits.OK if report.ok else exits.FAILED
 
 
 class ScalingRole:
@@ -114,7 +112,7 @@ class ScalingRole:
             outbox=DryRunEvents() if dry_run else outbox,
             store_path=IN_MEMORY if dry_run else Path(settings.queue_dir) / FILE_NAME,
             cluster_id=settings.cluster_id,
-            ignore_resources=settings.ignore_resources,
+            ignore_resources=settings.collection.ignore_resources,
             interval=settings.reconcile_interval_seconds,
         )
 

@@ -122,9 +122,10 @@ import httpx
 import msgspec
 
 from agent import inspect
-from collector.collector import Collector, CollectorSettings
+from collector.collector import Collector
 from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
+from collector.settings import CollectorSettings
 from kube.api import KubeApi
 from sandbox.kube import auth
 from sandbox.kube.synthetic import SyntheticSpec

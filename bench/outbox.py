@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 import persistqueue
 
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, Record, encode, new_id, utc_timestamp
 from shipper.shipper import ShipperSettings, StreamShipper
@@ -94,7 +94,7 @@ def client(url: str) -> ApiClient:
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True),
     )
 
 

@@ -36,8 +36,7 @@ import threading
 import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -46,7 +45,7 @@ import structlog
 from collector import resources, sanitize
 from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
-from collector.informer import Informer, InformerSettings
+from collector.informer import Informer
 from collector.metadata import MetadataProbe, NodeHint
 from collector.model import ObjectMeta, delete, event, upsert
 from collector.normalize import (
@@ -68,6 +67,7 @@ from collector.normalize import (
 from collector.normalize.base import Context, ObjectTooLarge
 from collector.relations import Relations
 from collector.resources import Resource
+from collector.settings import CollectorSettings
 from collector.state import StateStore
 from kube.api import KubeApi
 from kube.errors import AnswerTooLarge, Forbidden, KubeError, NotFound
@@ -76,27 +76,6 @@ from runtime.health import HealthReporter
 from shipper.records import Record, new_id
 
 log = structlog.get_logger("collector")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CollectorSettings:
-    filters: Filters = field(default_factory=lambda: Filters((), (), ()))
-    collect_helm_releases: bool = True
-    collect_job_logs: bool = True
-    collect_events: bool = True
-    """Watch Warning Events for the pod errors only they tell (`collector.normalize.pod_event`)."""
-    flush_seconds: float = 1.0
-    flush_max_records: int = 1000
-    """A buffer this full is committed at once (bounds its memory during lists)."""
-    warm_up_timeout_seconds: float = 120.0
-    pages_in_memory: int = 1
-    """List pages (up to a few MB each) held at once across all informers."""
-    state_file: Path | None = None
-    """Where the per-object state lives (`collector.state`); None: in memory."""
-    anti_entropy_seconds: float = 0.0
-    """Every this long, everything is sent again with snapshots, one resource at a time
-    (0: never)."""
-    informer: InformerSettings = field(default_factory=InformerSettings)
 
 
 # Listed first, in this order, each group once the one before has listed; then the rest.
@@ -330,6 +309,9 @@ class Collector:
     def __init__(self, api: KubeApi, outbox: Destination, *, settings: CollectorSettings) -> None:
         self.api = api
         self.settings = settings
+        self.filters = Filters(
+            settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
+        )
         self.lock = threading.RLock()
         self.reporter = HealthReporter("collector")
         self.state = StateStore(settings.state_file)
@@ -353,7 +335,7 @@ class Collector:
             lookups=self.relations,
             fetch_logs=self._fetch_logs,
             fetch_secret=self._fetch_secret,
-            ignore_node_labels=frozenset(settings.filters.ignored_node_labels),
+            ignore_node_labels=frozenset(self.filters.ignored_node_labels),
             collect_job_logs=settings.collect_job_logs,
             collect_helm_releases=settings.collect_helm_releases,
         )
@@ -441,7 +423,7 @@ class Collector:
             table.append(
                 Source(
                     resources.EVENTS,
-                    pod_event.PodEventNormalizer(pods, self.state.events, self.settings.filters),
+                    pod_event.PodEventNormalizer(pods, self.state.events, self.filters),
                 )
             )
         if self.settings.collect_helm_releases:
@@ -668,7 +650,7 @@ class Collector:
     # -- what sinks call (lock held) -----------------------------------------------------
 
     def ignored(self, kind: str, meta: ObjectMeta) -> bool:
-        return self.settings.filters.skip(kind, meta.namespace, meta.name)
+        return self.filters.skip(kind, meta.namespace, meta.name)
 
     def offer(self, records: Iterable[Record]) -> None:
         for record in records:

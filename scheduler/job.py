@@ -134,7 +134,7 @@ class ScalingJob:
         store_path: str | Path,
         cluster_id: str,
         ignore_resources: Iterable[str] = (),
-        interval: float = 30.0,
+        interval: float,
         reporter: HealthReporter | None = None,
     ) -> None:
         # Ten missed cycles mean a stuck loop. A run waits on the network for at most half

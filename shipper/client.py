@@ -17,7 +17,8 @@ records or events is delivered once the status line says 2xx: its answer is read
 the connection can be used again, and a bad one is ignored.
 
 How it fails: construction raises ValueError (`InsecureURLError` for a URL scheme that is
-not allowed) for bad settings, before any request. A request either returns or raises one
+not allowed) for bad settings, before any request; the URL rules are `checked_base_url`,
+which the agent's configuration applies at start-up too. A request either returns or raises one
 of the `shipper.errors` classes; httpx's own exceptions are translated in one function
 (`ApiClient._request`) and chained. Error messages name the method and URL, never the
 token, and carry at most a short, redacted piece of the response body.
@@ -26,14 +27,16 @@ token, and carry at most a short, redacted piece of the response body.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import ssl
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -65,9 +68,6 @@ from shipper.token import TokenSource
 
 GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
 CONNECT_TIMEOUT = 10.0
-DEADLINE_SECONDS = 30.0
-# Templates and actions: a few thousand templates fit in a few MiB.
-MAX_ANSWER_BYTES = 8 << 20
 # The heartbeat's answer is `{}` or `{"resync": true}`; batch answers are not used.
 SMALL_ANSWER_BYTES = 64 << 10
 # How long an unused answer (after a 2xx on a batch) is read, so the connection can serve
@@ -86,7 +86,9 @@ _SHORTEST_TOKEN_PART = 4
 _DELTA_SECONDS = re.compile(r"[0-9]+")
 # httpx would percent-encode these into a host name that can never resolve.
 _BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
+_SHOWN_CHARS = 60  # of a URL in a message
 _json = msgspec.json.Encoder()
+_T = TypeVar("_T")
 
 
 class _Templates(msgspec.Struct):
@@ -107,6 +109,24 @@ _OBJECT = msgspec.json.Decoder(dict[str, Any])
 RequestObserver = Callable[[str, str, float], None]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ApiSettings:
+    """How a client reaches the Moonin APIs; the agent's settings hold one as they are."""
+
+    insecure_http: bool = False
+    """Allow plain http:// base URLs (tests and demos only)."""
+    ca_bundle: str | None = None
+    """PEM file of the CAs to trust instead of the system's."""
+    deadline_seconds: float = 30.0
+    """Total time of one call: connecting, sending and the whole answer."""
+    max_answer_bytes: int = 8 << 20
+    """Bytes a templates or actions answer may have, counted after decompression (a few
+    thousand templates fit in a few MiB)."""
+
+
+DEFAULT_SETTINGS = ApiSettings()
+
+
 class ApiClient:
     """A keep-alive HTTPS client for one Moonin API (discovery or scaling) and one cluster."""
 
@@ -117,19 +137,19 @@ class ApiClient:
         project_id: str,
         cluster_id: str,
         token: TokenSource,
-        insecure_http: bool = False,
-        ca_bundle: str | None = None,
+        settings: ApiSettings = DEFAULT_SETTINGS,
         timeout: float = 30.0,
-        deadline_seconds: float = DEADLINE_SECONDS,
-        max_answer_bytes: int = MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         observe: RequestObserver | None = None,
     ) -> None:
-        if deadline_seconds <= 0 or max_answer_bytes <= 0:
+        if settings.deadline_seconds <= 0 or settings.max_answer_bytes <= 0:
             raise ValueError("the deadline and the answer limit must be positive")
-        self._base = _checked_base_url(base_url, insecure_http=insecure_http)
-        self._deadline_seconds = deadline_seconds
-        self._max_answer_bytes = max_answer_bytes
+        try:
+            self._base = checked_base_url(base_url, insecure_http=settings.insecure_http)
+        except ValueError as e:
+            raise type(e)(f"API_URL {shown_url(base_url.strip())}: {e}") from None
+        self._deadline_seconds = settings.deadline_seconds
+        self._max_answer_bytes = settings.max_answer_bytes
         self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
@@ -140,6 +160,7 @@ class ApiClient:
             + b',"cluster_id":'
             + _json.encode(cluster_id)
         )
+        ca_bundle = settings.ca_bundle
         verify: ssl.SSLContext | bool = _ssl_context(ca_bundle) if ca_bundle else True
         # trust_env stays on so HTTPS_PROXY/HTTP_PROXY/NO_PROXY apply (and, without a CA
         # bundle, SSL_CERT_FILE/SSL_CERT_DIR); httpx ignores the environment's proxies only
@@ -354,8 +375,8 @@ class ApiClient:
         return RetryLater(f"{method} {url} failed: {type(error).__name__}: {detail}")
 
     def _decode(
-        self, decoder: msgspec.json.Decoder[Any], content: bytes | bytearray, path: str
-    ) -> Any:
+        self, decoder: msgspec.json.Decoder[_T], content: bytes | bytearray, path: str
+    ) -> _T:
         try:
             return decoder.decode(content)
         except msgspec.DecodeError as e:
@@ -478,39 +499,51 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def _checked_base_url(base_url: str, *, insecure_http: bool) -> str:
+def checked_base_url(value: str, *, insecure_http: bool) -> str:
+    """The rules of a Moonin API base URL, for the client and the configuration alike.
+
+    Returns the URL without a trailing slash. Raises ValueError (`InsecureURLError` when
+    the scheme is the problem) with a message fit to follow the setting's name; a value
+    holding "@" may carry credentials and is never repeated.
+    """
+    value = value.strip()
+    shown = shown_url(value)
     try:
-        parts = urlsplit(base_url.strip())
+        parts = urlsplit(value)
         parts.port  # noqa: B018 (parsing the port is part of the check)
-    except ValueError as e:
-        raise ValueError(f"API_URL is not a valid URL: {e}") from None
+    except ValueError:
+        raise ValueError(f"not a valid URL, got {shown}") from None
     if parts.username is not None or parts.password is not None:
-        # The URL appears in error messages and logs; credentials must not, so this
-        # message does not repeat it.
-        raise ValueError("API_URL must not contain credentials (user:password@)")
+        raise ValueError("must not contain credentials (user:password@); the token is separate")
     scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise InsecureURLError(f"expected an https:// URL with a host, got {shown}")
+    if not parts.hostname:
+        raise ValueError(f"expected an https:// URL with a host, got {shown}")
+    if any(char.isspace() for char in value):
+        raise ValueError(f"contains whitespace, got {shown}")
+    if _BAD_HOST.search(parts.hostname):
+        raise ValueError(f"has an invalid host name, got {shown}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"must not have a query or fragment, got {shown}")
     if scheme == "http" and not insecure_http:
         raise InsecureURLError(
-            f"API_URL {base_url} uses plain http://; set MOONIN_INSECURE_HTTP=true to allow "
-            "it (never in production)"
+            "plain http:// is refused; set MOONIN_INSECURE_HTTP=true to allow it "
+            "(never in production)"
         )
-    if scheme not in ("http", "https"):
-        raise InsecureURLError(
-            f"API_URL {base_url!r} must be an https:// URL (http:// only with "
-            "MOONIN_INSECURE_HTTP=true)"
-        )
-    if not parts.hostname:
-        raise ValueError(f"API_URL {base_url!r} has no host name")
-    if _BAD_HOST.search(parts.hostname):
-        raise ValueError(f"API_URL {base_url!r} has an invalid host name")
-    if parts.query or parts.fragment:
-        raise ValueError(f"API_URL {base_url!r} must not have a query or fragment")
     normalized = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}"
     try:
         httpx.URL(normalized)
-    except httpx.InvalidURL as e:
-        raise ValueError(f"API_URL {base_url!r} is not a valid URL: {e}") from None
+    except httpx.InvalidURL:
+        raise ValueError(f"not a valid URL, got {shown}") from None
     return normalized
+
+
+def shown_url(value: str) -> str:
+    """A URL as messages show it: quoted and cut short, or not at all when it has "@"."""
+    if "@" in value:
+        return "a value with '@' (not shown)"
+    return json.dumps(value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "...")
 
 
 def _ssl_context(ca_bundle: str) -> ssl.SSLContext:

@@ -1,6 +1,6 @@
 """A producer and the real shipper in one process, for tests that kill or inspect it.
 
-Configured like the agent (environment, `agent.config`, `agent.run.open_delivery`); it
+Configured like the agent (environment, `agent.config`, `agent.delivery.open_delivery`); it
 commits records into the discovery outbox and, only after `put` returned, appends their
 ids to a log file: that log is the list of records the outbox promised to deliver.
 
@@ -12,13 +12,14 @@ records, waits until the outbox is empty, prints "drained" and exits.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import sys
 import time
 
 from agent.config import load_settings
-from agent.run import open_delivery
+from agent.delivery import open_delivery
 from shipper.records import DISCOVERY, Record, utc_timestamp
 from shipper.shipper import ShipperSettings
 from shipper.token import TokenSource
@@ -37,7 +38,7 @@ def main() -> int:
     total = int(sys.argv[3]) if len(sys.argv) > 3 else None
     settings = load_settings("discovery", os.environ)
     token = TokenSource(value=settings.token, file=settings.token_file)
-    delivery = open_delivery(settings, token, shipping=FAST_SHIPPING)
+    delivery = open_delivery(dataclasses.replace(settings, shipping=FAST_SHIPPING), token)
     stream = delivery.outbox[DISCOVERY]
     print("opened", stream.stats().records, flush=True)
     delivery.start()

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from runtime.version import VERSION
-from shipper.client import ApiClient, parse_retry_after
+from shipper.client import ApiClient, ApiSettings, parse_retry_after
 from shipper.errors import (
     CredentialsRejected,
     InsecureURLError,
@@ -432,7 +432,7 @@ def test_a_real_refused_connection_is_retried_later() -> None:
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True),
         timeout=5,
     )
     with client, pytest.raises(RetryLater) as caught:
@@ -629,7 +629,9 @@ def test_plain_http_is_refused_without_the_switch() -> None:
 
 def test_plain_http_is_allowed_with_the_switch() -> None:
     recorder = Recorder(ok({}))
-    with make_client(recorder, base_url="http://moonin.test", insecure_http=True) as client:
+    with make_client(
+        recorder, base_url="http://moonin.test", settings=ApiSettings(insecure_http=True)
+    ) as client:
         client.heartbeat({})
     assert recorder.last.url == "http://moonin.test/v1/clusters/c-1/heartbeat"
 
@@ -637,7 +639,7 @@ def test_plain_http_is_allowed_with_the_switch() -> None:
 @pytest.mark.parametrize("url", ["ftp://moonin.test", "moonin.test", "ws://moonin.test", ""])
 def test_other_schemes_are_refused(url: str) -> None:
     with pytest.raises(InsecureURLError, match="https://"):
-        make_client(Recorder(ok({})), base_url=url, insecure_http=True)
+        make_client(Recorder(ok({})), base_url=url, settings=ApiSettings(insecure_http=True))
 
 
 @pytest.mark.parametrize(
@@ -697,16 +699,16 @@ def test_path_segments_are_quoted(cluster_id: str, raw_path: bytes) -> None:
 def test_a_missing_ca_bundle_is_refused_at_construction(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     with pytest.raises(ValueError, match=r"CA bundle .* does not exist"):
-        make_client(Recorder(ok({})), ca_bundle=str(missing))
+        make_client(Recorder(ok({})), settings=ApiSettings(ca_bundle=str(missing)))
 
 
 def test_a_ca_bundle_without_certificates_is_refused_at_construction(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pem"
     bad.write_text("not a certificate\n")
     with pytest.raises(ValueError, match="no usable PEM certificate"):
-        make_client(Recorder(ok({})), ca_bundle=str(bad))
+        make_client(Recorder(ok({})), settings=ApiSettings(ca_bundle=str(bad)))
     with pytest.raises(ValueError, match="cannot be read"):
-        make_client(Recorder(ok({})), ca_bundle=str(tmp_path))
+        make_client(Recorder(ok({})), settings=ApiSettings(ca_bundle=str(tmp_path)))
 
 
 # -- token rotation -------------------------------------------------------------------------
@@ -904,7 +906,7 @@ def _real_client(base_url: str) -> ApiClient:
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True),
         timeout=5,
     )
 
@@ -960,7 +962,7 @@ def test_a_ca_bundle_keeps_the_environment_proxies(
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        ca_bundle=str(bundle),
+        settings=ApiSettings(ca_bundle=str(bundle)),
         timeout=5,
     )
     with client, pytest.raises(RetryLater):

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.platform import Drip, FakePlatform, GzipBomb
 from sandbox.tls import TLSAuthority
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.errors import AnswerOverLimit, CredentialsRejected, DeadlineExceeded, Misconfigured
 from shipper.records import Record, ScalingEvent, encode, new_id, utc_timestamp
 from shipper.token import TokenSource
@@ -48,16 +48,17 @@ def ca_bundle(authority: TLSAuthority, tmp_path: Path) -> str:
     return str(authority.write_ca_bundle(tmp_path / "moonin-ca.pem"))
 
 
-def client_for(platform: FakePlatform, **kwargs: Any) -> ApiClient:
-    settings: dict[str, Any] = {
-        "base_url": platform.url,
-        "project_id": platform.project_id,
-        "cluster_id": platform.cluster_id,
-        "token": TokenSource(value=TOKEN),
-        "timeout": 10,
-    }
-    settings.update(kwargs)
-    return ApiClient(**settings)
+def client_for(
+    platform: FakePlatform, *, token: TokenSource | None = None, **api: Any
+) -> ApiClient:
+    return ApiClient(
+        base_url=platform.url,
+        project_id=platform.project_id,
+        cluster_id=platform.cluster_id,
+        token=token or TokenSource(value=TOKEN),
+        settings=ApiSettings(**api),
+        timeout=10,
+    )
 
 
 def deployment(name: str, **data: Any) -> bytes:

@@ -14,10 +14,10 @@ import pytest
 import structlog.testing
 
 from collector import model
-from collector.collector import Collector, CollectorSettings
-from collector.filters import Filters
+from collector.collector import Collector
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
+from collector.settings import CollectorSettings
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
@@ -28,7 +28,13 @@ from tests import cluster_objects
 from tests.informer_harness import FAST
 from tests.waiting import wait_until
 
-SETTINGS = CollectorSettings(flush_seconds=0.05, informer=FAST, warm_up_timeout_seconds=10)
+SETTINGS = CollectorSettings(
+    ignore_namespaces=(),
+    anti_entropy_seconds=0,
+    flush_seconds=0.05,
+    informer=FAST,
+    warm_up_timeout_seconds=10,
+)
 
 
 class Received:
@@ -184,7 +190,7 @@ def test_ignored_namespaces_and_resources_never_leave(
     kube.create(cluster_objects.deployment("web"))
     kube.create(cluster_objects.deployment("debug"))
     settings = dataclasses.replace(
-        SETTINGS, filters=Filters(["kube-system"], ["deployment/shop/debug"], [])
+        SETTINGS, ignore_namespaces=("kube-system",), ignore_resources=("deployment/shop/debug",)
     )
     start(settings)
     received = Received(outbox)
@@ -546,8 +552,13 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
     skipped = kube.create(cluster_objects.creating_pod("web-5d8f7c9b6", rs["metadata"]["uid"]))
     kube.create(cluster_objects.warning_event(skipped, "FailedMount", mount))
-    filters = Filters(["scratch"], [f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n"], [])
-    start(dataclasses.replace(SETTINGS, filters=filters))
+    start(
+        dataclasses.replace(
+            SETTINGS,
+            ignore_namespaces=("scratch",),
+            ignore_resources=(f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n",),
+        )
+    )
     received = Received(outbox)
 
     def from_events() -> list[dict[str, Any]]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
 from agent.config import (
     DEFAULT_API_URLS,
+    SETTINGS,
     ConfigError,
+    Setting,
     Settings,
     api_url_for,
     load_settings,
@@ -49,29 +52,29 @@ def test_the_chart_minimum_gives_the_documented_defaults() -> None:
     assert (settings.project_id, settings.cluster_id, settings.token) == ("p-1", "c-1", TOKEN)
     assert settings.token_file is None
     assert api_url_for(settings, "discovery") == "https://api-discover.moonin.app"
-    assert settings.insecure_http is False
-    assert settings.ca_bundle is None
+    assert settings.api.insecure_http is False
+    assert settings.api.ca_bundle is None
     assert settings.queue_dir == "/var/lib/moonin-agent/queue"
-    assert settings.queue_max_records == 1_000_000
-    assert settings.queue_max_bytes == 400 * 1024 * 1024
-    assert settings.batch_max_records == 500
-    assert settings.batch_max_bytes == 1024 * 1024
-    assert settings.linger_seconds == 0.2
+    assert settings.queue.max_records == 1_000_000
+    assert settings.queue.max_bytes == 400 * 1024 * 1024
+    assert settings.shipping.batch_max_records == 500
+    assert settings.shipping.batch_max_bytes == 1024 * 1024
+    assert settings.shipping.linger_seconds == 0.2
     assert settings.shutdown_ship_seconds == 10
     assert settings.reconcile_interval_seconds == 30
     assert settings.log_level == "info"
     assert settings.health_addr == "0.0.0.0:8080"
-    assert settings.ignore_namespaces == ("kube-system",)
-    assert settings.ignore_resources == ()
-    assert settings.ignore_node_labels == ()
-    assert settings.collect_helm_releases is True
-    assert settings.collect_job_logs is True
-    assert settings.collect_events is True
+    assert settings.collection.ignore_namespaces == ("kube-system",)
+    assert settings.collection.ignore_resources == ()
+    assert settings.collection.ignore_node_labels == ()
+    assert settings.collection.collect_helm_releases is True
+    assert settings.collection.collect_job_logs is True
+    assert settings.collection.collect_events is True
     assert settings.leader_election is None
     assert settings.config_file is None
     assert settings.pod_name is None and settings.pod_namespace is None
-    assert settings.api_deadline_seconds == 30
-    assert settings.api_max_answer_bytes == 8 * 1024 * 1024
+    assert settings.api.deadline_seconds == 30
+    assert settings.api.max_answer_bytes == 8 * 1024 * 1024
     assert settings.kube_deadline_seconds == 60
 
 
@@ -137,7 +140,7 @@ def test_plain_http_is_allowed_with_the_insecure_switch() -> None:
     settings = load_settings(
         "discovery", env(API_URL="http://127.0.0.1:8081", MOONIN_INSECURE_HTTP="true")
     )
-    assert settings.insecure_http is True
+    assert settings.api.insecure_http is True
     assert api_url_for(settings, "discovery") == "http://127.0.0.1:8081"
 
 
@@ -275,21 +278,21 @@ kube_deadline_seconds: 20
 """,
     )
     settings = load_settings("discovery", env(), config_file=path)
-    assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (45, 2 << 20)
+    assert (settings.api.deadline_seconds, settings.api.max_answer_bytes) == (45, 2 << 20)
     assert settings.kube_deadline_seconds == 20
     assert settings.log_level == "debug"
-    assert settings.ignore_namespaces == ("kube-system", "monitoring")
-    assert settings.ignore_resources == ("job/*", "deployment/shop/*")
-    assert settings.ignore_node_labels == ("kubernetes.io/hostname",)
+    assert settings.collection.ignore_namespaces == ("kube-system", "monitoring")
+    assert settings.collection.ignore_resources == ("job/*", "deployment/shop/*")
+    assert settings.collection.ignore_node_labels == ("kubernetes.io/hostname",)
     assert settings.queue_dir == "/data/queue"
-    assert (settings.queue_max_records, settings.queue_max_bytes) == (5000, 1048576)
-    assert (settings.batch_max_records, settings.batch_max_bytes) == (100, 65536)
-    assert settings.linger_seconds == 0.5
+    assert (settings.queue.max_records, settings.queue.max_bytes) == (5000, 1048576)
+    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (100, 65536)
+    assert settings.shipping.linger_seconds == 0.5
     assert settings.shutdown_ship_seconds == 20
     assert settings.reconcile_interval_seconds == 15
-    assert settings.collect_helm_releases is False
-    assert settings.collect_job_logs is False
-    assert settings.collect_events is False
+    assert settings.collection.collect_helm_releases is False
+    assert settings.collection.collect_job_logs is False
+    assert settings.collection.collect_events is False
     assert settings.leader_election is True
 
 
@@ -311,31 +314,31 @@ def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
         config_file=path,
     )
     assert settings.log_level == "error"
-    assert settings.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
-    assert settings.queue_max_bytes == 2000
+    assert settings.collection.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
+    assert settings.queue.max_bytes == 2000
     assert settings.leader_election is False
     assert settings.queue_dir == "/from/env"
 
 
 def test_collect_events_comes_from_the_environment_or_the_file(tmp_path: Path) -> None:
     path = write_config(tmp_path, "collect_events: false\n")
-    assert load_settings("discovery", env(), config_file=path).collect_events is False
+    assert load_settings("discovery", env(), config_file=path).collection.collect_events is False
     on = load_settings("discovery", env(COLLECT_EVENTS="true"), config_file=path)
-    assert on.collect_events is True
-    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collect_events is False
+    assert on.collection.collect_events is True
+    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collection.collect_events is False
     message = config_error(environ=env(COLLECT_EVENTS="sometimes"))
     assert message == 'COLLECT_EVENTS: expected true or false, got "sometimes"'
 
 
 def test_an_empty_list_in_the_file_replaces_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces: []\n")
-    assert load_settings("discovery", env(), config_file=path).ignore_namespaces == ()
+    assert load_settings("discovery", env(), config_file=path).collection.ignore_namespaces == ()
 
 
 def test_a_null_value_in_the_file_keeps_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces:\nlog_level: null\n")
     settings = load_settings("discovery", env(), config_file=path)
-    assert settings.ignore_namespaces == ("kube-system",)
+    assert settings.collection.ignore_namespaces == ("kube-system",)
     assert settings.log_level == "info"
 
 
@@ -448,7 +451,7 @@ def test_a_directory_as_config_file_is_an_error(tmp_path: Path) -> None:
 )
 def test_booleans_accept_the_usual_spellings(text: str, expected: bool) -> None:
     settings = load_settings("discovery", env(MOONIN_INSECURE_HTTP=text, LEADER_ELECTION=text))
-    assert settings.insecure_http is expected
+    assert settings.api.insecure_http is expected
     assert settings.leader_election is expected
 
 
@@ -510,11 +513,11 @@ def test_numbers_from_the_environment_are_parsed() -> None:
             KUBE_DEADLINE_SECONDS="90",
         ),
     )
-    assert (settings.api_deadline_seconds, settings.api_max_answer_bytes) == (12.5, 1 << 20)
+    assert (settings.api.deadline_seconds, settings.api.max_answer_bytes) == (12.5, 1 << 20)
     assert settings.kube_deadline_seconds == 90
-    assert (settings.queue_max_records, settings.queue_max_bytes) == (10, 4096)
-    assert (settings.batch_max_records, settings.batch_max_bytes) == (2, 2048)
-    assert settings.linger_seconds == 0
+    assert (settings.queue.max_records, settings.queue.max_bytes) == (10, 4096)
+    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (2, 2048)
+    assert settings.shipping.linger_seconds == 0
     assert settings.shutdown_ship_seconds == 2.5
     assert settings.reconcile_interval_seconds == 0.5
 
@@ -549,7 +552,7 @@ def test_a_malformed_ignore_resources_entry_is_named(entry: str) -> None:
 
 def test_ignore_resources_accepts_any_kind_and_namespaced_globs() -> None:
     settings = load_settings("discovery", env(IGNORE_RESOURCES="*/kube-*,network_policy/*"))
-    assert settings.ignore_resources == ("*/kube-*", "network_policy/*")
+    assert settings.collection.ignore_resources == ("*/kube-*", "network_policy/*")
 
 
 def test_a_ca_bundle_that_does_not_exist_is_named(tmp_path: Path) -> None:
@@ -570,9 +573,9 @@ def test_a_valid_ca_bundle_is_kept_and_the_file_key_works(tmp_path: Path) -> Non
     trustme = pytest.importorskip("trustme")
     path = tmp_path / "ca.pem"
     trustme.CA().cert_pem.write_to_path(str(path))
-    assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).ca_bundle == str(path)
+    assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).api.ca_bundle == str(path)
     config = write_config(tmp_path, f"ca_bundle: {path}\n")
-    assert load_settings("discovery", env(), config_file=config).ca_bundle == str(path)
+    assert load_settings("discovery", env(), config_file=config).api.ca_bundle == str(path)
 
 
 def test_discovery_knobs_for_the_heartbeat_and_cloud_metadata() -> None:
@@ -582,3 +585,50 @@ def test_discovery_knobs_for_the_heartbeat_and_cloud_metadata() -> None:
     assert (tuned.heartbeat_seconds, tuned.cloud_metadata) == (5.0, False)
     assert config_error(environ=env(HEARTBEAT_SECONDS="0")).startswith("HEARTBEAT_SECONDS:")
     assert config_error(environ=env(CLOUD_METADATA="maybe")).startswith("CLOUD_METADATA:")
+
+
+# --- the README ----------------------------------------------------------------------------------
+
+
+def readme_rows() -> list[list[str]]:
+    """The cells of the README's configuration table, one list per row."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    table = text.split("| environment | config.yaml | default | meaning |", 1)[1]
+    rows = []
+    for line in table.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))])
+    return rows
+
+
+def shown_default(value: object) -> str | None:
+    """How the README writes a default; None: in words of its own (decided at start-up)."""
+    if value is dataclasses.MISSING:
+        return "required"
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, str):
+        return f"`{value}`"
+    if isinstance(value, tuple):
+        return f"`[{', '.join(value)}]`" if value else "none"
+    return str(value)
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda setting: setting.field)
+def test_the_readme_lists_every_setting_with_its_default(setting: Setting) -> None:
+    rows = [
+        row
+        for row in readme_rows()
+        if (setting.env is None or f"`{setting.env}`" in row[0])
+        and (setting.key is None or f"`{setting.key}`" in row[1])
+        and (setting.env is not None or row[0] == "")
+    ]
+    assert len(rows) == 1, f"README: no single row for {setting.env or setting.key}"
+    default = shown_default(setting.default)
+    if default is not None:
+        assert rows[0][2] == default

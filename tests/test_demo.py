@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import config
 from agent.demo import NO_SANDBOX, agent_environment
 
 
@@ -109,3 +110,16 @@ def test_the_agent_inherits_no_setting_that_would_point_it_elsewhere(tmp_path: P
     assert env["HEALTH_ADDR"] == "127.0.0.1:4321"
     assert env["QUEUE_DIR"] == str(tmp_path / "queue")
     assert env["LEADER_ELECTION"] == "false"
+
+
+def test_the_agent_inherits_none_of_the_variables_its_configuration_reads(tmp_path: Path) -> None:
+    inherited = dict.fromkeys(config.ENVIRONMENT, "inherited")
+    env = agent_environment(
+        inherited,
+        platform_url="http://127.0.0.1:1234",
+        queue_dir=tmp_path / "queue",
+        kubeconfig=tmp_path / "kubeconfig",
+        health_port=4321,
+    )
+    assert "inherited" not in env.values()
+    assert {"COLLECT_EVENTS", "KUBE_DEADLINE_SECONDS", "ANTI_ENTROPY_SECONDS"} <= config.ENVIRONMENT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import structlog.testing
 
-from agent.run import HealthWatch
+from agent.health_watch import HealthWatch
 from runtime.health import Health, HealthReporter
 
 

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.health_server import HealthServer
+from agent.health_watch import HealthWatch
 from agent.metrics import AgentMetrics
-from agent.run import HealthWatch
 from runtime.health import Health, HealthReporter
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform

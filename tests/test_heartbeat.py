@@ -12,7 +12,7 @@ import structlog.testing
 
 from collector.heartbeat import Heartbeat
 from sandbox.platform import FakePlatform, Status
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.token import TokenSource
 from tests.conftest import TOKEN
 
@@ -35,7 +35,7 @@ def client(platform: FakePlatform) -> Iterator[ApiClient]:
         project_id=platform.project_id,
         cluster_id=platform.cluster_id,
         token=TokenSource(value=TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True),
         timeout=2.0,
     ) as api:
         yield api

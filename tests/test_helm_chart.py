@@ -571,9 +571,9 @@ def test_config_yaml_holds_the_filters_and_switches_given(
     path = tmp_path / "config.yaml"
     path.write_text(text)
     settings = agent_config.load_collection_settings({"CONFIG_FILE": str(path)})
-    assert settings.ignore_namespaces == ("kube-system", "scratch-*")
-    assert settings.ignore_resources == ("job/*", "deployment/shop/canary-*")
-    assert settings.ignore_node_labels == ("example.com/owner",)
+    assert settings.collection.ignore_namespaces == ("kube-system", "scratch-*")
+    assert settings.collection.ignore_resources == ("job/*", "deployment/shop/canary-*")
+    assert settings.collection.ignore_node_labels == ("example.com/owner",)
     assert settings.log_level == "debug"
 
 
@@ -584,10 +584,10 @@ def test_the_collection_switches_reach_config_yaml(
     path = tmp_path / "config.yaml"
     path.write_text(_config_yaml(rendered[variant]))
     settings = agent_config.load_collection_settings({"CONFIG_FILE": str(path)})
-    assert settings.collect_helm_releases is (variant != "collection-off")
-    assert settings.collect_job_logs is (variant != "collection-off")
-    assert settings.collect_events is (variant != "events-off")
-    assert settings.ignore_namespaces == ("kube-system",)
+    assert settings.collection.collect_helm_releases is (variant != "collection-off")
+    assert settings.collection.collect_job_logs is (variant != "collection-off")
+    assert settings.collection.collect_events is (variant != "events-off")
+    assert settings.collection.ignore_namespaces == ("kube-system",)
 
 
 @pytest.mark.parametrize("variant", ["default", "custom-config", "no-leader-election"])
@@ -606,13 +606,16 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         assert settings.token_file and Path(settings.token_file).read_text() == "t0ken-abc"
         assert settings.health_addr == "0.0.0.0:8080"
         custom = variant == "custom-config"
-        assert settings.queue_max_bytes == (104857600 if custom else 419430400)
+        assert settings.queue.max_bytes == (104857600 if custom else 419430400)
         assert settings.cloud_metadata is (False if custom else None)
-        assert settings.batch_max_records == (200 if custom else 500)
+        assert settings.shipping.batch_max_records == (200 if custom else 500)
         if custom:  # the PEM given, in a file the agent validated
-            assert settings.ca_bundle and Path(settings.ca_bundle).read_text().strip() == CA_PEM
+            assert (
+                settings.api.ca_bundle
+                and Path(settings.api.ca_bundle).read_text().strip() == CA_PEM
+            )
         else:
-            assert settings.ca_bundle is None
+            assert settings.api.ca_bundle is None
         if role == "discovery":
             assert settings.discovery_api_url == "https://api-discover.moonin.app"
             expected = result.values.get("discovery", {}).get("leaderElection", True)

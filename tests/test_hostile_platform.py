@@ -16,7 +16,7 @@ import pytest
 
 from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 from sandbox.platform import Drip, FakePlatform, GzipBomb, HugeBody, Redirect, Status
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.errors import AnswerOverLimit, DeadlineExceeded, Misconfigured, RetryLater
 from shipper.token import TokenSource
 from tests.raw_server import serving
@@ -38,9 +38,8 @@ def client_for(url: str, observed: list[tuple[str, str]], **settings: Any) -> Ap
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True, **settings),
         observe=lambda endpoint, outcome, _: observed.append((endpoint, outcome)),
-        **settings,
     )
 
 

@@ -20,7 +20,7 @@ from sandbox.kube import FakeKube
 from sandbox.platform import Drip, FakePlatform, GzipBomb, Status
 from sandbox.scaling import manual_template
 from scheduler.job import ScalingJob
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Outbox
 from shipper.records import SCALING
 from shipper.token import TokenSource
@@ -149,8 +149,7 @@ def applied_window(
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(TOKEN),
-        insecure_http=True,
-        deadline_seconds=deadline_seconds,
+        settings=ApiSettings(insecure_http=True, deadline_seconds=deadline_seconds),
     )
     with api, Outbox(tmp_path / "queue", streams=[SCALING]) as outbox:
         job = ScalingJob(

@@ -21,7 +21,7 @@ from scheduler.events import event_id
 from scheduler.kubeapi import KubeApi, Obj
 from scheduler.revertall import revert_all
 from scheduler.store import Store
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import SCALING
 from shipper.token import TokenSource
@@ -703,7 +703,7 @@ def test_templates_come_from_the_platform_and_an_unreachable_platform_still_lets
         project_id="p-1",
         cluster_id=CLUSTER,
         token=TokenSource(TOKEN),
-        insecure_http=True,
+        settings=ApiSettings(insecure_http=True),
         timeout=2.0,
     )
     try:

@@ -14,7 +14,7 @@ import pytest
 import structlog.testing
 
 from sandbox.platform import Delay, Drop, FakePlatform, Status
-from shipper.client import ApiClient
+from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
 from shipper.shipper import ShipperSettings, StreamShipper
@@ -66,7 +66,7 @@ class Pipeline:
                 project_id="p-1",
                 cluster_id="c-1",
                 token=token,
-                insecure_http=True,
+                settings=ApiSettings(insecure_http=True),
             )
             for stream in (DISCOVERY, SCALING)
         }
