@@ -41,14 +41,15 @@ def build_roles(
     settings: Settings,
     delivery: Delivery,
     *,
-    target: KubeTarget | None,
+    target: KubeTarget,
     kube: client.ApiClient | None,
     dry_run: bool,
 ) -> list[Role]:
-    """The roles for the clusters found (not started). Raises `exits.Failure`."""
+    """The roles of `settings.role` (not started); `kube` is the scaling role's client, None
+    when the process does not scale. Raises `exits.Failure`."""
     roles: list[Role] = []
     try:
-        if target is not None:
+        if DISCOVERY in settings.streams:
             roles.append(
                 DiscoveryRole(
                     settings,

@@ -80,9 +80,9 @@ def _set_up_process(settings: Settings) -> TokenSource:
 
 def _clusters(
     settings: Settings, *, kubeconfig: str | None, context: str | None
-) -> tuple[KubeTarget | None, client.ApiClient | None]:
-    """The cluster each role of this process talks to (None: the role does not run)."""
-    target = kube = None
+) -> tuple[KubeTarget, client.ApiClient | None]:
+    """The cluster, and the scaling role's client for it (None: the process does not scale)."""
+    kube = None
     try:
         # One cluster for every role (kube/__init__.py states the rule).
         target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
@@ -151,7 +151,7 @@ def _start(
     settings: Settings,
     token: TokenSource,
     *,
-    target: KubeTarget | None,
+    target: KubeTarget,
     kube: client.ApiClient | None,
     dry_run: bool,
 ) -> _Process:
