@@ -17,8 +17,7 @@ from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.test_crash import WORKER, _worker_env
-from tests.test_run import agent_env, run_cli
+from tests.agent_process import WORKER, agent_env, run_cli, worker_env
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -116,7 +115,7 @@ def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     total = 3000
     agent = subprocess.Popen(
         [sys.executable, str(WORKER), str(committed), "live", str(total)],
-        env=_worker_env(platform, queue),
+        env=worker_env(platform, queue),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

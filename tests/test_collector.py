@@ -20,6 +20,7 @@ from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.kube.faults import RequestRecord
 from shipper.outbox import Bounds, Outbox, StreamOutbox
@@ -159,8 +160,8 @@ def test_a_relist_deletes_every_record_of_objects_that_vanished_unseen(
 def test_status_noise_and_resource_version_bumps_produce_nothing(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.deployment())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
     collector = start()
     received = Received(outbox)
     wait_until(lambda: ("deployment", "shop/web") in received.latest())
@@ -178,11 +179,11 @@ def test_status_noise_and_resource_version_bumps_produce_nothing(
 def test_ignored_namespaces_and_resources_never_leave(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace("kube-system"))
-    kube.create(cluster_objects.deployment("coredns", ns="kube-system"))
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.deployment("web"))
-    kube.create(cluster_objects.deployment("debug"))
+    kube.create(objects.namespace(name="kube-system"))
+    kube.create(objects.deployment(name="coredns", namespace="kube-system"))
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
+    kube.create(objects.deployment(name="debug", namespace=cluster_objects.NS))
     settings = dataclasses.replace(
         SETTINGS, filters=Filters(["kube-system"], ["deployment/shop/debug"], [])
     )
@@ -207,9 +208,9 @@ def test_ignored_namespaces_and_resources_never_leave(
 def test_an_orphaned_replicaset_deletes_its_revision(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    web = kube.create(cluster_objects.deployment())
-    replicaset = kube.create(cluster_objects.replicaset(web["metadata"]["uid"]))
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    web = kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
+    replicaset = kube.create(objects.replicaset(owner=web))
     name = replicaset["metadata"]["name"]
     collector = start()
     received = Received(outbox)
@@ -255,14 +256,14 @@ def test_an_object_the_normalizer_fails_on_is_skipped_and_its_informer_goes_on(
         return upserts(obj, ctx)
 
     monkeypatch.setattr(normalizer, "upserts", failing)
-    kube.create(cluster_objects.namespace("broken"))
-    kube.create(cluster_objects.namespace("shop"))
+    kube.create(objects.namespace(name="broken"))
+    kube.create(objects.namespace(name="shop"))
     with structlog.testing.capture_logs() as logs:
         collector = start()
         received = Received(outbox)
         wait_until(lambda: ("namespace", "shop") in received.latest())
-        kube.create(cluster_objects.namespace("broken-too"))
-        kube.create(cluster_objects.namespace("later"))
+        kube.create(objects.namespace(name="broken-too"))
+        kube.create(objects.namespace(name="later"))
         wait_until(lambda: ("namespace", "later") in received.latest())
     assert {key for kind, key in received.latest() if kind == "namespace"} == {"shop", "later"}
     failed = [line for line in logs if line["event"] == "normalize_failed"]
@@ -278,8 +279,8 @@ def test_a_forbidden_resource_does_not_stop_the_others(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
     kube.forbid("networkpolicies")
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.network_policy())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.network_policy(name="deny-all", namespace=cluster_objects.NS))
     collector = start()
     received = Received(outbox)
     wait_until(lambda: ("namespace", "shop") in received.latest())
@@ -289,7 +290,7 @@ def test_a_forbidden_resource_does_not_stop_the_others(
             for r in (rep.snapshot() for rep in collector.reporters())
         )
     )
-    kube.create(cluster_objects.service())
+    kube.create(objects.service(name="web", namespace=cluster_objects.NS))
     wait_until(lambda: ("service", "shop/web") in received.latest())
 
 
@@ -440,11 +441,17 @@ def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_
 ) -> None:
     cluster_objects.populate(kube)
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
-    stuck = kube.create(cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"]))
-    sandbox = kube.create(cluster_objects.warning_event(stuck, "FailedCreatePodSandBox", SANDBOX))
+    stuck = kube.create(objects.creating_pod(owner=rs))
+    sandbox = kube.create(
+        objects.event(involved=stuck, reason="FailedCreatePodSandBox", message=SANDBOX)
+    )
     kube.create(
-        cluster_objects.warning_event(
-            stuck, "Scheduled", "Successfully assigned", event_type="Normal", series="a1"
+        objects.event(
+            involved=stuck,
+            reason="Scheduled",
+            message="Successfully assigned",
+            event_type="Normal",
+            series="a1",
         )
     )
     start()
@@ -465,10 +472,10 @@ def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_
     sandbox["count"] = 9
     kube.update(sandbox)
     kube.create(
-        cluster_objects.warning_event(
-            stuck,
-            "FailedMount",
-            'MountVolume.SetUp failed for volume "creds" : secret "creds" not found',
+        objects.event(
+            involved=stuck,
+            reason="FailedMount",
+            message='MountVolume.SetUp failed for volume "creds" : secret "creds" not found',
             series="b2",
         )
     )
@@ -485,7 +492,7 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
     pods = []
     for n in range(40):
-        pod = cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"])
+        pod = objects.creating_pod(owner=rs)
         pod["metadata"]["name"] = f"web-5d8f7c9b6-s{n:03d}"
         pods.append(kube.create(pod))
     collector = start()
@@ -495,11 +502,15 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
     probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
     storm = []
     for pod in pods:
-        storm.append(kube.create(cluster_objects.warning_event(pod, "FailedMount", mount)))
+        storm.append(kube.create(objects.event(involved=pod, reason="FailedMount", message=mount)))
         storm.append(
             kube.create(
-                cluster_objects.warning_event(
-                    pod, "Unhealthy", probe, field_path="spec.containers{app}", series="p0"
+                objects.event(
+                    involved=pod,
+                    reason="Unhealthy",
+                    message=probe,
+                    field_path="spec.containers{app}",
+                    series="p0",
                 )
             )
         )
@@ -508,9 +519,9 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
         for index, event in enumerate(storm):
             storm[index] = kube.update(event | {"count": count})
     for pod in pods:
-        kube.create(cluster_objects.warning_event(pod, "FailedMount", mount, series="m1"))
-    sentinel = cluster_objects.warning_event(
-        pods[0], "FailedCreatePodSandBox", SANDBOX, series="sentinel"
+        kube.create(objects.event(involved=pod, reason="FailedMount", message=mount, series="m1"))
+    sentinel = objects.event(
+        involved=pods[0], reason="FailedCreatePodSandBox", message=SANDBOX, series="sentinel"
     )
     kube.create(sentinel)
 
@@ -537,15 +548,14 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     mount = 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'
     pods = {}
     for ns in ("scratch", "ops"):
-        kube.create(cluster_objects.namespace(ns))
-        rs = kube.create(cluster_objects.replicaset("abc", "batch", ns=ns))
-        pods[ns] = kube.create(
-            cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"], ns=ns)
-        )
-        kube.create(cluster_objects.warning_event(pods[ns], "FailedMount", mount))
+        kube.create(objects.namespace(name=ns))
+        batch = objects.with_uid(objects.deployment(name="batch", namespace=ns), "abc")
+        rs = kube.create(objects.replicaset(owner=batch))
+        pods[ns] = kube.create(objects.creating_pod(owner=rs))
+        kube.create(objects.event(involved=pods[ns], reason="FailedMount", message=mount))
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
-    skipped = kube.create(cluster_objects.creating_pod("web-5d8f7c9b6", rs["metadata"]["uid"]))
-    kube.create(cluster_objects.warning_event(skipped, "FailedMount", mount))
+    skipped = kube.create(objects.creating_pod(owner=rs))
+    kube.create(objects.event(involved=skipped, reason="FailedMount", message=mount))
     filters = Filters(["scratch"], [f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n"], [])
     start(dataclasses.replace(SETTINGS, filters=filters))
     received = Received(outbox)
@@ -559,8 +569,12 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     wait_until(lambda: len(from_events()) >= 1)
     probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
     kube.create(
-        cluster_objects.warning_event(
-            pods["ops"], "Unhealthy", probe, field_path="spec.containers{app}", series="p1"
+        objects.event(
+            involved=pods["ops"],
+            reason="Unhealthy",
+            message=probe,
+            field_path="spec.containers{app}",
+            series="p1",
         )
     )
     wait_until(lambda: len(from_events()) >= 2)
@@ -687,7 +701,7 @@ def test_records_held_for_their_relations_go_out_once_complete_before_their_snap
 ) -> None:
     expected = cluster_objects.populate(kube)
     for n in range(5):
-        kube.create(cluster_objects.deployment(f"extra-{n}"))
+        kube.create(objects.deployment(name=f"extra-{n}", namespace=cluster_objects.NS))
     # A tiny buffer: commits happen in the middle of the rebuild that releases held records.
     collector = start(dataclasses.replace(SETTINGS, flush_max_records=3))
     received = Received(outbox)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -14,21 +13,9 @@ import msgspec
 import pytest
 
 from sandbox.platform import FakePlatform
+from tests.agent_process import WORKER, worker_env
 
-WORKER = Path(__file__).with_name("crash_worker.py")
 KILLS = 20
-
-
-def _worker_env(platform: FakePlatform, queue_dir: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PROJECT_ID": "p-1",
-        "CLUSTER_ID": "c-1",
-        "CLUSTER_TOKEN": "crash-token",
-        "API_URL": platform.url,
-        "MOONIN_INSECURE_HTTP": "true",
-        "QUEUE_DIR": str(queue_dir),
-    }
 
 
 def _start(env: dict[str, str], log: Path, run_id: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -59,7 +46,7 @@ def crash_platform() -> FakePlatform:
 def test_sigkill_at_random_moments_loses_no_committed_record(
     crash_platform: FakePlatform, tmp_path: Path
 ) -> None:
-    env = _worker_env(crash_platform, tmp_path / "queue")
+    env = worker_env(crash_platform, tmp_path / "queue")
     committed = tmp_path / "committed.log"
     windows: list[tuple[float, float]] = []
     for run in range(KILLS):

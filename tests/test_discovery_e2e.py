@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
+from tests.agent_process import stop_within
 from tests.conftest import view
-from tests.test_run import stop_within
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
@@ -37,7 +38,7 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
         "web",
         {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:2.0"}]}}}},
     )
-    kube.create(cluster_objects.deployment("api"))
+    kube.create(objects.deployment(name="api", namespace=cluster_objects.NS))
     kube.delete("ingresses", NS, "web")
     kube.delete("clusterrolebindings", None, "viewer")
     expected |= {("deployment", f"{NS}/api")}
@@ -50,8 +51,8 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
     platform.down()
     kube.patch("deployments", NS, "api", {"spec": {"replicas": 7}})
     kube.delete("services", NS, "web")
-    kube.create(cluster_objects.namespace("blog"))
-    kube.create(cluster_objects.deployment("blog", ns="blog"))
+    kube.create(objects.namespace(name="blog"))
+    kube.create(objects.deployment(name="blog", namespace="blog"))
     expected -= {("service", f"{NS}/web")}
     expected |= {("namespace", "blog"), ("deployment", "blog/blog")}
     time.sleep(2.5)  # past the flush window: the changes are on disk
@@ -78,8 +79,8 @@ def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
     discovery_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.namespace("moonin"))  # the Lease lives in the agent's own
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.namespace(name="moonin"))  # the Lease lives in the agent's own
     replicas = {}
     for name in ("pod-a", "pod-b"):
         env = dict(

@@ -16,8 +16,8 @@ from agent.discovery import led_last
 from collector.leader import JITTER_FACTOR, LeaderElector, LeaseSettings, micro_time
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from sandbox import objects
 from sandbox.kube import FakeKube
-from tests.cluster_objects import namespace
 from tests.waiting import wait_until
 
 
@@ -42,7 +42,7 @@ class Replica:
 
 @pytest.fixture
 def replicas(kube: FakeKube) -> Iterator[Callable[..., Replica]]:
-    kube.create(namespace("moonin"))  # the Lease's namespace exists, as in a cluster
+    kube.create(objects.namespace(name="moonin"))  # the Lease's namespace exists, as in a cluster
     made: list[Replica] = []
 
     def make(identity: str, **timing: float) -> Replica:

@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
+from tests.agent_process import stop_within
 from tests.conftest import view
-from tests.test_run import stop_within
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
@@ -25,8 +26,8 @@ BLOG = "blog"
 
 def populate_with_a_second_namespace(kube: FakeKube) -> set[tuple[str, str]]:
     expected = cluster_objects.populate(kube)
-    kube.create(cluster_objects.namespace(BLOG))
-    kube.create(cluster_objects.deployment("blog", ns=BLOG))
+    kube.create(objects.namespace(name=BLOG))
+    kube.create(objects.deployment(name="blog", namespace=BLOG))
     kube.create(cluster_objects.helm_release_secret("blog", ns=BLOG))
     return expected | {
         ("namespace", BLOG),
@@ -50,7 +51,7 @@ def cluster_changes_while_no_agent_watches(kube: FakeKube, expected: set) -> set
         "web",
         {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:3.0"}]}}}},
     )
-    kube.create(cluster_objects.deployment("added"))
+    kube.create(objects.deployment(name="added", namespace=cluster_objects.NS))
     gone = {
         ("namespace", BLOG),
         ("deployment", f"{BLOG}/blog"),
@@ -100,7 +101,7 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
         discovery_env.update(LEADER_ELECTION="true", POD_NAMESPACE="moonin", POD_NAME="pod-a")
     expected = populate_with_a_second_namespace(kube)
     if election == "with leader election":  # the Lease lives in the agent's own namespace
-        kube.create(cluster_objects.namespace("moonin"))
+        kube.create(objects.namespace(name="moonin"))
         expected.add(("namespace", "moonin"))
     agent = discovery_agents()
     wait_until(lambda: set(view(platform)) == expected)

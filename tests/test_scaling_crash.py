@@ -54,7 +54,7 @@ from sandbox.scaling import manual_execution, stamp
 from scheduler.store import FILE_NAME as STORE_FILE
 from scheduler.store import Store
 from tests import scaling_harness as h
-from tests.test_run import agent_env
+from tests.agent_process import agent_env
 from tests.waiting import wait_until
 
 SEED = 20261202
