@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,17 @@ class Received:
         self.drain()
         with self._lock:
             return [r for r in self.records if r["op"] == "event" and r["kind"] == kind]
+
+
+def snapshot_kinds(received: Received) -> set[str]:
+    return {record["data"]["of"] for record in received.events("snapshot")}
+
+
+def flushed(kube: FakeKube, received: Received, sentinel: str) -> None:
+    """Return once a namespace created now is in the outbox: whatever the collector offered
+    before it is there too (the coalescer commits its buffer in order)."""
+    kube.create(objects.namespace(name=sentinel))
+    wait_until(lambda: ("namespace", sentinel) in received.latest())
 
 
 @pytest.fixture
@@ -164,15 +174,15 @@ def test_status_noise_and_resource_version_bumps_produce_nothing(
     kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
     collector = start()
     received = Received(outbox)
-    wait_until(lambda: ("deployment", "shop/web") in received.latest())
-    time.sleep(0.2)
-    received.drain()
+    wait_until(lambda: "deployment" in snapshot_kinds(received))  # after the list's upserts
     before = len(received.records)
     for n in range(5):  # a controller writing observedGeneration again and again
         kube.patch("deployments", "shop", "web", {"status": {"observedGeneration": n + 2}})
-    time.sleep(0.5)
-    received.drain()
-    assert len(received.records) == before
+    # The same watch brings a new Deployment after the noise; once its record is out, a
+    # record the noise made would be out too.
+    kube.create(objects.deployment(name="sentinel", namespace=cluster_objects.NS))
+    wait_until(lambda: ("deployment", "shop/sentinel") in received.latest())
+    assert [r for r in received.records[before:] if r["key"] == "shop/web"] == []
     assert collector.coalescer.reporter.snapshot().counters["records_coalesced"] >= 1
 
 
@@ -189,8 +199,8 @@ def test_ignored_namespaces_and_resources_never_leave(
     )
     start(settings)
     received = Received(outbox)
-    wait_until(lambda: ("deployment", "shop/web") in received.latest())
-    time.sleep(0.3)
+    # Each snapshot comes after its list's upserts: the ignored ones would be out by then.
+    wait_until(lambda: {"deployment", "namespace"} <= snapshot_kinds(received))
     keys = {key for _, key in received.latest()}
     assert "shop/debug" not in keys and "kube-system/coredns" not in keys
     assert "kube-system" not in keys
@@ -223,16 +233,12 @@ def test_an_orphaned_replicaset_deletes_its_revision(
     wait_until(lambda: received.latest()[revision]["op"] == "delete")
     assert received.latest()[("deployment", "shop/web")]["op"] == "delete"
     # Deleted later, it has nothing left to delete; the next snapshot does not list it.
-    (informer,) = [i for i in collector.informers if i.resource.plural == "replicasets"]
-
-    def events() -> int:
-        return informer.reporter.snapshot().counters.get("events", 0)
-
-    heard = events()
     kube.delete("replicasets", "shop", name)
-    wait_until(lambda: events() > heard)
-    time.sleep(SETTINGS.flush_seconds * 4)  # a record it made would be flushed by now
-    received.drain()
+    # The same watch brings a new revision after the delete; once its record is out, a
+    # record the delete made would be out too.
+    sentinel = kube.create(objects.deployment(name="sentinel", namespace=cluster_objects.NS))
+    sentinel_rs = kube.create(objects.replicaset(owner=sentinel))
+    wait_until(lambda: ("revision", f"shop/{sentinel_rs['metadata']['name']}") in received.latest())
     assert [r["op"] for r in received.records if (r["kind"], r["key"]) == revision] == [
         "upsert",
         "delete",
@@ -667,7 +673,7 @@ def test_snapshots_follow_each_kinds_lists_and_rbac_waits_for_all_four(
     roles.request_relist()
     collector.api.abort_streams()
     wait_until(lambda: roles.reporter.snapshot().counters.get("lists", 0) >= 2)
-    time.sleep(0.3)
+    flushed(kube, received, "sentinel")  # a snapshot the relist made would be out by now
     assert len(snapshots()["rbac"]) == 1
     # ... until the other three have listed again too.
     for informer in collector.informers:
@@ -746,7 +752,7 @@ def test_a_snapshot_waiting_for_a_source_that_fails_later_goes_out_once_it_fails
     wait_until(
         lambda: all(informers[p].reporter.snapshot().counters["lists"] > lists[p] for p in others)
     )
-    time.sleep(SETTINGS.flush_seconds * 4)
+    flushed(kube, received, "sentinel")  # a snapshot the lists made would be out by now
     assert rbac_snapshots() == 1
     # Only now does ClusterRoles find it cannot list: no list will come to trigger the
     # snapshot, the check before each flush does.
