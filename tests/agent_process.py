@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from sandbox.platform import FakePlatform
 
@@ -67,6 +69,38 @@ def stop_within(agent: subprocess.Popen[str], seconds: float) -> str:
         agent.send_signal(signal.SIGABRT)  # faulthandler prints the stacks
         stderr = agent.communicate(timeout=10)[1]
         raise AssertionError(f"the agent did not stop:\n{stderr[-6000:]}") from None
+
+
+def log_until(agent: subprocess.Popen[str], event: str, timeout: float = 20) -> str:
+    """The running agent's stderr up to its first log line of `event`; AssertionError if
+    none comes within `timeout` seconds. Pass the rest of stderr on (`stop_within`)."""
+    assert agent.stderr is not None
+    stream = agent.stderr
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith("{") and json.loads(line).get("event") == event:
+                seen.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    if not seen.wait(timeout):
+        raise AssertionError(f"no {event} logged:\n{''.join(lines)[-6000:]}")
+    return "".join(lines)
+
+
+def queued(queue_dir: Path, stream: str = "discovery") -> list[dict[str, Any]]:
+    """What the outbox in `queue_dir` holds now, oldest first (read beside a running agent;
+    nothing while the agent has not created it yet)."""
+    found = run_cli(
+        "queue", "peek", "--queue-dir", str(queue_dir), "--stream", stream, "--limit", "1000000"
+    )
+    if found.returncode != 0:
+        return []
+    return [json.loads(line) for line in found.stdout.splitlines()]
 
 
 def log_events(stderr: str) -> list[dict[str, object]]:

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -134,7 +133,6 @@ def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
                 if view == ["stats"]:
                     assert set(json.loads(probe.stdout)["discovery"]) == STATS_KEYS
                 views += 1
-            time.sleep(0.01)
         out, err = agent.communicate(timeout=30)
     finally:
         agent.kill()

@@ -18,7 +18,15 @@ from sandbox.platform import FakePlatform, Status
 from sandbox.tls import TLSAuthority
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.agent_process import TOKEN, agent_env, log_events, run_cli, start_agent, stop_within
+from tests.agent_process import (
+    TOKEN,
+    agent_env,
+    log_events,
+    log_until,
+    run_cli,
+    start_agent,
+    stop_within,
+)
 from tests.waiting import wait_until
 
 
@@ -202,11 +210,12 @@ def test_https_with_the_configured_ca_bundle_delivers_and_an_unknown_ca_pauses(
         del env["MOONIN_INSECURE_HTTP"]
         fill(tmp_path / "unknown-ca", 3)
         agent = start_agent(env)
+        stderr = ""
         try:
-            time.sleep(1.5)
+            stderr = log_until(agent, "stream_paused")
         finally:
             agent.send_signal(signal.SIGTERM)
-            stderr = stop_within(agent, 30)
+            stderr += stop_within(agent, 30)
     paused = [entry for entry in log_events(stderr) if entry["event"] == "stream_paused"]
     assert len(paused) == 1
     assert "certificate" in str(paused[0]["error"]) and "CA bundle" in str(paused[0]["error"])
