@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import socket
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -152,14 +151,13 @@ def test_sigterm_ships_for_a_bounded_time_and_keeps_the_rest_on_disk(
     agent = start_agent(agent_env(platform, queue, SHUTDOWN_SHIP_SECONDS="1"))
     try:
         wait_until(lambda: any(r.status == 503 for r in platform.requests))
-        signalled = time.monotonic()
         agent.send_signal(signal.SIGTERM)
-        stop_within(agent, 30)
-        took = time.monotonic() - signalled
+        # The platform fails for ever: only the 1 s bound on shipping lets it stop (the
+        # deadline is generous for a loaded machine).
+        stop_within(agent, 10)
     finally:
         agent.kill()
     assert agent.returncode == 0
-    assert took < 10  # the bound is 1 s of shipping; generous for a loaded machine
     peek = run_cli("queue", "peek", "--queue-dir", str(queue), "--stream", "discovery")
     left = [json.loads(line)["id"] for line in peek.stdout.splitlines()]
     assert sorted(rid for rid in left if rid.startswith("q-")) == sorted(
