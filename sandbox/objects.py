@@ -45,11 +45,15 @@ def controller_reference(
     return [reference]
 
 
-def controlled_by(owner: Obj) -> list[Obj]:
+def controlled_by(owner: Obj, *, block_deletion: bool = False) -> list[Obj]:
     """`ownerReferences` naming `owner` (as created, with its uid) as the controller."""
     meta = owner["metadata"]
     return controller_reference(
-        api_version=owner["apiVersion"], kind=owner["kind"], name=meta["name"], uid=meta["uid"]
+        api_version=owner["apiVersion"],
+        kind=owner["kind"],
+        name=meta["name"],
+        uid=meta["uid"],
+        block_deletion=block_deletion,
     )
 
 
