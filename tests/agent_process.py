@@ -1,5 +1,6 @@
 """The agent (and the crash worker) as processes in a test: their environment against the
-fake platform, starting them, stopping them with a deadline, reading their JSON log lines."""
+fake platform, starting them, stopping them with a deadline, and what they say while they
+run (their JSON log lines, what their outbox holds)."""
 
 from __future__ import annotations
 
