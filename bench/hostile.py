@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from agent.demo import CLUSTER_ID, PROJECT_ID, TOKEN, agent_environment
-from sandbox import demo_cluster
+from sandbox import demo_cluster, objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform, GzipBomb
 from sandbox.scaling import action, manual_template
@@ -55,7 +55,7 @@ def memory_mib(pid: int) -> dict[str, float]:
 def cluster(kube: FakeKube) -> None:
     kube.create(demo_cluster.namespace(NS))
     kube.create(demo_cluster.deployment("web", NS))
-    kube.create(demo_cluster.hpa("web", NS, low=2, high=5))
+    kube.create(objects.hpa(name="web", namespace=NS, low=2, high=5))
 
 
 def window(platform: FakePlatform, seconds: float) -> datetime:

@@ -14,8 +14,7 @@ import pytest
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
-
-TOKEN = "test-token-6f1d2c"
+from tests.agent_process import TOKEN, agent_env
 
 # The informer tests' `api` and `running` fixtures; the scaling tests' harness `h`; real
 # kubectl against the fake.
@@ -67,8 +66,6 @@ def kubeconfig(session_kube: FakeKube, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture
 def discovery_env(platform: FakePlatform, kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
-    from tests.test_run import agent_env  # it imports this module's TOKEN
-
     return agent_env(
         platform,
         tmp_path / "queue",

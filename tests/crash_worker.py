@@ -7,7 +7,8 @@ ids to a log file: that log is the list of records the outbox promised to delive
     python tests/crash_worker.py COMMITTED_LOG RUN_ID [TOTAL]
 
 Without TOTAL it produces until killed; with TOTAL it stops producing after that many
-records, waits until the outbox is empty, prints "drained" and exits.
+records, waits until the outbox is empty, prints "drained" and exits. With `CRASH_SEED` in
+its environment, its batch sizes and pauses are drawn from that seed and its RUN_ID.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ FAST_SHIPPING = ShipperSettings(
 def main() -> int:
     committed_log, run_id = sys.argv[1], sys.argv[2]
     total = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    if "CRASH_SEED" in os.environ:
+        random.seed(f"{os.environ['CRASH_SEED']}-{run_id}")
     settings = load_settings("discovery", os.environ)
     token = TokenSource(value=settings.token, file=settings.token_file)
     delivery = open_delivery(dataclasses.replace(settings, shipping=FAST_SHIPPING), token)

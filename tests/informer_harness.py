@@ -16,6 +16,7 @@ from collector.model import ObjectMeta
 from collector.resources import DEPLOYMENTS, Resource
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from sandbox import objects
 from sandbox.kube import FakeKube
 
 FAST = InformerSettings(
@@ -62,12 +63,7 @@ class RecordingSink:
 
 
 def deployment(name: str, replicas: int = 1, namespace: str = "shop") -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": replicas},
-    }
+    return objects.deployment(name=name, namespace=namespace, replicas=replicas)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import pytest
 
 from kube.globs import ResourceGlobs
 from kube.official import from_configuration
+from sandbox import objects
 from sandbox.kube import FakeKube
 
 # The platform's side comes from the one builder of it, re-exported for the tests.
@@ -44,51 +45,27 @@ def at(hour: int, minute: int = 0, *, days: int = 0) -> datetime:
 
 
 def namespace(name: str = NS) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    return objects.namespace(name=name)
 
 
 def deployment(
     name: str = "web", replicas: int | None = 2, *, ns: str = NS, annotations: Any = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "selector": {"matchLabels": {"app": name}},
-        "template": {
-            "metadata": {"labels": {"app": name}},
-            "spec": {"containers": [{"name": "app", "image": f"{name}:1"}]},
-        },
-    }
-    if replicas is not None:
-        spec["replicas"] = replicas
-    metadata: dict[str, Any] = {"name": name, "namespace": ns}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec}
+    return objects.deployment(name=name, namespace=ns, replicas=replicas, annotations=annotations)
 
 
 def hpa(
     name: str = "web", target: str = "web", low: int | None = 2, high: int = 5, *, ns: str = NS
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-        "maxReplicas": high,
-        "metrics": [
-            {
-                "type": "Resource",
-                "resource": {
-                    "name": "memory",
-                    "target": {"type": "Utilization", "averageUtilization": 70},
-                },
-            }
-        ],
-    }
-    if low is not None:
-        spec["minReplicas"] = low
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": ns, "annotations": {"team": "shop"}},
-        "spec": spec,
-    }
+    return objects.hpa(
+        name=name,
+        namespace=ns,
+        target=target,
+        low=low,
+        high=high,
+        metric="memory",
+        annotations={"team": "shop"},
+    )
 
 
 class StubApi:

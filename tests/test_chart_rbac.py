@@ -30,6 +30,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.kube.auth import service_account
 from sandbox.kube.faults import RequestRecord
@@ -40,6 +41,7 @@ from sandbox.scaling import action, manual_template
 from tests import cluster_objects
 from tests import rbac_guard as guard
 from tests import scaling_harness as scaling
+from tests.agent_process import log_events, run_cli, stop_within
 from tests.chart_render import (
     CHART,
     NAMESPACE,
@@ -50,7 +52,6 @@ from tests.chart_render import (
     render,
 )
 from tests.conftest import TOKEN, view
-from tests.test_run import log_events, run_cli, stop_within
 from tests.waiting import wait_until
 
 DISCOVERY = f"{RELEASE}-discovery"
@@ -167,7 +168,7 @@ def install(kube: FakeKube, platform: FakePlatform, tmp_path: Path) -> Iterator[
     installs: list[Installed] = []
 
     def install_(rendered: Rendered) -> Installed:
-        kube.create(cluster_objects.namespace(NAMESPACE))
+        kube.create(objects.namespace(name=NAMESPACE))
         installed = Installed(rendered, kube, platform, tmp_path)
         for kind in ("ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"):
             for obj in rendered.of_kind(kind):
@@ -226,7 +227,7 @@ def test_discovery_and_preview_run_under_the_charts_rbac_and_use_all_of_it(
         agents[leader].send_signal(signal.SIGTERM)
         stop_within(agents[leader], 30)
         wait_until(lambda: lease_holder(kube) not in (None, leader), timeout=30)
-    kube.create(cluster_objects.deployment("after-handover"))
+    kube.create(objects.deployment(name="after-handover", namespace=cluster_objects.NS))
     wait_until(lambda: ("deployment", f"{cluster_objects.NS}/after-handover") in view(platform))
 
     # Clusters without the WatchList feature (before 1.32, or with it off) answer every
@@ -325,8 +326,7 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
     workload = installed.rendered.workload("scaling")
     kube.create(workload)
     labels = workload["spec"]["template"]["metadata"]["labels"]
-    scaling_pod = cluster_objects.pod(f"{SCALING}-0", **labels)
-    scaling_pod["metadata"]["namespace"] = NAMESPACE
+    scaling_pod = objects.pod(name=f"{SCALING}-0", namespace=NAMESPACE, labels=labels)
     kube.create(scaling_pod)
 
     def pod_goes() -> None:

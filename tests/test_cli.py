@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.test_crash import WORKER, _worker_env
-from tests.test_run import agent_env, run_cli
+from tests.agent_process import WORKER, agent_env, run_cli, worker_env
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -116,7 +114,7 @@ def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     total = 3000
     agent = subprocess.Popen(
         [sys.executable, str(WORKER), str(committed), "live", str(total)],
-        env=_worker_env(platform, queue),
+        env=worker_env(platform, queue),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -135,7 +133,6 @@ def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
                 if view == ["stats"]:
                     assert set(json.loads(probe.stdout)["discovery"]) == STATS_KEYS
                 views += 1
-            time.sleep(0.01)
         out, err = agent.communicate(timeout=30)
     finally:
         agent.kill()

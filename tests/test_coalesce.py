@@ -145,8 +145,20 @@ def test_the_flusher_asks_for_a_resync_once_the_marked_outbox_has_room(tmp_path:
             for name in "abc":  # past the bound: the oldest upsert is dropped
                 coalescer.offer(model.upsert("namespace", meta(name), {}))
             wait_until(lambda: stream.resync_needed)
+
+            def coalesced() -> int:
+                return coalescer.reporter.snapshot().counters.get("records_coalesced", 0)
+
+            def one_window() -> None:
+                """A flush goes by: it coalesces away a repeat of what was sent."""
+                seen = coalesced()
+                coalescer.offer(model.upsert("namespace", meta("c"), {}))
+                wait_until(lambda: coalesced() > seen)
+
+            one_window()
+            one_window()  # so the first window's resync check is done too
             # Still full (the platform is away): a re-send now would only overflow again.
-            assert not asked.wait(0.3)
+            assert not asked.is_set()
             batch = stream.take(max_records=10, max_bytes=10**6)
             assert batch is not None
             stream.ack(batch)  # the platform is back and took it all

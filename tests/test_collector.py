@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from collector.normalize import namespace as namespace_kind
 from collector.settings import CollectorSettings
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.kube.faults import RequestRecord
 from shipper.outbox import Bounds, Outbox, StreamOutbox
@@ -61,6 +61,17 @@ class Received:
         self.drain()
         with self._lock:
             return [r for r in self.records if r["op"] == "event" and r["kind"] == kind]
+
+
+def snapshot_kinds(received: Received) -> set[str]:
+    return {record["data"]["of"] for record in received.events("snapshot")}
+
+
+def flushed(kube: FakeKube, received: Received, sentinel: str) -> None:
+    """Return once a namespace created now is in the outbox: whatever the collector offered
+    before it is there too (the coalescer commits its buffer in order)."""
+    kube.create(objects.namespace(name=sentinel))
+    wait_until(lambda: ("namespace", sentinel) in received.latest())
 
 
 @pytest.fixture
@@ -165,37 +176,37 @@ def test_a_relist_deletes_every_record_of_objects_that_vanished_unseen(
 def test_status_noise_and_resource_version_bumps_produce_nothing(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.deployment())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
     collector = start()
     received = Received(outbox)
-    wait_until(lambda: ("deployment", "shop/web") in received.latest())
-    time.sleep(0.2)
-    received.drain()
+    wait_until(lambda: "deployment" in snapshot_kinds(received))  # after the list's upserts
     before = len(received.records)
     for n in range(5):  # a controller writing observedGeneration again and again
         kube.patch("deployments", "shop", "web", {"status": {"observedGeneration": n + 2}})
-    time.sleep(0.5)
-    received.drain()
-    assert len(received.records) == before
+    # The same watch brings a new Deployment after the noise; once its record is out, a
+    # record the noise made would be out too.
+    kube.create(objects.deployment(name="sentinel", namespace=cluster_objects.NS))
+    wait_until(lambda: ("deployment", "shop/sentinel") in received.latest())
+    assert [r for r in received.records[before:] if r["key"] == "shop/web"] == []
     assert collector.coalescer.reporter.snapshot().counters["records_coalesced"] >= 1
 
 
 def test_ignored_namespaces_and_resources_never_leave(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace("kube-system"))
-    kube.create(cluster_objects.deployment("coredns", ns="kube-system"))
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.deployment("web"))
-    kube.create(cluster_objects.deployment("debug"))
+    kube.create(objects.namespace(name="kube-system"))
+    kube.create(objects.deployment(name="coredns", namespace="kube-system"))
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
+    kube.create(objects.deployment(name="debug", namespace=cluster_objects.NS))
     settings = dataclasses.replace(
         SETTINGS, ignore_namespaces=("kube-system",), ignore_resources=("deployment/shop/debug",)
     )
     start(settings)
     received = Received(outbox)
-    wait_until(lambda: ("deployment", "shop/web") in received.latest())
-    time.sleep(0.3)
+    # Each snapshot comes after its list's upserts: the ignored ones would be out by then.
+    wait_until(lambda: {"deployment", "namespace"} <= snapshot_kinds(received))
     keys = {key for _, key in received.latest()}
     assert "shop/debug" not in keys and "kube-system/coredns" not in keys
     assert "kube-system" not in keys
@@ -213,9 +224,9 @@ def test_ignored_namespaces_and_resources_never_leave(
 def test_an_orphaned_replicaset_deletes_its_revision(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    web = kube.create(cluster_objects.deployment())
-    replicaset = kube.create(cluster_objects.replicaset(web["metadata"]["uid"]))
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    web = kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
+    replicaset = kube.create(objects.replicaset(owner=web))
     name = replicaset["metadata"]["name"]
     collector = start()
     received = Received(outbox)
@@ -228,16 +239,12 @@ def test_an_orphaned_replicaset_deletes_its_revision(
     wait_until(lambda: received.latest()[revision]["op"] == "delete")
     assert received.latest()[("deployment", "shop/web")]["op"] == "delete"
     # Deleted later, it has nothing left to delete; the next snapshot does not list it.
-    (informer,) = [i for i in collector.informers if i.resource.plural == "replicasets"]
-
-    def events() -> int:
-        return informer.reporter.snapshot().counters.get("events", 0)
-
-    heard = events()
     kube.delete("replicasets", "shop", name)
-    wait_until(lambda: events() > heard)
-    time.sleep(SETTINGS.flush_seconds * 4)  # a record it made would be flushed by now
-    received.drain()
+    # The same watch brings a new revision after the delete; once its record is out, a
+    # record the delete made would be out too.
+    sentinel = kube.create(objects.deployment(name="sentinel", namespace=cluster_objects.NS))
+    sentinel_rs = kube.create(objects.replicaset(owner=sentinel))
+    wait_until(lambda: ("revision", f"shop/{sentinel_rs['metadata']['name']}") in received.latest())
     assert [r["op"] for r in received.records if (r["kind"], r["key"]) == revision] == [
         "upsert",
         "delete",
@@ -261,14 +268,14 @@ def test_an_object_the_normalizer_fails_on_is_skipped_and_its_informer_goes_on(
         return upserts(obj, ctx)
 
     monkeypatch.setattr(normalizer, "upserts", failing)
-    kube.create(cluster_objects.namespace("broken"))
-    kube.create(cluster_objects.namespace("shop"))
+    kube.create(objects.namespace(name="broken"))
+    kube.create(objects.namespace(name="shop"))
     with structlog.testing.capture_logs() as logs:
         collector = start()
         received = Received(outbox)
         wait_until(lambda: ("namespace", "shop") in received.latest())
-        kube.create(cluster_objects.namespace("broken-too"))
-        kube.create(cluster_objects.namespace("later"))
+        kube.create(objects.namespace(name="broken-too"))
+        kube.create(objects.namespace(name="later"))
         wait_until(lambda: ("namespace", "later") in received.latest())
     assert {key for kind, key in received.latest() if kind == "namespace"} == {"shop", "later"}
     failed = [line for line in logs if line["event"] == "normalize_failed"]
@@ -284,8 +291,8 @@ def test_a_forbidden_resource_does_not_stop_the_others(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
     kube.forbid("networkpolicies")
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.network_policy())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.network_policy(name="deny-all", namespace=cluster_objects.NS))
     collector = start()
     received = Received(outbox)
     wait_until(lambda: ("namespace", "shop") in received.latest())
@@ -295,7 +302,7 @@ def test_a_forbidden_resource_does_not_stop_the_others(
             for r in (rep.snapshot() for rep in collector.reporters())
         )
     )
-    kube.create(cluster_objects.service())
+    kube.create(objects.service(name="web", namespace=cluster_objects.NS))
     wait_until(lambda: ("service", "shop/web") in received.latest())
 
 
@@ -446,11 +453,17 @@ def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_
 ) -> None:
     cluster_objects.populate(kube)
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
-    stuck = kube.create(cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"]))
-    sandbox = kube.create(cluster_objects.warning_event(stuck, "FailedCreatePodSandBox", SANDBOX))
+    stuck = kube.create(objects.creating_pod(owner=rs))
+    sandbox = kube.create(
+        objects.event(involved=stuck, reason="FailedCreatePodSandBox", message=SANDBOX)
+    )
     kube.create(
-        cluster_objects.warning_event(
-            stuck, "Scheduled", "Successfully assigned", event_type="Normal", series="a1"
+        objects.event(
+            involved=stuck,
+            reason="Scheduled",
+            message="Successfully assigned",
+            event_type="Normal",
+            series="a1",
         )
     )
     start()
@@ -471,10 +484,10 @@ def test_warning_events_become_pod_errors_once_per_series_and_only_warnings_are_
     sandbox["count"] = 9
     kube.update(sandbox)
     kube.create(
-        cluster_objects.warning_event(
-            stuck,
-            "FailedMount",
-            'MountVolume.SetUp failed for volume "creds" : secret "creds" not found',
+        objects.event(
+            involved=stuck,
+            reason="FailedMount",
+            message='MountVolume.SetUp failed for volume "creds" : secret "creds" not found',
             series="b2",
         )
     )
@@ -491,7 +504,7 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
     pods = []
     for n in range(40):
-        pod = cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"])
+        pod = objects.creating_pod(owner=rs)
         pod["metadata"]["name"] = f"web-5d8f7c9b6-s{n:03d}"
         pods.append(kube.create(pod))
     collector = start()
@@ -501,11 +514,15 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
     probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
     storm = []
     for pod in pods:
-        storm.append(kube.create(cluster_objects.warning_event(pod, "FailedMount", mount)))
+        storm.append(kube.create(objects.event(involved=pod, reason="FailedMount", message=mount)))
         storm.append(
             kube.create(
-                cluster_objects.warning_event(
-                    pod, "Unhealthy", probe, field_path="spec.containers{app}", series="p0"
+                objects.event(
+                    involved=pod,
+                    reason="Unhealthy",
+                    message=probe,
+                    field_path="spec.containers{app}",
+                    series="p0",
                 )
             )
         )
@@ -514,9 +531,9 @@ def test_a_storm_of_warning_events_gives_one_record_per_incident(
         for index, event in enumerate(storm):
             storm[index] = kube.update(event | {"count": count})
     for pod in pods:
-        kube.create(cluster_objects.warning_event(pod, "FailedMount", mount, series="m1"))
-    sentinel = cluster_objects.warning_event(
-        pods[0], "FailedCreatePodSandBox", SANDBOX, series="sentinel"
+        kube.create(objects.event(involved=pod, reason="FailedMount", message=mount, series="m1"))
+    sentinel = objects.event(
+        involved=pods[0], reason="FailedCreatePodSandBox", message=SANDBOX, series="sentinel"
     )
     kube.create(sentinel)
 
@@ -543,15 +560,14 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     mount = 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'
     pods = {}
     for ns in ("scratch", "ops"):
-        kube.create(cluster_objects.namespace(ns))
-        rs = kube.create(cluster_objects.replicaset("abc", "batch", ns=ns))
-        pods[ns] = kube.create(
-            cluster_objects.creating_pod(rs["metadata"]["name"], rs["metadata"]["uid"], ns=ns)
-        )
-        kube.create(cluster_objects.warning_event(pods[ns], "FailedMount", mount))
+        kube.create(objects.namespace(name=ns))
+        batch = objects.with_uid(objects.deployment(name="batch", namespace=ns), "abc")
+        rs = kube.create(objects.replicaset(owner=batch))
+        pods[ns] = kube.create(objects.creating_pod(owner=rs))
+        kube.create(objects.event(involved=pods[ns], reason="FailedMount", message=mount))
     rs = kube.get("replicasets", cluster_objects.NS, "web-5d8f7c9b6")
-    skipped = kube.create(cluster_objects.creating_pod("web-5d8f7c9b6", rs["metadata"]["uid"]))
-    kube.create(cluster_objects.warning_event(skipped, "FailedMount", mount))
+    skipped = kube.create(objects.creating_pod(owner=rs))
+    kube.create(objects.event(involved=skipped, reason="FailedMount", message=mount))
     start(
         dataclasses.replace(
             SETTINGS,
@@ -570,8 +586,12 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     wait_until(lambda: len(from_events()) >= 1)
     probe = "Readiness probe failed: HTTP probe failed with statuscode: 503"
     kube.create(
-        cluster_objects.warning_event(
-            pods["ops"], "Unhealthy", probe, field_path="spec.containers{app}", series="p1"
+        objects.event(
+            involved=pods["ops"],
+            reason="Unhealthy",
+            message=probe,
+            field_path="spec.containers{app}",
+            series="p1",
         )
     )
     wait_until(lambda: len(from_events()) >= 2)
@@ -664,7 +684,7 @@ def test_snapshots_follow_each_kinds_lists_and_rbac_waits_for_all_four(
     roles.request_relist()
     collector.api.abort_streams()
     wait_until(lambda: roles.reporter.snapshot().counters.get("lists", 0) >= 2)
-    time.sleep(0.3)
+    flushed(kube, received, "sentinel")  # a snapshot the relist made would be out by now
     assert len(snapshots()["rbac"]) == 1
     # ... until the other three have listed again too.
     for informer in collector.informers:
@@ -698,7 +718,7 @@ def test_records_held_for_their_relations_go_out_once_complete_before_their_snap
 ) -> None:
     expected = cluster_objects.populate(kube)
     for n in range(5):
-        kube.create(cluster_objects.deployment(f"extra-{n}"))
+        kube.create(objects.deployment(name=f"extra-{n}", namespace=cluster_objects.NS))
     # A tiny buffer: commits happen in the middle of the rebuild that releases held records.
     collector = start(dataclasses.replace(SETTINGS, flush_max_records=3))
     received = Received(outbox)
@@ -743,7 +763,7 @@ def test_a_snapshot_waiting_for_a_source_that_fails_later_goes_out_once_it_fails
     wait_until(
         lambda: all(informers[p].reporter.snapshot().counters["lists"] > lists[p] for p in others)
     )
-    time.sleep(SETTINGS.flush_seconds * 4)
+    flushed(kube, received, "sentinel")  # a snapshot the lists made would be out by now
     assert rbac_snapshots() == 1
     # Only now does ClusterRoles find it cannot list: no list will come to trigger the
     # snapshot, the check before each flush does.

@@ -1,4 +1,10 @@
-"""SIGKILL a producer+shipper process at random moments: nothing it committed is lost."""
+"""SIGKILL a producer+shipper process at random moments: nothing it committed is lost.
+
+The kill moments (and the worker's batch sizes) come from one seed, drawn at random and
+printed as `CRASH_SEED=<n>` (pytest shows it with a failure, or with `-s`). To replay a run,
+set it: `CRASH_SEED=<n> pytest tests/test_crash.py`. Where a kill lands inside the worker's
+work still depends on timing, so a replay is close to the run, not identical.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +20,9 @@ import msgspec
 import pytest
 
 from sandbox.platform import FakePlatform
+from tests.agent_process import WORKER, worker_env
 
-WORKER = Path(__file__).with_name("crash_worker.py")
 KILLS = 20
-
-
-def _worker_env(platform: FakePlatform, queue_dir: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PROJECT_ID": "p-1",
-        "CLUSTER_ID": "c-1",
-        "CLUSTER_TOKEN": "crash-token",
-        "API_URL": platform.url,
-        "MOONIN_INSECURE_HTTP": "true",
-        "QUEUE_DIR": str(queue_dir),
-    }
 
 
 def _start(env: dict[str, str], log: Path, run_id: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -59,13 +53,16 @@ def crash_platform() -> FakePlatform:
 def test_sigkill_at_random_moments_loses_no_committed_record(
     crash_platform: FakePlatform, tmp_path: Path
 ) -> None:
-    env = _worker_env(crash_platform, tmp_path / "queue")
+    seed = int(os.environ.get("CRASH_SEED") or random.randrange(2**32))
+    print(f"CRASH_SEED={seed}")
+    rng = random.Random(seed)
+    env = {**worker_env(crash_platform, tmp_path / "queue"), "CRASH_SEED": str(seed)}
     committed = tmp_path / "committed.log"
     windows: list[tuple[float, float]] = []
     for run in range(KILLS):
         started = time.monotonic()
         proc = _start(env, committed, f"r{run}")
-        time.sleep(random.uniform(0.05, 0.6))
+        time.sleep(rng.uniform(0.05, 0.6))  # the kill moment: what the test draws
         proc.kill()
         proc.wait()
         windows.append((started, time.monotonic()))

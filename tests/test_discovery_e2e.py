@@ -9,22 +9,25 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
+from tests.agent_process import queued, stop_within
 from tests.conftest import view
-from tests.test_run import stop_within
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
 
 
 def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_outage(
-    kube: FakeKube, platform: FakePlatform, discovery_agents: Callable[[], subprocess.Popen[str]]
+    kube: FakeKube,
+    platform: FakePlatform,
+    discovery_agents: Callable[[], subprocess.Popen[str]],
+    discovery_env: dict[str, str],
 ) -> None:
     expected = cluster_objects.populate(kube)
     agent = discovery_agents()
@@ -37,7 +40,7 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
         "web",
         {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:2.0"}]}}}},
     )
-    kube.create(cluster_objects.deployment("api"))
+    kube.create(objects.deployment(name="api", namespace=cluster_objects.NS))
     kube.delete("ingresses", NS, "web")
     kube.delete("clusterrolebindings", None, "viewer")
     expected |= {("deployment", f"{NS}/api")}
@@ -50,17 +53,24 @@ def test_the_platform_view_follows_the_cluster_through_changes_a_crash_and_an_ou
     platform.down()
     kube.patch("deployments", NS, "api", {"spec": {"replicas": 7}})
     kube.delete("services", NS, "web")
-    kube.create(cluster_objects.namespace("blog"))
-    kube.create(cluster_objects.deployment("blog", ns="blog"))
+    kube.create(objects.namespace(name="blog"))
+    kube.create(objects.deployment(name="blog", namespace="blog"))
     expected -= {("service", f"{NS}/web")}
     expected |= {("namespace", "blog"), ("deployment", "blog/blog")}
-    time.sleep(2.5)  # past the flush window: the changes are on disk
+    changes = {
+        ("namespace", "blog"),
+        ("deployment", "blog/blog"),
+        ("deployment", f"{NS}/api"),
+        ("service", f"{NS}/web"),
+    }
+    wait_until(lambda: changes <= on_disk(Path(discovery_env["QUEUE_DIR"])), timeout=30)
     agent.send_signal(signal.SIGKILL)
     agent.wait()
 
     # A new agent on the same queue; then the platform comes back.
+    lists = namespace_lists(kube)
     agent = discovery_agents()
-    time.sleep(1.0)
+    wait_until(lambda: namespace_lists(kube) > lists, timeout=30)  # it works, unheard
     platform.up()
     wait_until(lambda: set(view(platform)) == expected, timeout=30)
     current = view(platform)
@@ -78,8 +88,8 @@ def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
     discovery_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    kube.create(cluster_objects.namespace("moonin"))  # the Lease lives in the agent's own
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    kube.create(objects.namespace(name="moonin"))  # the Lease lives in the agent's own
     replicas = {}
     for name in ("pod-a", "pod-b"):
         env = dict(
@@ -98,8 +108,9 @@ def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
         )
         if name == "pod-a":  # a leads: it starts first
             wait_until(lambda: leader(platform) == "pod-a")
+            since = len(kube.requests)
     try:
-        time.sleep(3)  # pod-b runs a few election rounds as a standby
+        wait_until(lambda: standby_rounds(kube, since) >= 2, timeout=30)  # pod-b stands by
         assert leader(platform) == "pod-a"
         assert {r["metadata"]["leader"] for r in heartbeats(platform)} == {"pod-a"}
         replicas["pod-a"].send_signal(signal.SIGTERM)
@@ -111,6 +122,24 @@ def test_two_replicas_elect_one_collector_and_hand_over_on_sigterm(
             if agent.poll() is None:
                 agent.kill()
             agent.communicate()
+
+
+def on_disk(queue_dir: Path) -> set[tuple[str, str]]:
+    """The (kind, key) of what the agent's outbox holds now."""
+    return {(record["kind"], record["key"]) for record in queued(queue_dir)}
+
+
+def namespace_lists(kube: FakeKube) -> int:
+    """Requests to list or watch namespaces: an agent at work."""
+    return sum(1 for r in kube.requests if r.resource == "namespaces")
+
+
+def standby_rounds(kube: FakeKube, since: int) -> int:
+    """Election rounds of a standby since request `since`: each round reads the Lease, and
+    the leader's rounds each write it too, so the reads beyond the writes are the standby's."""
+    on_lease = [r for r in kube.requests[since:] if r.path.endswith("/moonin-discovery-leader")]
+    reads = sum(1 for r in on_lease if r.method == "GET")
+    return reads - (len(on_lease) - reads)
 
 
 def heartbeats(platform: FakePlatform) -> list[dict]:

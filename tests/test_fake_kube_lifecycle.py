@@ -13,6 +13,7 @@ import httpx
 import msgspec
 import pytest
 
+from sandbox import objects
 from sandbox.kube import ApiError, FakeKube
 from tests import cluster_objects
 
@@ -98,7 +99,7 @@ def test_a_namespace_starts_active_with_the_kubernetes_finalizer(
     if how == "http":
         made = http.post(NAMESPACES, json={"metadata": {"name": NS}}).json()
     else:
-        made = kube.create(cluster_objects.namespace())
+        made = kube.create(objects.namespace(name=cluster_objects.NS))
     assert made["status"] == {"phase": "Active"}
     assert made["spec"] == {"finalizers": ["kubernetes"]}
 
@@ -110,7 +111,7 @@ def test_deleting_a_namespace_terminates_it_deletes_its_contents_and_then_remove
     deletes its content, records its conditions, drops the `kubernetes` finalizer, and the
     namespace is deleted: pkg/registry/core/namespace/storage/storage.go (Delete) and
     pkg/controller/namespace/deletion/namespaced_resources_deleter.go."""
-    kube.create(cluster_objects.namespace())
+    kube.create(objects.namespace(name=cluster_objects.NS))
     kube.create(configmap(namespace=NS))
     since = kube.current_rv
     answer = delete(http, f"{NAMESPACES}/{NS}")
@@ -142,7 +143,7 @@ def test_content_with_finalizers_keeps_a_namespace_terminating_and_new_content_o
     NamespaceFinalizersRemaining; a create there is 403 with a NamespaceTerminating cause
     (plugin/pkg/admission/namespace/lifecycle/admission.go); the namespace goes with its
     last content (https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/)."""
-    kube.create(cluster_objects.namespace())
+    kube.create(objects.namespace(name=cluster_objects.NS))
     kube.create(configmap(namespace=NS, finalizers=["example.com/hold"]))
     delete(http, f"{NAMESPACES}/{NS}")
 
@@ -189,7 +190,7 @@ def test_the_system_namespaces_may_not_be_deleted(
     name: str, kube: FakeKube, http: httpx.Client
 ) -> None:
     """NamespaceLifecycle refuses to delete its immortal namespaces with a 403."""
-    kube.create(cluster_objects.namespace(name))
+    kube.create(objects.namespace(name=name))
     answer = delete(http, f"{NAMESPACES}/{name}")
     assert answer.status_code == 403
     assert answer.json()["reason"] == "Forbidden"
@@ -302,9 +303,9 @@ def test_marking_a_kind_with_a_generation_for_deletion_bumps_its_generation(
     see the deletion as a change of desired state."""
     made = kube.create(
         {
-            **cluster_objects.deployment(),
+            **objects.deployment(name="web", namespace=cluster_objects.NS),
             "metadata": {
-                **cluster_objects.deployment()["metadata"],
+                **objects.deployment(name="web", namespace=cluster_objects.NS)["metadata"],
                 "finalizers": ["example.com/a"],
             },
         }
@@ -403,13 +404,13 @@ def owner_reference(owner: dict[str, Any], *, block: bool = True) -> dict[str, A
 
 def application(kube: FakeKube, pods: int = 2) -> tuple[dict[str, Any], dict[str, Any]]:
     """A Deployment, its ReplicaSet and its Pods, as the Deployment controller makes them."""
-    kube.create(cluster_objects.namespace())
-    web = kube.create(cluster_objects.deployment())
-    replicaset = cluster_objects.replicaset(web["metadata"]["uid"])
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    web = kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
+    replicaset = objects.replicaset(owner=web)
     replicaset["metadata"]["ownerReferences"] = [owner_reference(web)]
     rs = kube.create(replicaset)
     for index in range(pods):
-        pod = cluster_objects.crashing_pod(rs["metadata"]["name"], rs["metadata"]["uid"])
+        pod = objects.crash_looping_pod(owner=rs)
         pod["metadata"]["name"] += str(index)
         pod["metadata"]["ownerReferences"] = [owner_reference(rs)]
         kube.create(pod)
@@ -497,7 +498,7 @@ def test_a_dependent_with_another_living_owner_survives_and_forgets_the_gone_one
     """owners-dependents docs: an object is collected only once it has no owner left; the
     collector removes references to owners that are gone (attemptToDeleteItem)."""
     kube.enable_controller("garbage-collector")
-    kube.create(cluster_objects.namespace())
+    kube.create(objects.namespace(name=cluster_objects.NS))
     first = kube.create(configmap("first", namespace=NS))
     second = kube.create(configmap("second", namespace=NS))
     both = [owner_reference(first), {**owner_reference(second), "controller": False}]
@@ -569,8 +570,8 @@ def test_a_deployment_generation_counts_spec_and_annotation_changes_not_labels(
     """pkg/registry/apps/deployment/strategy.go PrepareForUpdate: spec or annotation
     changes bump the generation ("annotations are copied from deployments to their
     replica sets"); metadata.generation in the body is ignored."""
-    kube.create(cluster_objects.namespace())
-    http.post(DEPLOYMENTS, json=cluster_objects.deployment())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    http.post(DEPLOYMENTS, json=objects.deployment(name="web", namespace=cluster_objects.NS))
     merge = {"Content-Type": "application/merge-patch+json"}
 
     def patch(body: dict[str, Any]) -> int:
@@ -587,7 +588,8 @@ def test_a_deployment_generation_counts_spec_and_annotation_changes_not_labels(
 
 def test_a_replicaset_generation_counts_only_spec_changes(kube: FakeKube) -> None:
     """pkg/registry/apps/replicaset/strategy.go: only spec changes bump the generation."""
-    rs = kube.create(cluster_objects.replicaset("uid-1"))
+    web = objects.deployment(name="web", namespace=NS)
+    rs = kube.create(objects.replicaset(owner=objects.with_uid(web, "uid-1")))
     name = rs["metadata"]["name"]
     annotated = kube.patch("replicasets", NS, name, {"metadata": {"annotations": {"a": "b"}}})
     assert annotated["metadata"]["generation"] == 1
@@ -618,7 +620,7 @@ def test_a_create_gives_its_field_manager_every_field_it_set(
     """https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management:
     managedFields name the manager (the `fieldManager` parameter), the operation, the
     apiVersion, the time and the fields (FieldsV1)."""
-    kube.create(cluster_objects.namespace())
+    kube.create(objects.namespace(name=cluster_objects.NS))
     made = http.post(
         CONFIGMAPS,
         params={"fieldManager": "seeder"},
@@ -640,7 +642,7 @@ def test_an_update_moves_the_fields_it_changed_to_its_manager(
 ) -> None:
     """Field management: a manager that changes a field takes it over from the one that
     set it; without `fieldManager` the manager is the User-Agent up to its first "/"."""
-    kube.create(cluster_objects.namespace())
+    kube.create(objects.namespace(name=cluster_objects.NS))
     http.post(
         CONFIGMAPS, params={"fieldManager": "seeder"}, json={**configmap(), "data": {"a": "1"}}
     )
@@ -662,8 +664,12 @@ def test_status_writes_are_managed_apart_as_the_status_subresource(
     kube: FakeKube, http: httpx.Client
 ) -> None:
     """Field management records the subresource a manager wrote through."""
-    kube.create(cluster_objects.namespace())
-    http.post(DEPLOYMENTS, params={"fieldManager": "deployer"}, json=cluster_objects.deployment())
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    http.post(
+        DEPLOYMENTS,
+        params={"fieldManager": "deployer"},
+        json=objects.deployment(name="web", namespace=cluster_objects.NS),
+    )
     written = http.patch(
         f"{DEPLOYMENTS}/web/status",
         params={"fieldManager": "controller"},

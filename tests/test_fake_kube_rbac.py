@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sandbox import objects
 from sandbox.kube import FakeKube, auth
 from tests.kubectl import Kubectl
 
@@ -64,8 +65,8 @@ def cluster(kubectl_kube: FakeKube) -> FakeKube:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         kube.create(config_map("settings", namespace))
         kube.create(config_map("other", namespace))
-        kube.create(pod("p", namespace))
-        kube.create(deployment("web", namespace))
+        kube.create(objects.pod(name="p", namespace=namespace))
+        kube.create(objects.deployment(name="web", namespace=namespace))
     kube.create(cluster_role("cluster-admin", rule(["*"], ["*"], groups=["*"])))
     kube.create(cluster_binding("cluster-admin", "cluster-admin", user(ADMIN)))
     return kube
@@ -77,32 +78,6 @@ def config_map(name: str, namespace: str) -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace},
         "data": {"k": "v"},
-    }
-
-
-def pod(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "app", "image": "app:1"}]},
-    }
-
-
-def deployment(name: str, namespace: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "app:1"}]},
-            },
-        },
     }
 
 
@@ -733,7 +708,12 @@ def test_a_denied_request_changes_nothing(cluster: FakeKube) -> None:
         ("DELETE", settings, None, "application/json"),
         ("DELETE", CONFIGMAPS_A, None, "application/json"),
         ("PATCH", f"{deployment_path}/scale", {"spec": {"replicas": 9}}, merge),
-        ("PUT", f"{deployment_path}/status", deployment("web", A), "application/json"),
+        (
+            "PUT",
+            f"{deployment_path}/status",
+            objects.deployment(name="web", namespace=A),
+            "application/json",
+        ),
     ]:
         answer = call(cluster, BOB, method, path, body=body, content_type=content_type)
         assert answer.status_code == 403, (method, path)
@@ -761,7 +741,7 @@ def test_kubectl_prints_the_servers_forbidden_message(
     kubectl: Kubectl, kubectl_kube: FakeKube
 ) -> None:
     kubectl_kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": A}})
-    kubectl_kube.create(pod("p", A))
+    kubectl_kube.create(objects.pod(name="p", namespace=A))
     bob = kubectl.with_token(TOKEN_OF[BOB], kubectl_kube)
     assert bob.fails("get", "pods", "-n", A).strip() == (
         'Error from server (Forbidden): pods is forbidden: User "bob" cannot list resource '

@@ -17,9 +17,10 @@ import httpx
 import msgspec
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube, resources
 from sandbox.kube.store import Store
-from tests.cluster_objects import NS, namespace, pod
+from tests.cluster_objects import NS
 from tests.waiting import wait_until
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -55,7 +56,7 @@ def server() -> Iterator[FakeKube]:
 @pytest.fixture
 def kube(server: FakeKube) -> FakeKube:
     server.reset()
-    server.create(namespace(NS))
+    server.create(objects.namespace(name=NS))
     return server
 
 
@@ -133,17 +134,17 @@ def refusal(message: str, causes: list[tuple[str, str, str]]) -> dict[str, Any]:
 def test_a_streaming_list_sends_the_matching_objects_then_the_annotated_bookmark_then_changes(
     kube: FakeKube, http: httpx.Client
 ) -> None:
-    kube.create(pod("a", app="web"))
-    kube.create(pod("b", app="db"))
-    kube.create(pod("c", app="web"))
+    kube.create(objects.pod(name="a", namespace=NS, labels={"app": "web"}))
+    kube.create(objects.pod(name="b", namespace=NS, labels={"app": "db"}))
+    kube.create(objects.pod(name="c", namespace=NS, labels={"app": "web"}))
     listed_at = kube.current_rv
     with http.stream("GET", PODS, params={**STREAM, "labelSelector": "app=web"}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"] == "application/json"
         stream = events(response)
         initial = [next(stream) for _ in range(3)]
-        kube.create(pod("d", app="web"))
-        kube.create(pod("e", app="db"))
+        kube.create(objects.pod(name="d", namespace=NS, labels={"app": "web"}))
+        kube.create(objects.pod(name="e", namespace=NS, labels={"app": "db"}))
         kube.delete("pods", NS, "a")
         live = [next(stream) for _ in range(2)]
     assert [seen(e) for e in initial[:2]] == [("ADDED", "a"), ("ADDED", "c")]
@@ -155,9 +156,9 @@ def test_a_streaming_list_sends_the_matching_objects_then_the_annotated_bookmark
 def test_a_streaming_list_from_a_resource_version_the_fake_has_reached_sends_the_current_state(
     start: str, kube: FakeKube, http: httpx.Client
 ) -> None:
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     old = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     kube.compact()  # a plain watch from `old` would now be 410
     rv = {"unset": "", "0": "0", "compacted": str(old), "current": str(kube.current_rv)}[start]
     with http.stream("GET", PODS, params={**STREAM, "resourceVersion": rv}) as response:
@@ -168,8 +169,8 @@ def test_a_streaming_list_from_a_resource_version_the_fake_has_reached_sends_the
 
 def test_a_streaming_list_from_a_resource_version_not_reached_yet_waits_for_it() -> None:
     with FakeKube(bookmark_interval=0, too_large_rv_wait=60) as kube:
-        kube.create(namespace(NS))
-        kube.create(pod("a"))
+        kube.create(objects.namespace(name=NS))
+        kube.create(objects.pod(name="a", namespace=NS))
         wanted = kube.current_rv + 1
         answer: dict[str, Any] = {}
 
@@ -184,7 +185,7 @@ def test_a_streaming_list_from_a_resource_version_not_reached_yet_waits_for_it()
         thread = threading.Thread(target=watch)
         thread.start()
         wait_until(lambda: kube.stats()["waiting_for_resource_version"] == 1)
-        kube.create(pod("b"))
+        kube.create(objects.pod(name="b", namespace=NS))
         thread.join(30)
         assert not thread.is_alive()
         assert kube.stats()["waiting_for_resource_version"] == 0
@@ -200,7 +201,7 @@ def test_a_streaming_list_from_a_resource_version_never_reached_ends_with_a_504_
     ERROR event (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go, Watch:
     `newErrWatcher`), not with an HTTP error."""
     with FakeKube(bookmark_interval=0, too_large_rv_wait=0) as kube:
-        kube.create(namespace(NS))
+        kube.create(objects.namespace(name=NS))
         current = kube.current_rv
         params = {**STREAM, "resourceVersion": str(current + 5)}
         response = httpx.get(kube.url + PODS, params=params, headers=kube.headers)
@@ -235,13 +236,13 @@ def test_a_streaming_list_from_a_resource_version_never_reached_ends_with_a_504_
 def test_send_initial_events_false_watches_from_now_or_from_the_resource_version_given(
     kube: FakeKube, http: httpx.Client
 ) -> None:
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     before_b = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     params = {**STREAM, "sendInitialEvents": "false"}
     for rv in ("", "0"):
         with http.stream("GET", PODS, params={**params, "resourceVersion": rv}) as response:
-            kube.create(pod(f"after-{rv or 'unset'}"))
+            kube.create(objects.pod(name=f"after-{rv or 'unset'}", namespace=NS))
             assert seen(take(response, 1)[0]) == ("ADDED", f"after-{rv or 'unset'}")
     with http.stream("GET", PODS, params={**params, "resourceVersion": str(before_b)}) as response:
         assert seen(take(response, 1)[0]) == ("ADDED", "b")
@@ -251,13 +252,13 @@ def test_initial_events_without_allow_watch_bookmarks_end_with_no_bookmark(
     kube: FakeKube, http: httpx.Client
 ) -> None:
     # Upstream accepts this: the client gets the objects but cannot tell where they end.
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     params = {k: v for k, v in STREAM.items() if k != "allowWatchBookmarks"}
     with http.stream("GET", PODS, params=params) as response:
         assert response.status_code == 200
         stream = events(response)
         first = next(stream)
-        kube.create(pod("b"))
+        kube.create(objects.pod(name="b", namespace=NS))
         second = next(stream)
     assert [seen(first), seen(second)] == [("ADDED", "a"), ("ADDED", "b")]
 
@@ -409,13 +410,15 @@ def test_a_legacy_watch_that_allows_bookmarks_becomes_a_streaming_list_only_wher
     mode: str, ends: bool, kube: FakeKube, http: httpx.Client
 ) -> None:
     kube.set_streaming_lists(mode)
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     listed = kube.current_rv
     params = {"watch": "1", "allowWatchBookmarks": "true"}
     with http.stream("GET", PODS, params=params) as response:
         stream = events(response)
         first = next(stream)
-        kube.create(namespace("elsewhere"))  # a bookmark only comes once the RV moved on
+        kube.create(
+            objects.namespace(name="elsewhere")
+        )  # a bookmark only comes once the RV moved on
         kube.bookmark_now("pods")
         second = next(stream)
     assert seen(first) == ("ADDED", "a")
@@ -444,13 +447,13 @@ def test_a_server_that_ignores_the_parameters_serves_a_plain_watch(
     kube: FakeKube, http: httpx.Client
 ) -> None:
     kube.set_streaming_lists("ignore")
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     before_b = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     with http.stream("GET", PODS, params=STREAM) as response:
         stream = events(response)
         initial = [next(stream) for _ in range(2)]
-        kube.create(namespace("elsewhere"))  # a bookmark needs a newer RV
+        kube.create(objects.namespace(name="elsewhere"))  # a bookmark needs a newer RV
         kube.bookmark_now("pods")
         bookmark = next(stream)
     assert [seen(e) for e in initial] == [("ADDED", "a"), ("ADDED", "b")]
@@ -473,12 +476,12 @@ def test_the_streaming_list_mode_can_differ_per_resource_and_reset_restores_the_
     with http.stream("GET", configmaps, params=STREAM) as response:
         assert take(response, 1) == [end_bookmark(kube.current_rv, "ConfigMap")]
     kube.reset()
-    kube.create(namespace(NS))
+    kube.create(objects.namespace(name=NS))
     with http.stream("GET", PODS, params=STREAM) as response:
         assert take(response, 1) == [end_bookmark(kube.current_rv)]
 
     with FakeKube(streaming_lists="refuse") as other:
-        other.create(namespace(NS))
+        other.create(objects.namespace(name=NS))
         other.set_streaming_lists("serve")
         other.reset()
         assert httpx.get(other.url + PODS, params=STREAM, headers=other.headers).status_code == 422
@@ -499,7 +502,7 @@ def test_a_streaming_list_can_be_cut_after_n_initial_events_without_a_clean_end(
 ) -> None:
     start = str(kube.current_rv)
     for name in "abc":
-        kube.create(pod(name))
+        kube.create(objects.pod(name=name, namespace=NS))
     kube.drop_initial_events("pods", after=after)
     # A watch that is no streaming list leaves the fault for the next one that is.
     with http.stream("GET", PODS, params={"watch": "1", "resourceVersion": start}) as response:
@@ -516,7 +519,7 @@ def test_a_streaming_list_can_be_cut_after_n_initial_events_without_a_clean_end(
 def test_boolean_parameters_are_read_as_the_real_server_reads_them(
     kube: FakeKube, http: httpx.Client
 ) -> None:
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     with http.stream("GET", f"{PODS}?watch") as response:  # no value: true
         assert seen(take(response, 1)[0]) == ("ADDED", "a")
     for value in ("0", "False"):
@@ -580,7 +583,7 @@ def test_one_object_and_a_write_answer_can_be_partial_object_metadata(
     version: str, kube: FakeKube, http: httpx.Client
 ) -> None:
     kube.create(secret("one"))
-    kube.create(pod("web"))
+    kube.create(objects.pod(name="web", namespace=NS))
     accept = {"Accept": f"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v={version}"}
     got = http.get(f"{SECRETS}/one", headers=accept)
     assert got.headers["content-type"] == "application/json"
@@ -682,7 +685,7 @@ def test_a_metadata_watch_streams_partial_objects_and_bookmarks(
         kube.patch("secrets", NS, "two", {"metadata": {"labels": {"owner": "someone"}}})
         left = next(stream)
         left_at = kube.current_rv
-        kube.create(namespace("elsewhere"))  # a bookmark needs a newer RV
+        kube.create(objects.namespace(name="elsewhere"))  # a bookmark needs a newer RV
         kube.bookmark_now("secrets")
         bookmark = next(stream)
     assert initial[:2] == [{"type": "ADDED", "object": obj} for obj in listed]

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
-from tests.cluster_objects import NS, namespace, pod
+from tests.cluster_objects import NS
 from tests.waiting import wait_until
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -48,7 +49,7 @@ def server() -> Iterator[FakeKube]:
 @pytest.fixture
 def kube(server: FakeKube) -> FakeKube:
     server.reset()
-    server.create(namespace(NS))
+    server.create(objects.namespace(name=NS))
     return server
 
 
@@ -98,7 +99,7 @@ def test_a_list_without_a_resource_version_is_the_most_recent_and_honours_limit(
 ) -> None:
     """Unset: "Most Recent", and pages by `limit` (#semantics-for-get-and-list)."""
     for name in ("a", "b", "c"):
-        kube.create(pod(name))
+        kube.create(objects.pod(name=name, namespace=NS))
     answer = http.get(PODS, params={"limit": "2"})
     assert names(answer) == ["a", "b"]
     metadata = answer.json()["metadata"]
@@ -112,7 +113,7 @@ def test_a_list_at_resource_version_0_is_served_whole_ignoring_limit(
     """ "0": "Any", served from the watch cache, which does not paginate: `limit` is
     ignored and no continue token comes (#semantics-for-get-and-list; cacher)."""
     for name in ("a", "b", "c"):
-        kube.create(pod(name))
+        kube.create(objects.pod(name=name, namespace=NS))
     answer = http.get(PODS, params={"resourceVersion": "0", "limit": "2"})
     assert names(answer) == ["a", "b", "c"]
     assert answer.json()["metadata"] == {"resourceVersion": str(kube.current_rv)}
@@ -123,9 +124,9 @@ def test_a_list_not_older_than_a_version_reached_is_served_now(
 ) -> None:
     """NotOlderThan (the default for a non-zero resourceVersion) answers with data at
     least that new: the current state (#semantics-for-get-and-list)."""
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     old = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     for params in ({"resourceVersion": str(old)}, {"resourceVersion": str(old), "limit": "5"}):
         answer = http.get(PODS, params={**params, "resourceVersionMatch": "NotOlderThan"})
         assert names(answer) == ["a", "b"]
@@ -136,7 +137,7 @@ def test_a_list_not_older_than_a_version_not_reached_waits_for_it() -> None:
     """The watch cache waits a while for a resourceVersion it has not seen yet
     (cacher: waitUntilFreshAndBlock)."""
     with FakeKube(bookmark_interval=0, too_large_rv_wait=60) as kube:
-        kube.create(namespace(NS))
+        kube.create(objects.namespace(name=NS))
         wanted = kube.current_rv + 1
         answer: dict[str, httpx.Response] = {}
 
@@ -149,7 +150,7 @@ def test_a_list_not_older_than_a_version_not_reached_waits_for_it() -> None:
         thread = threading.Thread(target=read)
         thread.start()
         wait_until(lambda: kube.stats()["waiting_for_resource_version"] == 1)
-        kube.create(pod("late"))
+        kube.create(objects.pod(name="late", namespace=NS))
         thread.join(30)
         assert names(answer["list"]) == ["late"]
         assert answer["list"].json()["metadata"]["resourceVersion"] == str(wanted)
@@ -179,14 +180,16 @@ def test_an_exact_list_is_the_state_at_that_version_rebuilt_from_history(
 ) -> None:
     """Exact: "Return data at the exact resource version provided"
     (#semantics-for-get-and-list), paged like any list."""
-    kube.create(pod("a", tier="one"))
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="a", namespace=NS, labels={"tier": "one"}))
+    kube.create(objects.pod(name="b", namespace=NS))
     at_two = kube.current_rv
     kube.patch("pods", NS, "a", {"metadata": {"labels": {"tier": "two"}}})
     kube.delete("pods", NS, "b")
-    kube.create(pod("c"))
-    kube.create(namespace("other"))
-    kube.create({**pod("x"), "metadata": {"name": "x", "namespace": "other"}})
+    kube.create(objects.pod(name="c", namespace=NS))
+    kube.create(objects.namespace(name="other"))
+    kube.create(
+        {**objects.pod(name="x", namespace=NS), "metadata": {"name": "x", "namespace": "other"}}
+    )
 
     def exact(rv: int, **params: str) -> httpx.Response:
         query = {"resourceVersion": str(rv), "resourceVersionMatch": "Exact", **params}
@@ -215,9 +218,9 @@ def test_a_paginated_list_at_a_version_without_a_match_is_exact_as_it_always_was
     """resourceVersion N with `limit` and no resourceVersionMatch: Exact, the legacy
     meaning kept for compatibility (#semantics-for-get-and-list, the table's
     "limit=<n>, continue unset" row; KEP-2523)."""
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     old = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     answer = http.get(PODS, params={"resourceVersion": str(old), "limit": "5"})
     assert names(answer) == ["a"]
     assert answer.json()["metadata"]["resourceVersion"] == str(old)
@@ -232,9 +235,9 @@ def test_an_exact_list_older_than_the_history_kept_is_410_expired(
 ) -> None:
     """A version compacted away: 410 Expired (#resource-versions; etcd3 store:
     "The resourceVersion for the provided list is too old.")."""
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     old = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     kube.compact()
     params = {"resourceVersion": str(old), "resourceVersionMatch": "Exact"}
     answer = http.get(PODS, params=params)
@@ -299,7 +302,7 @@ def test_a_resource_version_with_a_continue_token_is_400(
     """etcd3 store list: "specifying resource version is not allowed when using continue";
     "0" is allowed (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go)."""
     for name in ("a", "b"):
-        kube.create(pod(name))
+        kube.create(objects.pod(name=name, namespace=NS))
     token = http.get(PODS, params={"limit": "1"}).json()["metadata"]["continue"]
     answer = http.get(PODS, params={"limit": "1", "continue": token, "resourceVersion": "3"})
     assert answer.status_code == 400
@@ -340,11 +343,11 @@ def test_history_older_than_five_minutes_is_gone_for_watches_and_exact_lists(
 ) -> None:
     """etcd is compacted about every 5 minutes; a watch or an exact list from before that
     meets 410 Gone/Expired (#resource-versions, "410 Gone")."""
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     old = kube.current_rv
-    kube.create(pod("b"))
+    kube.create(objects.pod(name="b", namespace=NS))
     CLOCK.now += 299
-    kube.create(pod("c"))
+    kube.create(objects.pod(name="c", namespace=NS))
     # Still kept: the watch replays what came after `old`.
     params = {"watch": "1", "resourceVersion": str(old), "timeoutSeconds": "1"}
     assert [seen(e) for e in events(http.get(PODS, params=params))] == [
@@ -370,7 +373,7 @@ def test_a_continue_token_older_than_five_minutes_is_410_with_a_token_to_go_on(
     """A continue token is valid until etcd compacts its revision (#retrieving-large-
     results-sets-in-chunks: "410 ResourceExpired" once it is gone)."""
     for name in ("a", "b", "c"):
-        kube.create(pod(name))
+        kube.create(objects.pod(name=name, namespace=NS))
     token = http.get(PODS, params={"limit": "1"}).json()["metadata"]["continue"]
     CLOCK.now += 299
     assert names(http.get(PODS, params={"limit": "1", "continue": token})) == ["b"]
@@ -394,13 +397,13 @@ def test_a_watch_from_a_resource_version_ahead_sends_nothing_until_the_server_pa
     with http.stream("GET", PODS, params=params) as response:
         stream = events(response)
         kube.wait_for_watches(1, "pods")
-        kube.create(pod("a"))  # at ahead - 1
+        kube.create(objects.pod(name="a", namespace=NS))  # at ahead - 1
         kube.bookmark_now("pods")  # lower than where the watch started: not sent
-        kube.create(pod("b"))  # at ahead: not newer either
+        kube.create(objects.pod(name="b", namespace=NS))  # at ahead: not newer either
         kube.bookmark_now("pods")
-        kube.create(pod("c"))
+        kube.create(objects.pod(name="c", namespace=NS))
         first = next(stream)
-        kube.create(namespace("elsewhere"))
+        kube.create(objects.namespace(name="elsewhere"))
         kube.bookmark_now("pods")
         second = next(stream)
     assert seen(first) == ("ADDED", "c")
@@ -413,7 +416,7 @@ def test_a_bookmark_comes_only_when_the_resource_version_moved_past_the_last_one
 ) -> None:
     """Bookmarks tell a client how far the server got (#watch-bookmarks): one with nothing
     new is not sent, nor one lower than an event already sent."""
-    kube.create(pod("a"))
+    kube.create(objects.pod(name="a", namespace=NS))
     params = {"watch": "1", "resourceVersion": str(kube.current_rv), "allowWatchBookmarks": "1"}
     plain = {"watch": "1", "resourceVersion": str(kube.current_rv)}
     with (
@@ -423,12 +426,12 @@ def test_a_bookmark_comes_only_when_the_resource_version_moved_past_the_last_one
         stream, others = events(response), events(without)
         kube.wait_for_watches(2, "pods")
         kube.bookmark_now("pods")  # nothing new since the watch started
-        kube.create(pod("b"))
+        kube.create(objects.pod(name="b", namespace=NS))
         kube.bookmark_now("pods")  # at b's RV, already told by its event
-        kube.create(namespace("elsewhere"))
+        kube.create(objects.namespace(name="elsewhere"))
         kube.bookmark_now("pods")
         kube.bookmark_now("pods")  # the same again
-        kube.create(pod("c"))
+        kube.create(objects.pod(name="c", namespace=NS))
         got = [next(stream) for _ in range(3)]
         other = [next(others) for _ in range(2)]
     assert [seen(e) for e in got] == [
@@ -451,7 +454,7 @@ def test_a_watch_gets_a_last_bookmark_shortly_before_its_timeout(
         "allowWatchBookmarks": "true",
         "timeoutSeconds": "3",
     }
-    kube.create(namespace("elsewhere"))  # news for the watch, not an event on it
+    kube.create(objects.namespace(name="elsewhere"))  # news for the watch, not an event on it
     with http.stream("GET", PODS, params=params) as response:
         got = list(events(response))  # the stream ends at its timeout
     assert [seen(e) for e in got] == [("BOOKMARK", str(kube.current_rv))]
@@ -461,7 +464,7 @@ def test_a_watch_without_timeout_seconds_ends_within_twice_the_minimum_request_t
     """Without timeoutSeconds the server picks 1-2x `--min-request-timeout` (apiserver
     endpoints/handlers/get.go, ListResource), so every watch ends some time."""
     with FakeKube(bookmark_interval=0, min_request_timeout=0.5) as kube:
-        kube.create(namespace(NS))
+        kube.create(objects.namespace(name=NS))
         params = {"watch": "1", "resourceVersion": str(kube.current_rv)}
         with httpx.stream(
             "GET", kube.url + PODS, params=params, headers=kube.headers, timeout=10

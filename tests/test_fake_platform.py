@@ -885,9 +885,12 @@ def test_the_subprocess_prints_its_url_serves_stats_and_ignores_vanished_clients
 
 
 def _vanish_mid_body(port: int) -> None:
-    """A client killed half-way through sending a request."""
-    with socket.create_connection(("127.0.0.1", port)) as raw:
+    """A client gone half-way through sending a request; returns once the server is done
+    with the connection (it closed its end), so what follows sees what it did."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         raw.sendall(
             b"POST /v1/clusters/c-1/records HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"
         )
-    time.sleep(0.05)
+        raw.shutdown(socket.SHUT_WR)  # the body ends there
+        while raw.recv(4096):  # whatever it answers, until it closes
+            pass

@@ -16,11 +16,12 @@ from agent.health_server import HealthServer
 from agent.health_watch import HealthWatch
 from agent.metrics import AgentMetrics
 from runtime.health import Health, HealthReporter
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from shipper.queuefile import StreamStats
 from tests import cluster_objects
-from tests.test_run import agent_env, start_agent, stop_within
+from tests.agent_process import agent_env, start_agent, stop_within
 from tests.waiting import wait_until
 
 
@@ -188,7 +189,7 @@ def test_a_running_agent_serves_probes_and_its_queue_depth_follows_an_outage(
 
         platform.down()
         for n in range(3):
-            kube.create(cluster_objects.namespace(f"outage-{n}"))
+            kube.create(objects.namespace(name=f"outage-{n}"))
         wait_until(lambda: metric(depth, stream="discovery") >= 3)
         assert answers("/healthz") == 200  # an unreachable platform is no reason to restart
         failed = metric(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -20,6 +19,7 @@ from collector.normalize.helm_release import (
     release_key,
 )
 from collector.relations import Relations
+from sandbox import objects
 
 PLANTED = {
     "values": "values-pw-0a1b2c",
@@ -136,14 +136,6 @@ def release_json() -> dict[str, Any]:
     }
 
 
-def helm_encoded(release: Mapping[str, Any] | bytes, *, gzipped: bool = True) -> bytes:
-    """Helm's storage: JSON, gzip, base64 (the Secret's value before the API encodes it)."""
-    payload = release if isinstance(release, bytes) else json.dumps(release).encode()
-    if gzipped:
-        payload = gzip.compress(payload)
-    return base64.b64encode(payload)
-
-
 def secret(
     data_release: str | None,
     *,
@@ -173,11 +165,6 @@ def secret(
     return msgspec.json.decode(msgspec.json.encode(doc), type=Secret)
 
 
-def api_encoded(helm: bytes) -> str:
-    """The Kubernetes API's base64 of a Secret's value."""
-    return base64.b64encode(helm).decode()
-
-
 CTX = Context(lookups=Relations(), fetch_logs=lambda *args: None)
 
 EXPECTED = {
@@ -203,7 +190,7 @@ EXPECTED = {
 def test_a_release_secret_becomes_one_record_with_exactly_the_allowed_fields(
     gzipped: bool,
 ) -> None:
-    stored = secret(api_encoded(helm_encoded(release_json(), gzipped=gzipped)))
+    stored = secret(objects.api_encoded(objects.helm_storage(release_json(), gzipped=gzipped)))
     records = HelmReleaseNormalizer().upserts(stored, CTX)
     [record] = records
     assert (record.kind, record.op, record.key) == ("helm_release", "upsert", "shop/shop/v7")
@@ -217,7 +204,9 @@ def test_a_release_secret_becomes_one_record_with_exactly_the_allowed_fields(
 def test_a_deleted_release_and_its_delete_record() -> None:
     release = release_json()
     release["info"].update(status="uninstalled", deleted="2026-12-03T08:00:00Z")
-    [record] = HelmReleaseNormalizer().upserts(secret(api_encoded(helm_encoded(release))), CTX)
+    [record] = HelmReleaseNormalizer().upserts(
+        secret(objects.api_encoded(objects.helm_storage(release))), CTX
+    )
     assert record.data["status"] == "uninstalled"
     assert record.data["deleted"] == "2026-12-03T08:00:00.000Z"
     # A delete needs the Secret's name only (a relist may know nothing else).
@@ -240,13 +229,17 @@ def _corrupt_payloads() -> dict[str, str]:
     deep_yaml["manifest"] = "kind: ConfigMap\ndata: " + "[" * 20_000 + "]" * 20_000 + "\n"
     return {
         "not base64": "!!not-base64!!",
-        "inner not base64": api_encoded(b"@@@" + PLANTED["values"].encode()),
-        "not json": api_encoded(base64.b64encode(PLANTED["values"].encode())),
-        "truncated gzip": api_encoded(base64.b64encode(good_gzip[: len(good_gzip) // 2])),
-        "wrong shape": api_encoded(helm_encoded({"name": "shop", "version": "seven"})),
-        "no revision": api_encoded(helm_encoded({"name": "shop", "config": PLANTED})),
-        "bad manifest": api_encoded(helm_encoded(bad_yaml)),
-        "manifest nested too deep": api_encoded(helm_encoded(deep_yaml)),
+        "inner not base64": objects.api_encoded(b"@@@" + PLANTED["values"].encode()),
+        "not json": objects.api_encoded(base64.b64encode(PLANTED["values"].encode())),
+        "truncated gzip": objects.api_encoded(base64.b64encode(good_gzip[: len(good_gzip) // 2])),
+        "wrong shape": objects.api_encoded(
+            objects.helm_storage({"name": "shop", "version": "seven"})
+        ),
+        "no revision": objects.api_encoded(
+            objects.helm_storage({"name": "shop", "config": PLANTED})
+        ),
+        "bad manifest": objects.api_encoded(objects.helm_storage(bad_yaml)),
+        "manifest nested too deep": objects.api_encoded(objects.helm_storage(deep_yaml)),
     }
 
 
@@ -274,7 +267,9 @@ def test_an_unquoted_date_that_does_not_exist_is_a_string_as_in_helm() -> None:
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dates\n"
         "data:\n  due: 2024-02-30\n  month: 2024-13-01\n"
     )
-    [record] = HelmReleaseNormalizer().upserts(secret(api_encoded(helm_encoded(release))), CTX)
+    [record] = HelmReleaseNormalizer().upserts(
+        secret(objects.api_encoded(objects.helm_storage(release))), CTX
+    )
     assert record.data["resources"] == [
         {"api_version": "v1", "kind": "ConfigMap", "namespace": None, "name": "dates"}
     ]
@@ -287,7 +282,7 @@ def test_a_secret_without_release_data_is_reported() -> None:
 
 
 def test_other_secrets_and_a_disabled_switch_give_nothing() -> None:
-    encoded = api_encoded(helm_encoded(release_json()))
+    encoded = objects.api_encoded(objects.helm_storage(release_json()))
     normalizer = HelmReleaseNormalizer()
     opaque = secret(encoded, name="db-credentials", kind="Opaque")
     assert normalizer.upserts(opaque, CTX) == []
@@ -319,7 +314,7 @@ def reading(*bodies: Secret | None) -> tuple[Context, list[tuple[str, str]]]:
 
 
 def test_a_listed_release_is_read_by_name_and_becomes_the_same_record() -> None:
-    full = secret(api_encoded(helm_encoded(release_json())))
+    full = secret(objects.api_encoded(objects.helm_storage(release_json())))
     ctx, reads = reading(full)
     [record] = HelmReleaseNormalizer().upserts(metadata_only(full), ctx)
     assert reads == [("shop", "sh.helm.release.v1.shop.v7")]
@@ -337,7 +332,7 @@ def test_a_release_over_the_decompression_cap_gives_no_record_and_one_warning() 
     # A few hundred KiB of gzip that would inflate past the cap: read only up to it.
     release = release_json()
     release["manifest"] = "kind: ConfigMap\n# " + "a" * (MAX_RELEASE_BYTES + 1024) + "\n"
-    full = secret(api_encoded(helm_encoded(release)))
+    full = secret(objects.api_encoded(objects.helm_storage(release)))
     assert len(full.data["release"]) < 1024 * 1024  # type: ignore[index]
     ctx, _ = reading(full)
     with structlog.testing.capture_logs() as logs:
@@ -370,7 +365,9 @@ def test_the_manifest_is_read_without_building_its_documents() -> None:
         "apiVersion: v1\nkind: Service\nmetadata:\n  labels: *meta\n  name: 'quoted'\n"
         "  annotations: {x: y}\n"
     )
-    [record] = HelmReleaseNormalizer().upserts(secret(api_encoded(helm_encoded(release))), CTX)
+    [record] = HelmReleaseNormalizer().upserts(
+        secret(objects.api_encoded(objects.helm_storage(release))), CTX
+    )
     assert record.data["resources"] == [
         {"api_version": "v1", "kind": "ConfigMap", "namespace": "ops", "name": None},
         {"api_version": "v1", "kind": "Service", "namespace": None, "name": "quoted"},

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from tests.kubectl import Kubectl, Streaming
 from tests.waiting import wait_until
@@ -79,19 +80,6 @@ def deployment(name: str, *, replicas: int = 3, ready: int = 2) -> dict[str, Any
     }
 
 
-def owned_by(owner: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": owner["apiVersion"],
-            "kind": owner["kind"],
-            "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-
-
 def deployment_with_dependents(cluster: FakeKube) -> None:
     """Deployment `web`, its ReplicaSet and two Pods, linked by ownerReferences as the
     Deployment and ReplicaSet controllers link them."""
@@ -104,7 +92,7 @@ def deployment_with_dependents(cluster: FakeKube) -> None:
                 "name": "web-5d4f",
                 "namespace": "default",
                 "labels": {"app": "web"},
-                "ownerReferences": owned_by(owner),
+                "ownerReferences": objects.controlled_by(owner, block_deletion=True),
             },
             "spec": {
                 "replicas": 2,
@@ -122,7 +110,7 @@ def deployment_with_dependents(cluster: FakeKube) -> None:
                     "name": pod,
                     "namespace": "default",
                     "labels": {"app": "web"},
-                    "ownerReferences": owned_by(replica_set),
+                    "ownerReferences": objects.controlled_by(replica_set, block_deletion=True),
                 },
                 "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]},
             }

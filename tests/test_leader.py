@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import structlog.testing
@@ -16,8 +16,8 @@ from agent.discovery import led_last
 from collector.leader import JITTER_FACTOR, LeaderElector, LeaseSettings, micro_time
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
+from sandbox import objects
 from sandbox.kube import FakeKube
-from tests.cluster_objects import namespace
 from tests.waiting import wait_until
 
 
@@ -42,7 +42,7 @@ class Replica:
 
 @pytest.fixture
 def replicas(kube: FakeKube) -> Iterator[Callable[..., Replica]]:
-    kube.create(namespace("moonin"))  # the Lease's namespace exists, as in a cluster
+    kube.create(objects.namespace(name="moonin"))  # the Lease's namespace exists, as in a cluster
     made: list[Replica] = []
 
     def make(identity: str, **timing: float) -> Replica:
@@ -61,13 +61,22 @@ def holder(kube: FakeKube) -> str | None:
 
 
 def test_only_one_replica_leads_and_the_lease_names_it(
-    kube: FakeKube, replicas: Callable[..., Replica]
+    kube: FakeKube, replicas: Callable[..., Replica], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = replicas("pod-a"), replicas("pod-b")
     a.elector.start()
     wait_until(a.started.is_set)
+    reads = 0
+    read = b.api.get
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(b.api, "get", counted)  # each of b's rounds reads the Lease
     b.elector.start()
-    time.sleep(0.5)  # several rounds for b
+    wait_until(lambda: reads >= 5)  # several rounds for b
     assert a.elector.is_leader and not b.elector.is_leader
     assert not b.started.is_set()
     assert holder(kube) == "pod-a"

@@ -20,7 +20,7 @@ from collector.normalize.pod_error import PodErrorNormalizer
 from collector.normalize.pod_event import Event, PodEventNormalizer
 from collector.state import StateStore
 from shipper.records import Record
-from tests.test_pod_errors import CTX, condition, container, observe, pod, waiting
+from tests.pod_status import CTX, condition, container, observe, pod, waiting
 
 NS = "shop"
 POD = "web-7d4b9c6f5-x2x9k"

@@ -7,7 +7,6 @@ happen: no watch, no file, no request to a platform, even one the environment po
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,22 +15,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from shipper.records import Record, encode
-from tests import cluster_objects
+from tests.agent_process import preview_env
 from tests.conftest import TOKEN
-from tests.test_helm_release import api_encoded, helm_encoded
-
-# What preview must not need, and must not use when it is there anyway.
-_AGENT_VARIABLES = ("CLUSTER_", "API_URL", "QUEUE_", "CONFIG_FILE", "KUBECONFIG", "LOG_LEVEL")
-
-
-def preview_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(_AGENT_VARIABLES)}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    env.update(extra)
-    return env
 
 
 def run_preview(
@@ -72,118 +61,28 @@ def log_events(stderr: bytes) -> list[dict[str, Any]]:
 # -- the cluster ------------------------------------------------------------------------------
 
 
-def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
 def deployment(name: str, ns: str = "shop") -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "annotations": {"deployment.kubernetes.io/revision": "3"},
-        },
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": f"registry.example/{name}:1.0"}]},
-            },
-        },
-    }
-
-
-def replicaset(owner: dict[str, Any]) -> dict[str, Any]:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {
-            "name": f"{meta['name']}-5d9f",
-            "namespace": meta["namespace"],
-            "annotations": {"deployment.kubernetes.io/revision": "3"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"replicas": 2, "template": owner["spec"]["template"]},
-    }
-
-
-def service(name: str, ns: str = "shop") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"selector": {"app": name}, "ports": [{"port": 80}]},
-    }
-
-
-def cronjob(name: str, ns: str = "shop") -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "schedule": "0 3 * * *",
-            "jobTemplate": {
-                "spec": {
-                    "template": {
-                        "spec": {"containers": [{"name": "task", "image": "busybox:1.36"}]}
-                    }
-                }
-            },
-        },
-    }
-
-
-def node(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    return objects.deployment(name=name, namespace=ns, revision=3)
 
 
 def helm_release(name: str, ns: str = "shop") -> dict[str, Any]:
-    release = {
-        "name": name,
-        "namespace": ns,
-        "version": 1,
-        "info": {"status": "deployed"},
-        "chart": {"metadata": {"name": name, "version": "2.1.0"}},
-        "manifest": "",
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"sh.helm.release.v1.{name}.v1",
-            "namespace": ns,
-            "labels": {"owner": "helm", "name": name},
-        },
-        "type": "helm.sh/release.v1",
-        "data": {"release": api_encoded(helm_encoded(release))},
-    }
+    release = objects.helm_release(name=name, namespace=ns, chart_version="2.1.0")
+    storage = objects.helm_storage(release)
+    return objects.helm_release_secret(name=name, namespace=ns, revision=1, storage=storage)
 
 
 @pytest.fixture
 def cluster(kube: FakeKube, kubeconfig: Path) -> FakeKube:
     for ns in ("shop", "staging", "kube-system"):
-        kube.create(namespace(ns))
+        kube.create(objects.namespace(name=ns))
     web = kube.create(deployment("web"))
-    kube.create(replicaset(web))
+    kube.create(objects.replicaset(owner=web, template_hash="5d9f"))
     kube.create(deployment("worker-1"))
     kube.create(deployment("api", "staging"))
     kube.create(deployment("coredns", "kube-system"))
-    kube.create(service("web"))
-    kube.create(cronjob("nightly"))
-    kube.create(node("node-1"))
+    kube.create(objects.service(name="web", namespace="shop"))
+    kube.create(objects.cronjob(name="nightly", namespace="shop"))
+    kube.create(objects.node(name="node-1"))
     kube.create(helm_release("shop"))
     kube.clear_requests()
     return kube
@@ -265,10 +164,14 @@ def test_preview_shows_the_errors_only_warning_events_tell(
     cluster: FakeKube, kubeconfig: Path, tmp_path: Path
 ) -> None:
     rs = cluster.get("replicasets", "shop", "web-5d9f")
-    stuck = cluster.create(cluster_objects.creating_pod("web-5d9f", rs["metadata"]["uid"]))
+    stuck = cluster.create(objects.creating_pod(owner=rs))
     failing = "Readiness probe failed: HTTP probe failed with statuscode: 503"
-    probe = cluster_objects.warning_event(
-        stuck, "Unhealthy", failing, field_path="spec.containers{app}", count=6
+    probe = objects.event(
+        involved=stuck,
+        reason="Unhealthy",
+        message=failing,
+        field_path="spec.containers{app}",
+        count=6,
     )
     cluster.create(probe)
     env = preview_env(KUBECONFIG=str(kubeconfig))

@@ -7,16 +7,17 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests import cluster_objects
+from tests.agent_process import queued, stop_within
 from tests.conftest import view
-from tests.test_run import stop_within
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
@@ -25,8 +26,8 @@ BLOG = "blog"
 
 def populate_with_a_second_namespace(kube: FakeKube) -> set[tuple[str, str]]:
     expected = cluster_objects.populate(kube)
-    kube.create(cluster_objects.namespace(BLOG))
-    kube.create(cluster_objects.deployment("blog", ns=BLOG))
+    kube.create(objects.namespace(name=BLOG))
+    kube.create(objects.deployment(name="blog", namespace=BLOG))
     kube.create(cluster_objects.helm_release_secret("blog", ns=BLOG))
     return expected | {
         ("namespace", BLOG),
@@ -50,7 +51,7 @@ def cluster_changes_while_no_agent_watches(kube: FakeKube, expected: set) -> set
         "web",
         {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "web:3.0"}]}}}},
     )
-    kube.create(cluster_objects.deployment("added"))
+    kube.create(objects.deployment(name="added", namespace=cluster_objects.NS))
     gone = {
         ("namespace", BLOG),
         ("deployment", f"{BLOG}/blog"),
@@ -76,8 +77,12 @@ def test_the_view_converges_after_kills_an_outage_and_changes_nobody_watched(
     expected = cluster_changes_while_no_agent_watches(kube, expected)
     if volume == "fresh":  # a failover: the next agent starts on an empty volume
         shutil.rmtree(discovery_env["QUEUE_DIR"])
+    queue = Path(discovery_env["QUEUE_DIR"])
+    snapshots = deployment_snapshots(queue)
     agent = discovery_agents()
-    time.sleep(2.5)  # it lists the cluster and queues what it found, then dies too
+    # It lists the cluster and queues what it found (its Deployments' snapshot comes after
+    # their upserts), then dies too.
+    wait_until(lambda: deployment_snapshots(queue) > snapshots, timeout=30)
     kill(agent)
 
     platform.up()
@@ -100,7 +105,7 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
         discovery_env.update(LEADER_ELECTION="true", POD_NAMESPACE="moonin", POD_NAME="pod-a")
     expected = populate_with_a_second_namespace(kube)
     if election == "with leader election":  # the Lease lives in the agent's own namespace
-        kube.create(cluster_objects.namespace("moonin"))
+        kube.create(objects.namespace(name="moonin"))
         expected.add(("namespace", "moonin"))
     agent = discovery_agents()
     wait_until(lambda: set(view(platform)) == expected)
@@ -113,12 +118,22 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
     discovery_agents()
     # The restart lists every kind again: each list ends with a snapshot.
     wait_until(lambda: len(snapshot_records(platform)) >= 2 * max(snapshots_before, 12))
-    time.sleep(1.5)  # past the flush window and the linger: anything else would be here
-    after = platform.received_records()[before:]
+    # A change made now arrives after anything the restart made before it.
+    kube.create(objects.namespace(name="sentinel"))
+    wait_until(lambda: ("namespace", "sentinel") in view(platform))
+    expected.add(("namespace", "sentinel"))
+    after = [r for r in platform.received_records()[before:] if r["key"] != "sentinel"]
     assert [r for r in after if r["op"] == "upsert" and r["kind"] != "cluster_metadata"] == []
     assert [r for r in after if r["op"] == "delete"] == []
     assert {r["kind"] for r in after} <= {"snapshot", "cluster_metadata"}
     assert set(view(platform)) == expected
+
+
+def deployment_snapshots(queue: Path) -> int:
+    """Snapshots of the Deployments in the outbox, waiting to be sent."""
+    return sum(
+        1 for r in queued(queue) if r["kind"] == "snapshot" and r["data"]["of"] == "deployment"
+    )
 
 
 def snapshot_records(platform: FakePlatform) -> list[dict]:

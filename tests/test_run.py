@@ -6,9 +6,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -20,7 +17,15 @@ from sandbox.platform import FakePlatform, Status
 from sandbox.tls import TLSAuthority
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.conftest import TOKEN
+from tests.agent_process import (
+    TOKEN,
+    agent_env,
+    log_events,
+    log_until,
+    run_cli,
+    start_agent,
+    stop_within,
+)
 from tests.waiting import wait_until
 
 
@@ -34,39 +39,6 @@ def cluster(kube: FakeKube, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -
 def queued_records(platform: FakePlatform) -> list[dict]:
     """What the tests queued by hand (the collector adds cluster metadata of its own)."""
     return [r for r in platform.received_records() if r["id"].startswith("q-")]
-
-
-def agent_env(platform: FakePlatform, queue_dir: Path, **extra: str) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("CLUSTER_", "API_URL", "QUEUE_", "CONFIG_FILE", "LEADER"))
-    }
-    env.update(
-        PROJECT_ID="p-1",
-        CLUSTER_ID="c-1",
-        CLUSTER_TOKEN=TOKEN,
-        API_URL=platform.url,
-        MOONIN_INSECURE_HTTP="true",
-        QUEUE_DIR=str(queue_dir),
-        SHUTDOWN_SHIP_SECONDS="2",
-        LINGER_SECONDS="0.01",
-        HEALTH_ADDR="127.0.0.1:0",  # any free port: agents run side by side
-    )
-    env.update(extra)
-    return env
-
-
-def start_agent(
-    env: dict[str, str], role: str = "discovery", *options: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "agent.cli", "run", "--role", role, *options],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def fill(queue_dir: Path, count: int) -> None:
@@ -86,30 +58,6 @@ def fill(queue_dir: Path, count: int) -> None:
         outbox[SCALING].put(
             [ScalingEvent(id="ev-1", type="apply", template_id="t-1", occurred_at=utc_timestamp())]
         )
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-
-def stop_within(agent: subprocess.Popen[str], seconds: float) -> str:
-    """Wait for the agent to exit; if it hangs, fail with every thread's stack."""
-    try:
-        return agent.communicate(timeout=seconds)[1]
-    except subprocess.TimeoutExpired:
-        agent.send_signal(signal.SIGABRT)  # faulthandler prints the stacks
-        stderr = agent.communicate(timeout=10)[1]
-        raise AssertionError(f"the agent did not stop:\n{stderr[-6000:]}") from None
-
-
-def log_events(stderr: str) -> list[dict[str, object]]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
 def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
@@ -203,14 +151,13 @@ def test_sigterm_ships_for_a_bounded_time_and_keeps_the_rest_on_disk(
     agent = start_agent(agent_env(platform, queue, SHUTDOWN_SHIP_SECONDS="1"))
     try:
         wait_until(lambda: any(r.status == 503 for r in platform.requests))
-        signalled = time.monotonic()
         agent.send_signal(signal.SIGTERM)
-        stop_within(agent, 30)
-        took = time.monotonic() - signalled
+        # The platform fails for ever: only the 1 s bound on shipping lets it stop (the
+        # deadline is generous for a loaded machine).
+        stop_within(agent, 10)
     finally:
         agent.kill()
     assert agent.returncode == 0
-    assert took < 10  # the bound is 1 s of shipping; generous for a loaded machine
     peek = run_cli("queue", "peek", "--queue-dir", str(queue), "--stream", "discovery")
     left = [json.loads(line)["id"] for line in peek.stdout.splitlines()]
     assert sorted(rid for rid in left if rid.startswith("q-")) == sorted(
@@ -261,11 +208,12 @@ def test_https_with_the_configured_ca_bundle_delivers_and_an_unknown_ca_pauses(
         del env["MOONIN_INSECURE_HTTP"]
         fill(tmp_path / "unknown-ca", 3)
         agent = start_agent(env)
+        stderr = ""
         try:
-            time.sleep(1.5)
+            stderr = log_until(agent, "stream_paused")
         finally:
             agent.send_signal(signal.SIGTERM)
-            stderr = stop_within(agent, 30)
+            stderr += stop_within(agent, 30)
     paused = [entry for entry in log_events(stderr) if entry["event"] == "stream_paused"]
     assert len(paused) == 1
     assert "certificate" in str(paused[0]["error"]) and "CA bundle" in str(paused[0]["error"])

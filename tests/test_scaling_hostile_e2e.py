@@ -16,7 +16,7 @@ from sandbox.kube import FakeKube
 from sandbox.platform import ROUTES, Drip, FakePlatform, GzipBomb, Status
 from sandbox.scaling import manual_template
 from tests import scaling_harness as h
-from tests.test_run import agent_env, log_events, start_agent, stop_within
+from tests.agent_process import agent_env, log_events, start_agent, stop_within
 from tests.waiting import wait_until
 
 INTERVAL = 1.0

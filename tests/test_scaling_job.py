@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from kube.official import from_configuration
@@ -15,23 +14,54 @@ from tests.scaling_harness import StubApi, action, deployment, namespace, templa
 from tests.waiting import wait_until
 
 
-def test_cycles_run_at_the_interval_starting_at_once_and_stop_when_stopped() -> None:
-    runs: list[float] = []
-    job = ReconcileJob([("tick", lambda: runs.append(time.monotonic()))], interval=0.05)
-    started = time.monotonic()
+def ticks(interval: float, count: int) -> None:
+    """Return once a job of its own has run `count` cycles at `interval`: the sentinel that
+    as many intervals have passed, for tests that prove another job did nothing meanwhile."""
+    runs = 0
+
+    def tick() -> None:
+        nonlocal runs
+        runs += 1
+
+    sentinel = ReconcileJob([("sentinel", tick)], interval=interval)
+    sentinel.start()
+    try:
+        wait_until(lambda: runs >= count, timeout=5)
+    finally:
+        sentinel.stop()
+
+
+def test_the_first_cycle_runs_at_once_not_after_an_interval() -> None:
+    ran = threading.Event()
+    job = ReconcileJob([("tick", ran.set)], interval=3600)
     job.start()
     try:
-        wait_until(lambda: len(runs) >= 4, timeout=5)
+        wait_until(ran.is_set, timeout=5)  # an hour's interval never passes in this test
     finally:
         job.stop()
-    assert runs[0] - started < 0.5  # the first run does not wait an interval
-    count = len(runs)
-    time.sleep(0.15)
-    assert len(runs) == count and not job.running
+
+
+def test_cycles_run_at_the_interval_and_stop_when_stopped() -> None:
+    runs = 0
+
+    def tick() -> None:
+        nonlocal runs
+        runs += 1
+
+    job = ReconcileJob([("tick", tick)], interval=0.05)
+    job.start()
+    try:
+        wait_until(lambda: runs >= 4, timeout=5)
+    finally:
+        job.stop()
+    count = runs
+    ticks(0.05, 3)  # intervals in which a job still scheduled would have run again
+    assert runs == count and not job.running
 
 
 def test_a_slow_cycle_is_never_overlapped_by_the_next() -> None:
     lock = threading.Lock()
+    release = threading.Event()
     active = 0
     most = 0
     runs = 0
@@ -41,7 +71,7 @@ def test_a_slow_cycle_is_never_overlapped_by_the_next() -> None:
         with lock:
             active += 1
             most = max(most, active)
-        time.sleep(0.08)  # longer than the interval
+        release.wait(5)  # the first run lasts until the test lets it end
         with lock:
             active -= 1
             runs += 1
@@ -49,8 +79,13 @@ def test_a_slow_cycle_is_never_overlapped_by_the_next() -> None:
     job = ReconcileJob([("slow", slow)], interval=0.02)
     job.start()
     try:
+        wait_until(lambda: active == 1, timeout=5)
+        ticks(0.02, 5)  # several intervals pass while the first run is still going
+        assert most == 1 and runs == 0
+        release.set()
         wait_until(lambda: runs >= 3, timeout=5)
     finally:
+        release.set()
         job.stop()
     assert most == 1
 

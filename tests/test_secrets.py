@@ -28,12 +28,10 @@ from typing import Any
 
 import pytest
 
+from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform, Status
-from tests import cluster_objects
-from tests.test_helm_release import api_encoded, helm_encoded
-from tests.test_preview import preview_env
-from tests.test_run import agent_env, start_agent
+from tests.agent_process import agent_env, preview_env, start_agent
 from tests.waiting import wait_until
 
 NS = "vault"
@@ -118,17 +116,6 @@ def pod_spec(plant: Planted, owner: str) -> dict[str, Any]:
                 },
             }
         ],
-    }
-
-
-def owner_ref(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    api_version = "apps/v1" if kind in ("Deployment", "ReplicaSet") else "batch/v1"
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
     }
 
 
@@ -217,7 +204,7 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
                         "--record=true"
                     ),
                 },
-                "ownerReferences": [owner_ref("Deployment", web)],
+                "ownerReferences": objects.controlled_by(web),
                 "managedFields": managed_fields(plant("replicaset-managed-fields")),
             },
             "spec": {
@@ -238,7 +225,7 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
                 "name": "web-7c9d-x2x4q",
                 "namespace": NS,
                 "labels": template_labels,
-                "ownerReferences": [owner_ref("ReplicaSet", replicaset)],
+                "ownerReferences": objects.controlled_by(replicaset),
             },
             "spec": {"nodeName": "node-1", **pod_spec(plant, "pod")},
             "status": {
@@ -302,20 +289,20 @@ def plant_workloads(kube: FakeKube, plant: Planted) -> None:
 def plant_events(kube: FakeKube, plant: Planted, pod: dict[str, Any]) -> None:
     """Warning Events whose messages carry what an exec probe printed and a hook's command."""
     output = plant("event-exec-probe-output")
-    probe = cluster_objects.warning_event(
-        pod,
-        "Unhealthy",
-        f"Readiness probe failed: psql: FATAL: password authentication failed: {output}\n",
+    probe = objects.event(
+        involved=pod,
+        reason="Unhealthy",
+        message=f"Readiness probe failed: psql: FATAL: password authentication failed: {output}\n",
         field_path="spec.containers{app}",
         count=7,
     )
     kube.create(probe)
     pod_name = f"{pod['metadata']['name']}_{NS}({pod['metadata']['uid']})"
     command = plant("event-hook-command")
-    hook = cluster_objects.warning_event(
-        pod,
-        "FailedPostStartHook",
-        f'Exec lifecycle hook ([hook {command}]) for Container "app" in Pod "{pod_name}"'
+    hook = objects.event(
+        involved=pod,
+        reason="FailedPostStartHook",
+        message=f'Exec lifecycle hook ([hook {command}]) for Container "app" in Pod "{pod_name}"'
         f" failed - error: command 'hook {command}' exited with 2: ,"
         f' message: "{plant("event-hook-output")}\\n"',
         field_path="spec.containers{app}",
@@ -351,7 +338,7 @@ def plant_cronjob(kube: FakeKube, plant: Planted) -> None:
             "metadata": {
                 "name": "backup-29001",
                 "namespace": NS,
-                "ownerReferences": [owner_ref("CronJob", cron)],
+                "ownerReferences": objects.controlled_by(cron),
             },
             "spec": {"template": {"spec": pod_spec(plant, "job")}},
             "status": {
@@ -377,7 +364,7 @@ def plant_cronjob(kube: FakeKube, plant: Planted) -> None:
             "metadata": {
                 "name": pod,
                 "namespace": NS,
-                "ownerReferences": [owner_ref("Job", job)],
+                "ownerReferences": objects.controlled_by(job),
             },
             "spec": {"nodeName": "node-1", **pod_spec(plant, "job-pod")},
             "status": {
@@ -455,18 +442,12 @@ spec:
         "manifest": manifest,
         "hooks": [{"name": "migrate", "manifest": f"# {plant('helm-hook')}\n"}],
     }
+    labels = {"owner": "helm", "name": "shop", "status": "deployed", "version": "2"}
+    storage = objects.helm_storage(release)
     kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": "sh.helm.release.v1.shop.v2",
-                "namespace": NS,
-                "labels": {"owner": "helm", "name": "shop", "status": "deployed", "version": "2"},
-            },
-            "type": "helm.sh/release.v1",
-            "data": {"release": api_encoded(helm_encoded(release))},
-        }
+        objects.helm_release_secret(
+            name="shop", namespace=NS, revision=2, storage=storage, labels=labels
+        )
     )
 
 

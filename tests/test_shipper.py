@@ -271,10 +271,9 @@ def test_a_stop_drains_for_a_bounded_time_and_leaves_the_rest_on_disk(
     built = Pipeline(tmp_path / "queue", platform, TokenSource(value=TOKEN))
     platform.fail_all("records", Status(503))
     built.outbox[DISCOVERY].put([record(n) for n in range(10)])
-    started = time.monotonic()
-    stopped = built.shippers[DISCOVERY].stop(drain_seconds=0.3)
-    assert stopped
-    assert time.monotonic() - started < 2
+    # True only if the shipper ended within its drain time (and two polls): the 503s
+    # would keep it retrying for ever.
+    assert built.shippers[DISCOVERY].stop(drain_seconds=0.3)
     assert built.outbox[DISCOVERY].stats().records == 10
     built.close()
 

@@ -6,10 +6,11 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Poll `condition` until it holds; AssertionError once `timeout` seconds pass."""
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0, *, poll: float = 0.01) -> None:
+    """Poll `condition` every `poll` seconds until it holds; AssertionError once `timeout`
+    seconds pass."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+        time.sleep(poll)

@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import yaml
 
+from sandbox import objects
+
 if TYPE_CHECKING:
     from sandbox.kube.fake import FakeKube
 
@@ -225,16 +227,10 @@ def _field_env(name: str, path: str) -> Obj:
 
 
 def _owner(api_version: str, kind: str, name: str, uid: str) -> list[Obj]:
-    return [
-        {
-            "apiVersion": api_version,
-            "kind": kind,
-            "name": name,
-            "uid": uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    # Controllers block their owner's foreground deletion until they are gone.
+    return objects.controller_reference(
+        api_version=api_version, kind=kind, name=name, uid=uid, block_deletion=True
+    )
 
 
 def _condition(kind: str, status: str, when: str, reason: str = "", message: str = "") -> Obj:
@@ -1738,18 +1734,14 @@ class _Builder:
                 "status": revision.status,
                 "version": str(revision.number),
             }
-            yield {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "helm.sh/release.v1",
-                "metadata": {
-                    "name": f"sh.helm.release.v1.{release.name}.v{revision.number}",
-                    "namespace": release.namespace,
-                    "creationTimestamp": self.ts(revision.deployed),
-                    "labels": labels,
-                },
-                "data": {"release": base64.b64encode(base64.b64encode(payload)).decode()},
-            }
+            yield objects.helm_release_secret(
+                name=release.name,
+                namespace=release.namespace,
+                revision=revision.number,
+                storage=base64.b64encode(payload),  # gzipped above, with Helm's level
+                labels=labels,
+                created=self.ts(revision.deployed),
+            )
 
     def event_objects(self) -> Iterator[Obj]:
         for n, (namespace, pod, uid, node, why) in enumerate(self.troubled_pods):
@@ -2461,37 +2453,28 @@ def _worker(image: str, n: int) -> Obj:
 
 
 def _namespace_rbac(namespace: str) -> Iterator[Obj]:
-    group = "rbac.authorization.k8s.io"
     rule = {
         "apiGroups": [""],
         "resources": ["configmaps", "pods"],
         "verbs": ["get", "list", "watch"],
     }
-    metadata = {"name": "app-reader", "namespace": namespace}
-    yield {"apiVersion": f"{group}/v1", "kind": "Role", "metadata": metadata, "rules": [rule]}
-    yield {
-        "apiVersion": f"{group}/v1",
-        "kind": "RoleBinding",
-        "metadata": metadata,
-        "roleRef": {"apiGroup": group, "kind": "Role", "name": "app-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": namespace}],
-    }
+    yield objects.role(name="app-reader", namespace=namespace, rules=[rule])
+    subject = objects.service_account_subject(name="app", namespace=namespace)
+    yield objects.role_binding(
+        name="app-reader", namespace=namespace, role="app-reader", subjects=[subject]
+    )
 
 
 def _network_policy(namespace: str) -> Obj:
     source = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}
     }
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": "default-deny-ingress", "namespace": namespace},
-        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [source]}]},
-    }
+    return objects.network_policy(
+        name="default-deny-ingress", namespace=namespace, allow_from=[source]
+    )
 
 
 def _cluster_rbac_objects() -> Iterator[Obj]:
-    group = "rbac.authorization.k8s.io"
     for name in _words(
         "cluster-admin admin edit view system:node system:kube-scheduler "
         "system:kube-controller-manager system:controller:deployment-controller "
@@ -2500,20 +2483,10 @@ def _cluster_rbac_objects() -> Iterator[Obj]:
     ):
         labels = {"kubernetes.io/bootstrapping": "rbac-defaults"}
         rule = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
-        yield {
-            "apiVersion": f"{group}/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": labels},
-            "rules": [rule],
-        }
+        yield objects.role(name=name, namespace=None, rules=[rule], labels=labels)
+        group = objects.RBAC_GROUP
         subject = {"kind": "Group", "apiGroup": group, "name": f"system:{name.split(':')[-1]}"}
-        yield {
-            "apiVersion": f"{group}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": name},
-            "subjects": [subject],
-        }
+        yield objects.role_binding(name=name, namespace=None, role=name, subjects=[subject])
 
 
 def _unique(name: str, taken: set[str]) -> str:
