@@ -18,8 +18,8 @@ new). Only chunks not taken by the shipper are trimmed.
 
 Failure modes: `QueueDirectoryBusy` (another process owns the directory) and
 `QueueFileError` (locked, unreadable, disk errors, or a persist-queue whose table is not the
-one `shipper.queueschema` describes) stop start-up; a corrupt file is
-quarantined (see `shipper.queuefile`) and the stream starts empty with `resync_needed` set.
+one `shipper.queueschema` describes) stop start-up; a corrupt file is quarantined (see
+`shipper.queuefile`) and the stream starts empty with `resync_needed` set.
 """
 
 from __future__ import annotations
