@@ -19,7 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 from persistqueue.sqlackqueue import AckStatus
 
-from agent import queue_inspect
+from agent.cli import main
 from shipper import queueschema
 from shipper.outbox import Outbox
 from shipper.queuefile import QueueFileError
@@ -96,9 +96,13 @@ def test_the_outbox_refuses_a_persist_queue_that_names_its_table_otherwise(
         Outbox(tmp_path)
 
 
+@pytest.mark.parametrize("command", ["stats", "peek", "dead-letters"])
 def test_the_queue_commands_refuse_a_file_whose_queue_table_has_other_columns(
-    tmp_path: Path,
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _file_with_other_columns(tmp_path)
-    with pytest.raises(queue_inspect.InspectError, match="priority"):
-        queue_inspect.stats(tmp_path)
+    path = _file_with_other_columns(tmp_path)
+    assert main(["queue", command, "--queue-dir", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"moonin-agent: queue file {path} does not match persist-queue ")
+    assert err.count("\n") == 1 and "priority INTEGER" in err
