@@ -110,6 +110,7 @@ class StreamOutbox:
         self._wakeups = 0
 
         quarantined = queuefile.check_or_quarantine(self.path)
+        queuefile.check_existing_schema(self.path)
         try:
             self._queue = persistqueue.SQLiteAckQueue(
                 str(directory),

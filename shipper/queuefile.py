@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -270,9 +271,6 @@ def check_or_quarantine(path: Path) -> Path | None:
         conn = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)
         try:
             verdict = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-            if verdict == ["ok"]:
-                # Before persist-queue opens it: it would write to a table it does not know.
-                check_schema(conn, path)
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -282,6 +280,18 @@ def check_or_quarantine(path: Path) -> Path | None:
     if verdict == ["ok"]:
         return None
     return _move_aside(path)
+
+
+def check_existing_schema(path: Path) -> None:
+    """`check_schema` on a file that exists, before persist-queue opens it (which would write
+    to a table it does not know)."""
+    if not path.exists():
+        return
+    try:
+        with closing(sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)) as conn:
+            check_schema(conn, path)
+    except sqlite3.Error as exc:
+        raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
 
 
 def check_schema(conn: sqlite3.Connection, path: Path) -> None:
