@@ -202,20 +202,20 @@ def _revert_all(args: argparse.Namespace) -> int:
 
 
 def _queue(args: argparse.Namespace) -> int:
-    from agent import inspect
+    from agent import queue_inspect
 
     if not args.queue_dir:
         return _fail("--queue-dir is required (or set QUEUE_DIR)")
     queue_dir = Path(args.queue_dir)
     try:
         if args.queue_command == "stats":
-            stats = inspect.stats(queue_dir, args.stream)
+            stats = queue_inspect.stats(queue_dir, args.stream)
             _write_lines([msgspec.json.encode(stats)])
         elif args.queue_command == "peek":
-            _write_lines(inspect.peek(queue_dir, args.stream, args.limit))
+            _write_lines(queue_inspect.peek(queue_dir, args.stream, args.limit))
         else:
-            _write_lines(inspect.dead_letters(queue_dir, args.stream, args.limit))
-    except inspect.InspectError as exc:
+            _write_lines(queue_inspect.dead_letters(queue_dir, args.stream, args.limit))
+    except queue_inspect.InspectError as exc:
         return _fail(str(exc))
     return 0
 

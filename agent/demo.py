@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent import config, inspect
+from agent import config, queue_inspect
 from shipper.records import DISCOVERY, STREAMS
 
 if TYPE_CHECKING:
@@ -404,7 +404,7 @@ class Demo:
 
     def _read_queue_files(self) -> None:
         """The outbox as the agent left it, read the way `moonin-agent queue stats` does."""
-        stats = inspect.stats(self._tmp / "queue")
+        stats = queue_inspect.stats(self._tmp / "queue")
         self.seen.queue_left = {stream: figures.records for stream, figures in stats.items()}
         self.seen.dead_letters = sum(figures.dead_letters for figures in stats.values())
 

@@ -121,7 +121,7 @@ from typing import Any, TypeVar, cast
 import httpx
 import msgspec
 
-from agent import inspect
+from agent import queue_inspect
 from collector.collector import Collector
 from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
@@ -382,7 +382,7 @@ def settle(
         agent.check()
         # The platform first, then the queue: see the module docstring.
         received = platform.stats()["unique_record_ids"]
-        stream = inspect.stats(agent.queue_dir, DISCOVERY)[DISCOVERY]
+        stream = queue_inspect.stats(agent.queue_dir, DISCOVERY)[DISCOVERY]
         watches = kube.stats()["watches"]
         if stream.dropped:
             raise RuntimeError(f"the outbox dropped {stream.dropped} records: raise its bounds")

@@ -17,8 +17,9 @@ re-send full state. Deletes are never dropped; discovery events only past the by
 new). Only chunks not taken by the shipper are trimmed.
 
 Failure modes: `QueueDirectoryBusy` (another process owns the directory) and
-`QueueFileError` (locked, unreadable, disk errors) stop start-up; a corrupt file is
-quarantined (see `shipper.queuefile`) and the stream starts empty with `resync_needed` set.
+`QueueFileError` (locked, unreadable, disk errors, or a persist-queue whose table is not the
+one `shipper.queueschema` describes) stop start-up; a corrupt file is quarantined (see
+`shipper.queuefile`) and the stream starts empty with `resync_needed` set.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ import persistqueue
 import structlog
 
 from runtime.health import Health, HealthReporter
-from shipper import queuefile
+from shipper import queuefile, queueschema
 from shipper.lock import DirectoryLock
-from shipper.queuefile import Chunk, ChunkInfo, Entry, QueueFileError, StreamStats
+from shipper.queuefile import Chunk, ChunkInfo, DeadLetter, Entry, QueueFileError, StreamStats
 from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode
 from shipper.reserve import DiskReserve
 
@@ -109,11 +110,12 @@ class StreamOutbox:
         self._wakeups = 0
 
         quarantined = queuefile.check_or_quarantine(self.path)
+        queuefile.check_existing_schema(self.path)
         try:
             self._queue = persistqueue.SQLiteAckQueue(
                 str(directory),
                 auto_resume=True,
-                name=queuefile.QUEUE_NAME,
+                name=queueschema.QUEUE_NAME,
                 multithreading=True,
                 timeout=queuefile.SQLITE_TIMEOUT_SECONDS,
                 serializer=queuefile.ChunkSerializer,
@@ -122,9 +124,8 @@ class StreamOutbox:
             self._db = sqlite3.connect(
                 str(self.path), timeout=queuefile.SQLITE_TIMEOUT_SECONDS, check_same_thread=False
             )
-            with self._db:
-                for statement in queuefile.META_SCHEMA:
-                    self._db.execute(statement)
+            queuefile.check_schema(self._db, self.path)  # what persist-queue made of the file
+            queuefile.create_own_tables(self._db)
             self._meta = queuefile.read_meta(self._db)
             if "epoch" not in self._meta:
                 self._write_meta(epoch=uuid.uuid4().hex[:12])
@@ -146,6 +147,8 @@ class StreamOutbox:
         with self._lock:
             for chunk in self._cut_chunks(entries):
                 pqid = self._queue.put(chunk)
+                if pqid is None:  # the row id keys the index; persist-queue types it optional
+                    raise QueueFileError(f"persist-queue gave no row id for a put to {self.path}")
                 info = ChunkInfo.of(chunk)
                 self._ready[pqid] = info
                 self._records += info.records
@@ -240,10 +243,13 @@ class StreamOutbox:
     def dead_letter(self, entries: Sequence[Entry], *, status: int | None, response: str) -> None:
         """Keep records the platform will never accept, with its answer, for an operator."""
         now = time.time()
-        rows = [(_record_id(entry.body), status, response, entry.body, now) for entry in entries]
+        letters = [
+            DeadLetter(_record_id(entry.body), status, response, entry.body, now)
+            for entry in entries
+        ]
         with self._lock:
-            self._store_dead_letters(rows)
-        self.reporter.count("records_dead_lettered", len(rows))
+            self._store_dead_letters(letters)
+        self.reporter.count("records_dead_lettered", len(letters))
 
     # -- inspection --------------------------------------------------------------------
 
@@ -281,8 +287,10 @@ class StreamOutbox:
         for stored in queuefile.scan_chunks(self._db):
             if stored.chunk is None:
                 # SQLite is fine but the row is not one of ours: keep the bytes for an operator.
-                row = (f"undecodable-{stored.pqid}", None, "undecodable", stored.raw, time.time())
-                self._store_dead_letters([row])
+                letter = DeadLetter(
+                    f"undecodable-{stored.pqid}", None, "undecodable", stored.raw, time.time()
+                )
+                self._store_dead_letters([letter])
                 self._delete_rows([stored.pqid])
                 log.error("queue_item_undecodable", stream=self.stream, pqid=stored.pqid)
                 continue
@@ -346,19 +354,15 @@ class StreamOutbox:
         in two transactions, and its status flip grows the record by a byte, which makes
         SQLite rewrite the whole chunk (hundreds of KB) only to delete it right after.
         """
-        rows = [(pqid,) for pqid in pqids]
-        delete = f"DELETE FROM {queuefile.QUEUE_TABLE} WHERE _id = ?"
         try:
-            with self._db:
-                self._db.executemany(delete, rows)
+            queuefile.delete_chunks(self._db, pqids)
         except sqlite3.OperationalError as exc:
             # A full volume: the reserve's space lets this delete (and the next ones) go.
             full = exc.sqlite_errorcode == sqlite3.SQLITE_FULL
             if not (full and self._reserve is not None and self._reserve.release()):
                 raise
             log.warning("disk_reserve_released", stream=self.stream, error=str(exc))
-            with self._db:
-                self._db.executemany(delete, rows)
+            queuefile.delete_chunks(self._db, pqids)
 
     def _shrink_if_drained(self) -> None:
         if self._ready or self._taken or self._freed_since_shrink < SHRINK_AFTER_BYTES:
@@ -376,11 +380,10 @@ class StreamOutbox:
         if self._reserve is not None:
             self._reserve.ensure()
 
-    def _store_dead_letters(self, rows: list[tuple[object, ...]]) -> None:
-        with self._db:
-            # Record ids are the key: a crash between this and the ack cannot double a letter.
-            self._db.executemany("INSERT OR REPLACE INTO dead_letters VALUES (?, ?, ?, ?, ?)", rows)
-            pruned = queuefile.prune_dead_letters(self._db, self.bounds.dead_letter_bytes)
+    def _store_dead_letters(self, letters: list[DeadLetter]) -> None:
+        pruned = queuefile.store_dead_letters(
+            self._db, letters, max_bytes=self.bounds.dead_letter_bytes
+        )
         if pruned:
             log.warning(
                 "dead_letters_pruned",
@@ -390,10 +393,7 @@ class StreamOutbox:
             )
 
     def _write_meta(self, **values: str) -> None:
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO outbox_meta (key, value) VALUES (?, ?)", values.items()
-            )
+        queuefile.write_meta(self._db, values)
         self._meta.update(values)
 
     def _add_to_meta_counter(self, key: str, amount: int) -> None:

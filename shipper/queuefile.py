@@ -3,19 +3,23 @@
 Each stream lives in its own SQLite file, `<queue dir>/<stream>.db`, holding three tables:
 persist-queue's `ack_queue_outbox` (one row per chunk of records, msgpack-encoded, never
 pickle), `outbox_meta` (the file's epoch, the `resync_needed` mark, drop counters) and
-`dead_letters`. Reading goes through `scan_chunks`, so the agent rebuilding its index at
-start-up and `moonin-agent queue stats` read the file the same way.
+`dead_letters`; their names and statements are in `shipper.queueschema`. Reading goes
+through `scan_chunks`, so the agent rebuilding its index at start-up and `moonin-agent queue
+stats` read the file the same way.
 
 A file that is not a database or fails SQLite's integrity check is moved aside with its
 `-wal`/`-shm` (see `check_or_quarantine`); lock, permission and I/O errors are raised as
-`QueueFileError`, because moving a healthy file aside would throw queued records away.
+`QueueFileError`, because moving a healthy file aside would throw queued records away. So is
+a file, or an installed persist-queue, that does not match `shipper.queueschema`
+(`check_schema`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,18 +27,8 @@ from urllib.parse import quote
 
 import msgspec
 
+from shipper import queueschema as schema
 from shipper.records import RecordClass
-
-QUEUE_NAME = "outbox"  # persist-queue's table is ack_queue_<name>
-QUEUE_TABLE = f"ack_queue_{QUEUE_NAME}"
-ACKED_STATUS = 5  # persist-queue's AckStatus.acked
-
-META_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS outbox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS dead_letters ("
-    " record_id TEXT PRIMARY KEY, status INTEGER, response TEXT,"
-    " record BLOB NOT NULL, dead_lettered_at REAL NOT NULL)",
-)
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -89,7 +83,7 @@ class ChunkInfo:
 
     @classmethod
     def of(cls, chunk: Chunk) -> ChunkInfo:
-        counts = {RecordClass.UPSERT: 0, RecordClass.DELETE: 0, RecordClass.EVENT: 0}
+        counts: dict[int, int] = {kind: 0 for kind in RecordClass}
         size = 0
         for entry in chunk.entries:
             counts[entry.cls] += 1
@@ -149,12 +143,9 @@ class StoredChunk:
 
 def scan_chunks(conn: sqlite3.Connection) -> Iterator[StoredChunk]:
     """Every chunk not yet acked, oldest first."""
-    if not _has_table(conn, QUEUE_TABLE):
+    if not _has_table(conn, schema.QUEUE_TABLE):
         return
-    rows = conn.execute(
-        f"SELECT _id, status, data FROM {QUEUE_TABLE} WHERE status < ? ORDER BY _id",
-        (ACKED_STATUS,),
-    )
+    rows = conn.execute(schema.SELECT_QUEUED)
     for pqid, status, data in rows:
         try:
             chunk: Chunk | None = ChunkSerializer.loads(data)
@@ -164,35 +155,49 @@ def scan_chunks(conn: sqlite3.Connection) -> Iterator[StoredChunk]:
 
 
 def read_chunk(conn: sqlite3.Connection, pqid: int) -> Chunk:
-    (data,) = conn.execute(f"SELECT data FROM {QUEUE_TABLE} WHERE _id = ?", (pqid,)).fetchone()
+    (data,) = conn.execute(schema.SELECT_CHUNK, (pqid,)).fetchone()
     return ChunkSerializer.loads(data)
 
 
+def delete_chunks(conn: sqlite3.Connection, pqids: Sequence[int]) -> None:
+    """Delete the chunks' rows in one transaction (the outbox's ack)."""
+    with conn:
+        conn.executemany(schema.DELETE_CHUNK, [(pqid,) for pqid in pqids])
+
+
+def create_own_tables(conn: sqlite3.Connection) -> None:
+    with conn:
+        for statement in schema.OWN_TABLES:
+            conn.execute(statement)
+
+
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
-    if not _has_table(conn, "outbox_meta"):
+    if not _has_table(conn, schema.META_TABLE):
         return {}
-    return dict(conn.execute("SELECT key, value FROM outbox_meta"))
+    return dict(conn.execute(schema.SELECT_META))
+
+
+def write_meta(conn: sqlite3.Connection, values: dict[str, str]) -> None:
+    with conn:
+        conn.executemany(schema.WRITE_META, values.items())
 
 
 def count_dead_letters(conn: sqlite3.Connection) -> int:
-    if not _has_table(conn, "dead_letters"):
+    if not _has_table(conn, schema.DEAD_LETTER_TABLE):
         return 0
-    return conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0]
+    count: int = conn.execute(schema.COUNT_DEAD_LETTERS).fetchone()[0]
+    return count
 
 
-def prune_dead_letters(conn: sqlite3.Connection, max_bytes: int) -> int:
-    """Delete the oldest dead letters beyond `max_bytes` of records (the newest one always
-    stays); the number deleted."""
-    cursor = conn.execute(
-        "DELETE FROM dead_letters WHERE record_id IN ("
-        " SELECT record_id FROM ("
-        "  SELECT record_id, length(record) AS size, SUM(length(record)) OVER ("
-        "   ORDER BY dead_lettered_at DESC, record_id DESC) AS newer_and_this"
-        "  FROM dead_letters)"
-        " WHERE newer_and_this > ? AND newer_and_this > size)",
-        (max_bytes,),
-    )
-    return cursor.rowcount
+def store_dead_letters(
+    conn: sqlite3.Connection, letters: Sequence[DeadLetter], *, max_bytes: int
+) -> int:
+    """Store the letters (replacing any with the same record id), then delete the oldest
+    beyond `max_bytes` of records (the newest one always stays); the number deleted."""
+    rows = [(d.record_id, d.status, d.response, d.record, d.dead_lettered_at) for d in letters]
+    with conn:
+        conn.executemany(schema.WRITE_DEAD_LETTER, rows)
+        return conn.execute(schema.PRUNE_DEAD_LETTERS, (max_bytes,)).rowcount
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,13 +210,9 @@ class DeadLetter:
 
 
 def read_dead_letters(conn: sqlite3.Connection, limit: int | None = None) -> list[DeadLetter]:
-    if not _has_table(conn, "dead_letters"):
+    if not _has_table(conn, schema.DEAD_LETTER_TABLE):
         return []
-    rows = conn.execute(
-        "SELECT record_id, status, response, record, dead_lettered_at FROM dead_letters"
-        " ORDER BY dead_lettered_at, record_id LIMIT ?",
-        (-1 if limit is None else limit,),
-    )
+    rows = conn.execute(schema.SELECT_DEAD_LETTERS, (-1 if limit is None else limit,))
     return [DeadLetter(r[0], r[1], r[2] or "", bytes(r[3]), r[4]) for r in rows]
 
 
@@ -240,6 +241,11 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.Error as exc:
         raise QueueFileError(f"cannot read queue file {path}: {exc}") from exc
+    try:
+        check_schema(conn, path)
+    except QueueFileError:
+        conn.close()
+        raise
     return conn
 
 
@@ -276,6 +282,29 @@ def check_or_quarantine(path: Path) -> Path | None:
     return _move_aside(path)
 
 
+def check_existing_schema(path: Path) -> None:
+    """`check_schema` on a file that exists, before persist-queue opens it (which would write
+    to a table it does not know)."""
+    if not path.exists():
+        return
+    try:
+        with closing(sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)) as conn:
+            check_schema(conn, path)
+    except sqlite3.Error as exc:
+        raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
+
+
+def check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise QueueFileError, in one line, when the file or the installed persist-queue is not
+    what `shipper.queueschema` expects (the outbox would otherwise read the wrong rows)."""
+    problem = schema.mismatch(conn)
+    if problem is not None:
+        raise QueueFileError(
+            f"queue file {path} does not match persist-queue {schema.persist_queue_version()}:"
+            f" {problem} (the outbox is tested with persist-queue {schema.PERSIST_QUEUE_TESTED})"
+        )
+
+
 def _looks_like_sqlite(path: Path) -> bool:
     try:
         with path.open("rb") as handle:
@@ -297,7 +326,4 @@ def _move_aside(path: Path) -> Path:
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ).fetchone()
-    return row is not None
+    return name in schema.tables(conn)

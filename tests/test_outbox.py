@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from shipper import queuefile
+from shipper import queuefile, queueschema
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.queuefile import QueueFileError
@@ -328,7 +328,7 @@ def test_acked_rows_are_cleared_and_the_file_shrinks_after_a_drain(tmp_path: Pat
         while (batch := stream.take(max_records=100, max_bytes=10**7)) is not None:
             stream.ack(batch)
         conn = sqlite3.connect(tmp_path / "discovery.db")
-        rows = conn.execute(f"SELECT COUNT(*) FROM {queuefile.QUEUE_TABLE}").fetchone()[0]
+        rows = conn.execute(f"SELECT COUNT(*) FROM {queueschema.QUEUE_TABLE}").fetchone()[0]
         conn.close()
         assert rows == 0
         assert _file_bytes(tmp_path / "discovery.db") < full / 10

@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from agent.inspect import stats as queue_stats
+from agent.queue_inspect import stats as queue_stats
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from sandbox.scaling import manual_execution, stamp

@@ -2,6 +2,8 @@
 
 Every file is opened read-only through SQLite (never as a persist-queue queue, which would
 reset the running agent's in-flight rows), so these commands are safe beside a live agent.
+A file whose persist-queue table is not the one `shipper.queueschema` describes is refused
+with `InspectError`, not shown as empty.
 """
 
 from __future__ import annotations
