@@ -1,4 +1,4 @@
-"""Project hygiene that CI enforces: lint, formatting and the layer contracts."""
+"""Project hygiene that CI enforces: lint, formatting, strict types and the layer contracts."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ def test_ruff_finds_nothing_to_fix() -> None:
 
 def test_the_code_is_formatted() -> None:
     result = _run(sys.executable, "-m", "ruff", "format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_agents_packages_type_check_strictly() -> None:
+    # What is checked and how strictly is configured once, in pyproject.toml's [tool.mypy].
+    result = _run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
