@@ -36,7 +36,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 import structlog
@@ -66,7 +66,8 @@ class _ManifestResolver(yaml.resolver.Resolver):
     """How the safe loader types a plain scalar, without timestamps: Helm's Go YAML keeps an
     unquoted date as a string, so `2024-02-30` is fine in a manifest."""
 
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+    # Replaces the base class's table for this class alone (PyYAML reads it per class).
+    yaml_implicit_resolvers = {
         first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP_TAG]
         for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
@@ -179,6 +180,7 @@ class HelmReleaseNormalizer:
     """Helm release Secrets -> `helm_release` upserts and deletes."""
 
     kind = KIND
+    source = "Secret"
     struct = Secret
 
     def upserts(self, obj: Secret, ctx: Context) -> list[Record]:
@@ -219,10 +221,6 @@ class HelmReleaseNormalizer:
         except msgspec.DecodeError as e:
             self._warn(meta, "secret", type(e).__name__)
             return None
-
-    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Any) -> dict[str, Any]:
-        """Nothing in a release record mentions other kinds."""
-        return data
 
     def deletes(self, obj: Secret, ctx: Context) -> list[Record]:
         if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
@@ -313,7 +311,8 @@ def _scalar_text(event: yaml.Event, events: Iterator[yaml.Event]) -> str | None:
         return None
     tag = event.tag
     if tag is None or tag == "!":
-        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+        # PyYAML's stubs leave `resolve` unannotated; it returns the tag, a str.
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
     return event.value if tag == _STR_TAG and event.value else None
 
 
