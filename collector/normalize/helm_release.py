@@ -67,7 +67,7 @@ class _ManifestResolver(yaml.resolver.Resolver):
     unquoted date as a string, so `2024-02-30` is fine in a manifest."""
 
     # Replaces the base class's table for this class alone (PyYAML reads it per class).
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers = {  # noqa: RUF012 (PyYAML reads it from the class)
         first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP_TAG]
         for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
