@@ -178,7 +178,8 @@ class Collector:
             lock=self.lock,
             coalescer=self.coalescer,
             reporter=self.reporter,
-            abort_streams=self.api.abort_streams,
+            # Looked up when called: a collector built only to be inspected has no API.
+            abort_streams=lambda: api.abort_streams(),
         )
         self._rebuilding = False
         self._version: str | None = None
@@ -195,7 +196,7 @@ class Collector:
             lock=self.lock,
             coalescer=self.coalescer,
             sent=self.state.sent,
-            abort_streams=self.api.abort_streams,
+            abort_streams=lambda path: api.abort_streams(path),
             reporter=self.reporter,
             stopped=self._stopped,
             every=settings.anti_entropy_seconds,

@@ -24,7 +24,7 @@ from collector import sanitize
 from collector.filters import Filters
 from collector.kube import KubeError
 from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.normalize.base import Context, Object
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.sources import DEPENDENTS, RELATION_DEPENDENTS, Dependents, Keep, Source
@@ -33,7 +33,7 @@ from shipper.records import Record
 
 log = structlog.get_logger("collector")
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Object)
 
 
 class Stale:
@@ -108,7 +108,7 @@ class SourceSink(Generic[T]):
 
     def apply(self, obj: T) -> None:
         with self._wiring.lock:
-            meta = _meta(obj)
+            meta = obj.metadata
             if self._ignored(meta):
                 return
             wiring, source = self._wiring, self.source
@@ -116,7 +116,10 @@ class SourceSink(Generic[T]):
             if source.keep is Keep.OBJECTS:
                 slim = sanitize.without_dropped_annotations(meta)
                 self.objects[meta.key] = (
-                    obj if slim is meta else msgspec.structs.replace(obj, metadata=slim)  # type: ignore[type-var]
+                    obj
+                    if slim is meta
+                    # Every decoded object is a msgspec Struct (`Source.normalizer.struct`).
+                    else msgspec.structs.replace(obj, metadata=slim)  # type: ignore[type-var]
                 )
             self.emit(obj)
             for follower in source.followers:
@@ -128,7 +131,7 @@ class SourceSink(Generic[T]):
             wiring.stale.mark(RELATION_DEPENDENTS, affected)
 
     def emit(self, obj: T) -> None:
-        meta = _meta(obj)
+        meta = obj.metadata
         wiring, source = self._wiring, self.source
         if source.keep is Keep.VERSIONED:
             unchanged = self._unchanged(meta)
@@ -208,14 +211,19 @@ class SourceSink(Generic[T]):
             self._wiring.offer([upsert(kind, kept.meta, data, key=record_key)])
 
     def _remember(
-        self, key: str, kind: str, record_key: str, identity: ObjectMeta | None, data: Any
+        self,
+        key: str,
+        kind: str,
+        record_key: str,
+        identity: ObjectMeta | None,
+        data: dict[str, Any],
     ) -> None:
         kept = None if identity is None else _pack(_Kept(identity, data))
         self._produced.add(self._name, key, (kind, record_key), kept)
 
     def remove(self, obj: T) -> None:
         with self._wiring.lock:
-            meta = _meta(obj)
+            meta = obj.metadata
             if self._ignored(meta):
                 return  # never collected (see `apply`), so nothing to delete
             wiring = self._wiring
@@ -267,9 +275,3 @@ class SourceSink(Generic[T]):
 
     def _ignored(self, meta: ObjectMeta) -> bool:
         return self._wiring.filters.skip(self.normalizer.kind, meta.namespace, meta.name)
-
-
-def _meta(obj: Any) -> ObjectMeta:
-    """An informer's object's metadata (every decoded struct has one)."""
-    meta: ObjectMeta = obj.metadata
-    return meta

@@ -13,7 +13,7 @@ which resource it has.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -250,12 +250,3 @@ def table(
             )
         )
     return sources
-
-
-def kinds(sources: Iterable[Source[Any]]) -> dict[str, set[str]]:
-    """Record kind -> the resources (plural) whose lists its snapshot waits for."""
-    found: dict[str, set[str]] = {}
-    for source in sources:
-        if not source.events_only:
-            found.setdefault(source.normalizer.kind, set()).add(source.resource.plural)
-    return found
