@@ -62,6 +62,11 @@ Raises `ObjectTooLarge` past the bytes one Secret may hold, and the API's error 
 cannot be read for now (the informer then tries the object again after its backoff)."""
 
 
+class Drop(Exception):
+    """Raised by a step of a normalizer: the object gives no record now (as structlog's
+    `DropEvent` ends an event's processing). The normalizer answers with no records."""
+
+
 class ObjectTooLarge(Exception):
     """An object read for a record is larger than it may be; nothing of it was kept."""
 

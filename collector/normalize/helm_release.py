@@ -43,7 +43,7 @@ import structlog
 import yaml
 
 from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context, ObjectTooLarge
+from collector.normalize.base import Context, Drop, ObjectTooLarge
 from shipper.records import Record, utc_timestamp
 
 log = structlog.get_logger("collector.helm_release")
@@ -125,8 +125,8 @@ class _Release(msgspec.Struct, frozen=True):
 _RELEASE = msgspec.json.Decoder(_Release)
 
 
-class UndecodableRelease(Exception):
-    """`data.release` cannot be read; `stage` says where it went wrong."""
+class UndecodableRelease(Drop):
+    """The release cannot be read; `stage` says where it went wrong (secret, data, ...)."""
 
     def __init__(self, stage: str, error: str) -> None:
         super().__init__(f"{stage}: {error}")
@@ -187,40 +187,37 @@ class HelmReleaseNormalizer:
         if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
             return []
         meta = obj.metadata
-        stored = obj.data if obj.data is not None else self._fetch(meta, ctx)
-        if stored is None:
-            return []
-        encoded = stored.get("release")
-        if encoded is None:
-            self._warn(meta, "data", "no release key")
-            return []
-        del stored  # the release is decoded from `encoded` alone
         try:
+            stored = obj.data if obj.data is not None else self._fetch(meta, ctx)
+            encoded = stored.get("release")
+            if encoded is None:
+                raise UndecodableRelease("data", "no release key")
+            del stored  # the release is decoded from `encoded` alone
             data = decode_release(encoded)
         except UndecodableRelease as e:
             self._warn(meta, e.stage, e.error)
             return []
+        except Drop:
+            return []  # the Secret is gone: its delete follows
         namespace = meta.namespace or data["namespace"] or ""
         key = release_key(namespace, meta.name) or (
             f"{namespace}/{data['name']}/v{data['revision']}"
         )
         return [upsert(KIND, meta, data, key=key)]
 
-    def _fetch(self, meta: ObjectMeta, ctx: Context) -> dict[str, str] | None:
-        """The Secret's data as the API serves it now; None when it is gone (its delete
-        follows) or cannot be used (warned)."""
+    def _fetch(self, meta: ObjectMeta, ctx: Context) -> dict[str, str]:
+        """The Secret's data as the API serves it now. Raises `Drop` when it is gone,
+        `UndecodableRelease` when it cannot be used."""
         try:
             body = ctx.fetch_secret(meta.namespace or "", meta.name)
         except ObjectTooLarge as e:
-            self._warn(meta, "secret", str(e))
-            return None
+            raise UndecodableRelease("secret", str(e)) from None
         if body is None:
-            return None
+            raise Drop
         try:
             return _SECRET_DATA.decode(body).data
         except msgspec.DecodeError as e:
-            self._warn(meta, "secret", type(e).__name__)
-            return None
+            raise UndecodableRelease("secret", type(e).__name__) from None
 
     def deletes(self, obj: Secret, ctx: Context) -> list[Record]:
         if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
