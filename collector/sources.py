@@ -93,7 +93,7 @@ RELATION_DEPENDENTS = DEPLOYMENT_RECORDS
 """What the relation indexes answer for (`Relations.observe` gives Deployment keys)."""
 
 
-def own_key(meta: ObjectMeta, lookups: Lookups) -> str | None:
+def _own_key(meta: ObjectMeta, lookups: Lookups) -> str | None:
     return meta.key
 
 
@@ -108,7 +108,7 @@ class Held:
     """The source's records belong to `dependents`, under the key `owner` gives."""
 
     dependents: Dependents
-    owner: Callable[[ObjectMeta, Lookups], str | None] = own_key
+    owner: Callable[[ObjectMeta, Lookups], str | None] = _own_key
 
 
 class Follower(Protocol[T_contra]):
@@ -136,6 +136,8 @@ class Marks(Generic[T]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source(Generic[T]):
+    """One watched resource and everything the generic parts need to know about it."""
+
     resource: Resource
     normalizer: Normalizer[T]
     keep: Keep = Keep.NOTHING
@@ -147,7 +149,9 @@ class Source(Generic[T]):
     starts_after: frozenset[Resource] = frozenset()
     """Its informer starts once these have listed (or cannot list)."""
     held: Held | None = None
+    """Its records wait for what they mention, and are rebuilt when that changes."""
     marks: Marks[T] | None = None
+    """Other sources' records that a change to its objects makes stale."""
     events_only: bool = False
     """Its records are events (pod errors), not objects: no snapshot, nothing to delete."""
 
