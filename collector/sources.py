@@ -173,7 +173,7 @@ def table(
     collect_events: bool,
     collect_helm_releases: bool,
 ) -> list[Source[Any]]:
-    """Every source, in warm-up order."""
+    """Every source, in the order a one-shot listing takes them (`Collector.list_once`)."""
     pods = pod_error.PodErrorNormalizer(state.pods)
     sources: list[Source[Any]] = [
         Source(resource=resources.NAMESPACES, normalizer=namespace.NORMALIZER),
@@ -233,15 +233,6 @@ def table(
             )
         ),
     ]
-    if collect_helm_releases:
-        sources.append(
-            Source(
-                resource=resources.HELM_RELEASE_SECRETS,
-                normalizer=helm_release.HelmReleaseNormalizer(),
-                keep=Keep.VERSIONED,
-                starts_after=SECOND,
-            )
-        )
     if collect_events:
         events = pod_event.PodEventNormalizer(pods, state.events, filters)
         sources.append(
@@ -251,6 +242,15 @@ def table(
                 memory=events,
                 starts_after=SECOND | {resources.PODS},
                 events_only=True,
+            )
+        )
+    if collect_helm_releases:
+        sources.append(
+            Source(
+                resource=resources.HELM_RELEASE_SECRETS,
+                normalizer=helm_release.HelmReleaseNormalizer(),
+                keep=Keep.VERSIONED,
+                starts_after=SECOND,
             )
         )
     return sources

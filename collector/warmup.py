@@ -72,7 +72,9 @@ class WarmUp:
 
     def run(self) -> None:
         waited: set[Resource] = set()
-        for source in self._sources:
+        # What each source starts after is a superset of what the ones before it start
+        # after, so fewer first is the order that waits least.
+        for source in sorted(self._sources, key=lambda source: len(source.starts_after)):
             due = [r for r in self._informers if r in source.starts_after and r not in waited]
             if due:
                 for resource in due:
