@@ -193,8 +193,9 @@ class Coalescer:
         try:
             while not self._stopped.wait(self.flush_seconds):
                 self.flush()
-                if self._resync_due():
-                    self._on_resync_needed()
+                on_resync_needed = self._on_resync_needed
+                if on_resync_needed is not None and self._resync_due():
+                    on_resync_needed()
         except Exception:
             # A bug, not a condition to wait out: liveness fails and the pod restarts.
             log.exception("coalesce_flusher_crashed")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import types
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -164,7 +165,8 @@ class Informer(Generic[T]):
             f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
         )
         page_type: Any = msgspec.defstruct(
-            f"{struct.__name__}Page", [("metadata", _ListMeta), ("items", list[struct])]
+            f"{struct.__name__}Page",
+            [("metadata", _ListMeta), ("items", types.GenericAlias(list, (struct,)))],
         )
         # Decoders made once: a call with `type=` looks the type up again every time, which
         # shows when a streamed list decodes its objects one by one.

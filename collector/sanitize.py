@@ -183,7 +183,7 @@ class Condition(msgspec.Struct, rename="camel", frozen=True):
 # -- metadata ---------------------------------------------------------------------------
 
 
-def annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
+def safe_annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
     """Annotations safe to ship: manifests dropped, secret-named values redacted, long cut."""
     source = meta_annotations or {}
     return {
@@ -312,7 +312,7 @@ def selector(sel: LabelSelector | None) -> dict[str, Any] | None:
     }
 
 
-def conditions(items: Iterable[Condition] | None, *, message: bool = True) -> list[dict]:
+def conditions(items: Iterable[Condition] | None, *, message: bool = True) -> list[dict[str, Any]]:
     """Conditions sorted by type, with their last transition (never a heartbeat time)."""
     summary = []
     for cond in sorted(items or [], key=lambda c: c.type):
@@ -372,7 +372,8 @@ def _container(c: Container) -> dict[str, Any]:
 
 
 def _quantities(values: Mapping[str, Quantity] | None) -> dict[str, str]:
-    return {name: str(values[name]) for name in sorted(values or {})}
+    given = values or {}
+    return {name: str(given[name]) for name in sorted(given)}
 
 
 def _env(var: EnvVar) -> dict[str, Any]:
@@ -389,12 +390,12 @@ def _env(var: EnvVar) -> dict[str, Any]:
     if source.field_ref is not None:
         return {"name": var.name, "from": "fieldRef", "field_path": source.field_ref.field_path}
     if source.resource_field_ref is not None:
-        ref = source.resource_field_ref
+        field = source.resource_field_ref
         return {
             "name": var.name,
             "from": "resourceFieldRef",
-            "resource": ref.resource,
-            "container": ref.container_name,
+            "resource": field.resource,
+            "container": field.container_name,
         }
     return {"name": var.name, "from": "unknown"}
 

@@ -26,6 +26,7 @@ different schema version starts empty. Without a path the store lives in memory
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -246,10 +247,10 @@ class PodMemos:
     def discard(self, key: str) -> None:
         self._store.execute("DELETE FROM pods WHERE key = ?", (key,))
 
-    def keys(self) -> set[str]:
+    def keys(self) -> builtins.set[str]:
         return self._store.missing("SELECT key FROM pods", (), frozenset())
 
-    def missing(self, present: AbstractSet[str]) -> set[str]:
+    def missing(self, present: AbstractSet[str]) -> builtins.set[str]:
         """Pods with a memo that are not in `present`."""
         return self._store.missing("SELECT key FROM pods", (), present)
 

@@ -129,6 +129,26 @@ def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
     assert all(name.startswith("sh.helm.release.v1.") for name in fetched)
 
 
+def test_a_failing_pod_of_a_cronjobs_job_names_the_cronjob_as_its_workload(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    kube.create(cluster_objects.namespace())
+    cron = kube.create(cluster_objects.cronjob())
+    job = kube.create(cluster_objects.failed_job(cron["metadata"]["uid"]))
+    collector = start()
+    assert collector.wait_synced(10)
+    # Created once the Jobs have listed, so the Job's CronJob is known when the pod is seen.
+    kube.create(cluster_objects.job_pod(job["metadata"]["name"], job["metadata"]["uid"]))
+    received = Received(outbox)
+    wait_until(lambda: bool(received.events("pod_error")))
+    [error] = received.events("pod_error")
+    assert error["data"]["workload"] == {
+        "kind": "CronJob",
+        "name": "report",
+        "job": "report-29012345",
+    }
+
+
 def test_changes_and_deletes_follow_and_relations_rebuild_dependents(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:

@@ -64,7 +64,7 @@ def test_annotations_drop_redact_truncate_and_sort() -> None:
         "long": "a" * 3000,
         "alpha": "first",
     }
-    assert sanitize.annotations(raw) == {
+    assert sanitize.safe_annotations(raw) == {
         "alpha": "first",
         "db-password": "[REDACTED]",
         "example.com/API_TOKEN": "[REDACTED]",
@@ -73,8 +73,8 @@ def test_annotations_drop_redact_truncate_and_sort() -> None:
         "vault.hashicorp.com/Credentials-ref": "[REDACTED]",
         "zeta": "last",
     }
-    assert list(sanitize.annotations(raw)) == sorted(sanitize.annotations(raw))
-    assert sanitize.annotations(None) == {}
+    assert list(sanitize.safe_annotations(raw)) == sorted(sanitize.safe_annotations(raw))
+    assert sanitize.safe_annotations(None) == {}
 
 
 def test_truncation_keeps_whole_characters() -> None:
@@ -97,7 +97,7 @@ def test_change_cause_never_carries_env_values() -> None:
     assert sanitize.change_cause(f"deploy.sh DB_PASSWORD={SECRET} v2") == (
         "deploy.sh DB_PASSWORD=[REDACTED]"
     )
-    assert sanitize.annotations(
+    assert sanitize.safe_annotations(
         {sanitize.CHANGE_CAUSE: f"kubectl set env deploy/a K={SECRET}"}
     ) == {sanitize.CHANGE_CAUSE: "kubectl set env deploy/a K=[REDACTED]"}
 
@@ -399,6 +399,8 @@ def test_kept_metadata_loses_only_the_annotations_no_record_carries() -> None:
     )
     slim = sanitize.without_dropped_annotations(meta)
     assert slim.annotations == {"team": "shop"}
-    assert sanitize.annotations(slim.annotations) == sanitize.annotations(meta.annotations)
+    assert sanitize.safe_annotations(slim.annotations) == sanitize.safe_annotations(
+        meta.annotations
+    )
     untouched = ObjectMeta(name="api", annotations={"team": "shop"})
     assert sanitize.without_dropped_annotations(untouched) is untouched

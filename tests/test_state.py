@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from collector.collector import SNAPSHOT_PART_BYTES, snapshot_parts
+from collector.snapshots import SNAPSHOT_PART_BYTES, snapshot_parts
 from collector.state import StateStore
 
 

@@ -10,12 +10,15 @@ through `Context.fetch_logs` and `Context.fetch_secret`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from collector.model import ObjectMeta, delete, upsert
 from shipper.records import Record
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,11 @@ Raises `ObjectTooLarge` past the bytes one Secret may hold, and the API's error 
 cannot be read for now (the informer then tries the object again after its backoff)."""
 
 
+class Drop(Exception):
+    """Raised by a step of a normalizer: the object gives no record now (as structlog's
+    `DropEvent` ends an event's processing). The normalizer answers with no records."""
+
+
 class ObjectTooLarge(Exception):
     """An object read for a record is larger than it may be; nothing of it was kept."""
 
@@ -78,10 +86,18 @@ class Context:
 
 
 class Normalizer(Protocol[T]):
-    """One source kind. `struct` is what a raw list item or watch object decodes into."""
+    """One source kind. `kind` is the record kind it gives, `source` the Kubernetes kind it
+    reads (what `collector.relations` indexes by) and `struct` what a raw list item or watch
+    object decodes into."""
 
-    kind: str
-    struct: type[T]
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def struct(self) -> type[T]: ...
 
     def upserts(self, obj: T, ctx: Context) -> list[Record]:
         """Records for the object as it is now (upserts; pod errors give events)."""
@@ -90,3 +106,68 @@ class Normalizer(Protocol[T]):
     def deletes(self, obj: T, ctx: Context) -> list[Record]:
         """Records for the object having gone (deletes; nothing for event-only kinds)."""
         ...
+
+
+class Relinks(Protocol):
+    """A normalizer whose kept records mention other kinds (Deployments, revisions)."""
+
+    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Lookups) -> dict[str, Any]:
+        """A record's data with the relation fields decided again (no object needed)."""
+        ...
+
+
+class Memory(Protocol):
+    """State a normalizer keeps per object beyond its records (pods, Events)."""
+
+    def forget(self, key: str) -> None:
+        """The object `namespace/name` is gone."""
+
+    def missing(self, present: AbstractSet[str]) -> set[str]:
+        """Keys with state that are not in `present` (a relist forgets those)."""
+        ...
+
+
+Extract = Callable[[T_contra, Context], dict[str, Any]]
+"""A kind's fields of its one record: the object's allow-listed data."""
+
+
+class Object(Protocol):
+    """What every decoded object has."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+Obj = TypeVar("Obj", bound=Object)
+
+
+class PerObject(Generic[Obj]):
+    """A kind that gives one record per object: its own field extraction, the record
+    envelope shared (an upsert while the object exists, a delete once it is gone). Keyed
+    `namespace/name` unless `key` says otherwise."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        source: str,
+        struct: type[Obj],
+        data: Extract[Obj],
+        key: Callable[[ObjectMeta], str] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.source = source
+        self.struct = struct
+        self._data = data
+        self._key = key
+
+    def upserts(self, obj: Obj, ctx: Context) -> list[Record]:
+        meta = obj.metadata
+        return [upsert(self.kind, meta, self._data(obj, ctx), key=self._record_key(meta))]
+
+    def deletes(self, obj: Obj, ctx: Context) -> list[Record]:
+        meta = obj.metadata
+        return [delete(self.kind, meta, key=self._record_key(meta))]
+
+    def _record_key(self, meta: ObjectMeta) -> str | None:
+        return None if self._key is None else self._key(meta)

@@ -13,10 +13,9 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 from collector.sanitize import PodTemplate, Present
-from shipper.records import Record
 
 
 class JobSpec(msgspec.Struct, frozen=True):
@@ -48,7 +47,7 @@ class CronJob(msgspec.Struct, frozen=True):
     status: CronJobStatus = msgspec.field(default_factory=CronJobStatus)
 
 
-def cronjob_data(obj: CronJob) -> dict[str, Any]:
+def cronjob_data(obj: CronJob, ctx: Context) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     pod = spec.job_template.spec.template.spec
     return {
@@ -63,21 +62,9 @@ def cronjob_data(obj: CronJob) -> dict[str, Any]:
         "init_containers": sanitize.containers(pod.init_containers),
         "images": sanitize.images(pod),
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
 
-class CronJobNormalizer:
-    kind = "cronjob"
-    source = "CronJob"
-    struct = CronJob
-
-    def upserts(self, obj: CronJob, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, cronjob_data(obj))]
-
-    def deletes(self, obj: CronJob, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = CronJobNormalizer()
+NORMALIZER = PerObject(kind="cronjob", source="CronJob", struct=CronJob, data=cronjob_data)

@@ -74,7 +74,9 @@ def revision_number(annotations: Mapping[str, str]) -> int | None:
         return None
 
 
-def helm_context(labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict | None:
+def helm_context(
+    labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> dict[str, Any] | None:
     """Release and chart a Helm-managed object declares; None when nothing says Helm."""
     release = annotations.get(_HELM_RELEASE)
     chart = labels.get(_HELM_CHART)
@@ -102,7 +104,7 @@ def pod_template_data(template: sanitize.PodTemplate) -> dict[str, Any]:
     return {
         "template": {
             "labels": sanitize.labels(template.metadata.labels),
-            "annotations": sanitize.annotations(template.metadata.annotations),
+            "annotations": sanitize.safe_annotations(template.metadata.annotations),
         },
         "containers": sanitize.containers(template.spec.containers),
         "init_containers": sanitize.containers(template.spec.init_containers),
@@ -151,7 +153,7 @@ def deployment_data(obj: Deployment, lookups: Lookups) -> dict[str, Any]:
         },
         "paused": bool(spec.paused),
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "selector": sanitize.selector(spec.selector),
         **pod_template_data(template),
         **deployment_relations(

@@ -36,14 +36,14 @@ import re
 import zlib
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 import structlog
 import yaml
 
 from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context, ObjectTooLarge
+from collector.normalize.base import Context, Drop, ObjectTooLarge
 from shipper.records import Record, utc_timestamp
 
 log = structlog.get_logger("collector.helm_release")
@@ -66,7 +66,8 @@ class _ManifestResolver(yaml.resolver.Resolver):
     """How the safe loader types a plain scalar, without timestamps: Helm's Go YAML keeps an
     unquoted date as a string, so `2024-02-30` is fine in a manifest."""
 
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+    # Replaces the base class's table for this class alone (PyYAML reads it per class).
+    yaml_implicit_resolvers = {  # noqa: RUF012 (PyYAML reads it from the class)
         first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP_TAG]
         for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
@@ -124,8 +125,8 @@ class _Release(msgspec.Struct, frozen=True):
 _RELEASE = msgspec.json.Decoder(_Release)
 
 
-class UndecodableRelease(Exception):
-    """`data.release` cannot be read; `stage` says where it went wrong."""
+class UndecodableRelease(Drop):
+    """The release cannot be read; `stage` says where it went wrong (secret, data, ...)."""
 
     def __init__(self, stage: str, error: str) -> None:
         super().__init__(f"{stage}: {error}")
@@ -179,50 +180,44 @@ class HelmReleaseNormalizer:
     """Helm release Secrets -> `helm_release` upserts and deletes."""
 
     kind = KIND
+    source = "Secret"
     struct = Secret
 
     def upserts(self, obj: Secret, ctx: Context) -> list[Record]:
         if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
             return []
         meta = obj.metadata
-        stored = obj.data if obj.data is not None else self._fetch(meta, ctx)
-        if stored is None:
-            return []
-        encoded = stored.get("release")
-        if encoded is None:
-            self._warn(meta, "data", "no release key")
-            return []
-        del stored  # the release is decoded from `encoded` alone
         try:
+            stored = obj.data if obj.data is not None else self._fetch(meta, ctx)
+            encoded = stored.get("release")
+            if encoded is None:
+                raise UndecodableRelease("data", "no release key")
+            del stored  # the release is decoded from `encoded` alone
             data = decode_release(encoded)
         except UndecodableRelease as e:
             self._warn(meta, e.stage, e.error)
             return []
+        except Drop:
+            return []  # the Secret is gone: its delete follows
         namespace = meta.namespace or data["namespace"] or ""
         key = release_key(namespace, meta.name) or (
             f"{namespace}/{data['name']}/v{data['revision']}"
         )
         return [upsert(KIND, meta, data, key=key)]
 
-    def _fetch(self, meta: ObjectMeta, ctx: Context) -> dict[str, str] | None:
-        """The Secret's data as the API serves it now; None when it is gone (its delete
-        follows) or cannot be used (warned)."""
+    def _fetch(self, meta: ObjectMeta, ctx: Context) -> dict[str, str]:
+        """The Secret's data as the API serves it now. Raises `Drop` when it is gone,
+        `UndecodableRelease` when it cannot be used."""
         try:
             body = ctx.fetch_secret(meta.namespace or "", meta.name)
         except ObjectTooLarge as e:
-            self._warn(meta, "secret", str(e))
-            return None
+            raise UndecodableRelease("secret", str(e)) from None
         if body is None:
-            return None
+            raise Drop
         try:
             return _SECRET_DATA.decode(body).data
         except msgspec.DecodeError as e:
-            self._warn(meta, "secret", type(e).__name__)
-            return None
-
-    def relink(self, data: dict[str, Any], meta: ObjectMeta, lookups: Any) -> dict[str, Any]:
-        """Nothing in a release record mentions other kinds."""
-        return data
+            raise UndecodableRelease("secret", type(e).__name__) from None
 
     def deletes(self, obj: Secret, ctx: Context) -> list[Record]:
         if not ctx.collect_helm_releases or obj.type not in ("", SECRET_TYPE):
@@ -313,7 +308,8 @@ def _scalar_text(event: yaml.Event, events: Iterator[yaml.Event]) -> str | None:
         return None
     tag = event.tag
     if tag is None or tag == "!":
-        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+        # PyYAML's stubs leave `resolve` unannotated; it returns the tag, a str.
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
     return event.value if tag == _STR_TAG and event.value else None
 
 

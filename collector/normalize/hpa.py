@@ -14,10 +14,9 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 from collector.sanitize import Condition, LabelSelector, Quantity
-from shipper.records import Record
 
 
 class ObjectRef(msgspec.Struct, rename="camel", frozen=True):
@@ -85,7 +84,7 @@ def min_replicas(spec: HpaSpec) -> int:
     return 1 if spec.min_replicas is None else spec.min_replicas
 
 
-def hpa_data(obj: HorizontalPodAutoscaler) -> dict[str, Any]:
+def hpa_data(obj: HorizontalPodAutoscaler, ctx: Context) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     target = spec.scale_target_ref
     return {
@@ -101,7 +100,7 @@ def hpa_data(obj: HorizontalPodAutoscaler) -> dict[str, Any]:
             "conditions": sanitize.conditions(status.conditions),
         },
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
@@ -146,16 +145,6 @@ def _quantity(value: Quantity | None) -> str | None:
     return None if value is None else str(value)
 
 
-class HpaNormalizer:
-    kind = "hpa"
-    source = "HorizontalPodAutoscaler"
-    struct = HorizontalPodAutoscaler
-
-    def upserts(self, obj: HorizontalPodAutoscaler, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, hpa_data(obj))]
-
-    def deletes(self, obj: HorizontalPodAutoscaler, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = HpaNormalizer()
+NORMALIZER = PerObject(
+    kind="hpa", source="HorizontalPodAutoscaler", struct=HorizontalPodAutoscaler, data=hpa_data
+)

@@ -12,10 +12,9 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 from collector.normalize.service import LoadBalancerStatus, load_balancer
-from shipper.records import Record
 
 # Before `ingressClassName` existed the class was an annotation; controllers still read it.
 CLASS_ANNOTATION = "kubernetes.io/ingress.class"
@@ -79,7 +78,7 @@ class Ingress(msgspec.Struct, frozen=True):
     status: IngressStatus = msgspec.field(default_factory=IngressStatus)
 
 
-def ingress_data(obj: Ingress) -> dict[str, Any]:
+def ingress_data(obj: Ingress, ctx: Context) -> dict[str, Any]:
     meta, spec = obj.metadata, obj.spec
     return {
         "class": spec.ingress_class_name or meta.annotations.get(CLASS_ANNOTATION),
@@ -100,7 +99,7 @@ def ingress_data(obj: Ingress) -> dict[str, Any]:
         ],
         "load_balancer": load_balancer(obj.status.load_balancer),
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
@@ -120,16 +119,4 @@ def _backend(backend: Backend) -> dict[str, Any]:
     }
 
 
-class IngressNormalizer:
-    kind = "ingress"
-    source = "Ingress"
-    struct = Ingress
-
-    def upserts(self, obj: Ingress, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, ingress_data(obj))]
-
-    def deletes(self, obj: Ingress, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = IngressNormalizer()
+NORMALIZER = PerObject(kind="ingress", source="Ingress", struct=Ingress, data=ingress_data)

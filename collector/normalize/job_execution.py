@@ -164,6 +164,7 @@ class JobExecutionNormalizer:
     """Jobs owned by a CronJob -> `job_execution` upserts and deletes."""
 
     kind = KIND
+    source = "Job"
     struct = Job
 
     def __init__(self, pods: JobPods, *, log_cache_jobs: int = LOG_CACHE_JOBS) -> None:

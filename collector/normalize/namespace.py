@@ -7,9 +7,8 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
-from shipper.records import Record
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 
 
 class NamespaceStatus(msgspec.Struct, frozen=True):
@@ -21,26 +20,14 @@ class Namespace(msgspec.Struct, frozen=True):
     status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
 
 
-def namespace_data(obj: Namespace) -> dict[str, Any]:
+def namespace_data(obj: Namespace, ctx: Context) -> dict[str, Any]:
     meta = obj.metadata
     return {
         "phase": obj.status.phase,
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
 
-class NamespaceNormalizer:
-    kind = "namespace"
-    source = "Namespace"
-    struct = Namespace
-
-    def upserts(self, obj: Namespace, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, namespace_data(obj))]
-
-    def deletes(self, obj: Namespace, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = NamespaceNormalizer()
+NORMALIZER = PerObject(kind="namespace", source="Namespace", struct=Namespace, data=namespace_data)

@@ -12,10 +12,9 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 from collector.sanitize import LabelSelector
-from shipper.records import Record
 
 
 class IpBlock(msgspec.Struct, frozen=True):
@@ -57,7 +56,7 @@ class NetworkPolicy(msgspec.Struct, frozen=True):
     spec: NetworkPolicySpec = msgspec.field(default_factory=NetworkPolicySpec)
 
 
-def network_policy_data(obj: NetworkPolicy) -> dict[str, Any]:
+def network_policy_data(obj: NetworkPolicy, ctx: Context) -> dict[str, Any]:
     meta, spec = obj.metadata, obj.spec
     return {
         "pod_selector": sanitize.selector(spec.pod_selector),
@@ -75,7 +74,7 @@ def network_policy_data(obj: NetworkPolicy) -> dict[str, Any]:
             else [{"to": _peers(rule.to), "ports": _ports(rule.ports)} for rule in spec.egress]
         ),
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
@@ -103,16 +102,6 @@ def _ports(ports: list[PolicyPort] | None) -> list[dict[str, Any]] | None:
     return [{"protocol": p.protocol, "port": p.port, "end_port": p.end_port} for p in ports]
 
 
-class NetworkPolicyNormalizer:
-    kind = "network_policy"
-    source = "NetworkPolicy"
-    struct = NetworkPolicy
-
-    def upserts(self, obj: NetworkPolicy, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, network_policy_data(obj))]
-
-    def deletes(self, obj: NetworkPolicy, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = NetworkPolicyNormalizer()
+NORMALIZER = PerObject(
+    kind="network_policy", source="NetworkPolicy", struct=NetworkPolicy, data=network_policy_data
+)

@@ -17,10 +17,9 @@ import msgspec
 
 from collector import sanitize
 from collector.filters import without_keys
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 from collector.sanitize import Condition, Quantity
-from shipper.records import Record
 
 RESOURCES = {
     "cpu": "cpu",
@@ -67,7 +66,7 @@ class Node(msgspec.Struct, frozen=True):
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
-def node_data(obj: Node, ignore_labels: frozenset[str]) -> dict[str, Any]:
+def node_data(obj: Node, ctx: Context) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     info = status.node_info
     return {
@@ -91,7 +90,7 @@ def node_data(obj: Node, ignore_labels: frozenset[str]) -> dict[str, Any]:
             {"key": t.key, "value": t.value, "effect": t.effect}
             for t in sorted(spec.taints or [], key=lambda t: (t.key, t.effect, t.value or ""))
         ],
-        "labels": without_keys(meta.labels, ignore_labels),
+        "labels": without_keys(meta.labels, ctx.ignore_node_labels),
         "created_at": meta.creation_timestamp,
     }
 
@@ -108,16 +107,4 @@ def _first(labels: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
     return next((labels[key] for key in keys if labels.get(key)), None)
 
 
-class NodeNormalizer:
-    kind = "node"
-    source = "Node"
-    struct = Node
-
-    def upserts(self, obj: Node, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, node_data(obj, ctx.ignore_node_labels))]
-
-    def deletes(self, obj: Node, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = NodeNormalizer()
+NORMALIZER = PerObject(kind="node", source="Node", struct=Node, data=node_data)

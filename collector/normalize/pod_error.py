@@ -256,6 +256,7 @@ class PodErrorNormalizer:
     """Pods -> `pod_error` events on transitions. Thread-safe; state keyed by `namespace/name`."""
 
     kind = KIND
+    source = "Pod"
     struct = Pod
 
     def __init__(

@@ -135,6 +135,7 @@ class PodEventNormalizer:
     """Warning Events -> `pod_error` events. Thread-safe; its memory is the state store's."""
 
     kind = KIND
+    source = "Event"
     struct = Event
 
     def __init__(

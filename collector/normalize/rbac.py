@@ -9,15 +9,16 @@ and the kind, name and namespace of each subject.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.model import ObjectMeta
+from collector.normalize.base import Obj, PerObject
 from collector.sanitize import LabelSelector
-from shipper.records import Record
 
 KIND = "rbac"
 
@@ -72,7 +73,7 @@ def role_data(source: str, obj: Role) -> dict[str, Any]:
     return {
         "kind": source,
         "labels": sanitize.labels(obj.metadata.labels),
-        "annotations": sanitize.annotations(obj.metadata.annotations),
+        "annotations": sanitize.safe_annotations(obj.metadata.annotations),
         "rule_count": len(rules),
         "rules": [
             {
@@ -99,49 +100,28 @@ def binding_data(source: str, obj: RoleBinding) -> dict[str, Any]:
     return {
         "kind": source,
         "labels": sanitize.labels(obj.metadata.labels),
-        "annotations": sanitize.annotations(obj.metadata.annotations),
+        "annotations": sanitize.safe_annotations(obj.metadata.annotations),
         "role_ref": {"kind": ref.kind, "name": ref.name, "api_group": ref.api_group},
         "subjects": [{"kind": s.kind, "name": s.name, "namespace": s.namespace} for s in subjects],
         "created_at": obj.metadata.creation_timestamp,
     }
 
 
-class RoleNormalizer:
-    """Role or ClusterRole, told apart by `source`."""
-
-    kind = KIND
-    struct = Role
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def upserts(self, obj: Role, ctx: Context) -> list[Record]:
-        key = rbac_key(self.source, obj.metadata)
-        return [upsert(self.kind, obj.metadata, role_data(self.source, obj), key=key)]
-
-    def deletes(self, obj: Role, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata, key=rbac_key(self.source, obj.metadata))]
+def _normalizer(
+    source: str, struct: type[Obj], data: Callable[[str, Obj], dict[str, Any]]
+) -> PerObject[Obj]:
+    """Role, ClusterRole, RoleBinding or ClusterRoleBinding: told apart by `source`."""
+    return PerObject(
+        kind=KIND,
+        source=source,
+        struct=struct,
+        data=lambda obj, ctx: data(source, obj),
+        key=functools.partial(rbac_key, source),
+    )
 
 
-class RoleBindingNormalizer:
-    """RoleBinding or ClusterRoleBinding, told apart by `source`."""
-
-    kind = KIND
-    struct = RoleBinding
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def upserts(self, obj: RoleBinding, ctx: Context) -> list[Record]:
-        key = rbac_key(self.source, obj.metadata)
-        return [upsert(self.kind, obj.metadata, binding_data(self.source, obj), key=key)]
-
-    def deletes(self, obj: RoleBinding, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata, key=rbac_key(self.source, obj.metadata))]
-
-
-ROLE = RoleNormalizer("Role")
-CLUSTER_ROLE = RoleNormalizer("ClusterRole")
-ROLE_BINDING = RoleBindingNormalizer("RoleBinding")
-CLUSTER_ROLE_BINDING = RoleBindingNormalizer("ClusterRoleBinding")
+ROLE = _normalizer("Role", Role, role_data)
+CLUSTER_ROLE = _normalizer("ClusterRole", Role, role_data)
+ROLE_BINDING = _normalizer("RoleBinding", RoleBinding, binding_data)
+CLUSTER_ROLE_BINDING = _normalizer("ClusterRoleBinding", RoleBinding, binding_data)
 NORMALIZERS = (ROLE, ROLE_BINDING, CLUSTER_ROLE, CLUSTER_ROLE_BINDING)

@@ -89,7 +89,7 @@ def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[st
         "change_cause": _annotation(meta.annotations, CHANGE_CAUSE),
         "actor": _annotation(meta.annotations, ACTOR_ANNOTATION),
         "notes": _annotation(meta.annotations, NOTES_ANNOTATION),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         **pod_template_data(template),
         **revision_relations(namespace, meta.name, deployment, template.metadata.labels, lookups),
         "helm": helm_context(meta.labels, meta.annotations),

@@ -11,9 +11,8 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
-from shipper.records import Record
+from collector.model import ObjectMeta
+from collector.normalize.base import Context, PerObject
 
 
 class ServicePort(msgspec.Struct, rename="camel", frozen=True):
@@ -62,7 +61,7 @@ def load_balancer(status: LoadBalancerStatus | None) -> list[dict[str, str | Non
     ]
 
 
-def service_data(obj: Service) -> dict[str, Any]:
+def service_data(obj: Service, ctx: Context) -> dict[str, Any]:
     meta, spec = obj.metadata, obj.spec
     return {
         "type": spec.type,
@@ -83,21 +82,9 @@ def service_data(obj: Service) -> dict[str, Any]:
         "external_name": spec.external_name,
         "load_balancer": load_balancer(obj.status.load_balancer),
         "labels": sanitize.labels(meta.labels),
-        "annotations": sanitize.annotations(meta.annotations),
+        "annotations": sanitize.safe_annotations(meta.annotations),
         "created_at": meta.creation_timestamp,
     }
 
 
-class ServiceNormalizer:
-    kind = "service"
-    source = "Service"
-    struct = Service
-
-    def upserts(self, obj: Service, ctx: Context) -> list[Record]:
-        return [upsert(self.kind, obj.metadata, service_data(obj))]
-
-    def deletes(self, obj: Service, ctx: Context) -> list[Record]:
-        return [delete(self.kind, obj.metadata)]
-
-
-NORMALIZER = ServiceNormalizer()
+NORMALIZER = PerObject(kind="service", source="Service", struct=Service, data=service_data)

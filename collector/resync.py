@@ -1,0 +1,151 @@
+"""Sending everything again: a resync at once, anti-entropy now and then.
+
+A resync (the outbox marked `resync_needed`, or the platform asked through the heartbeat)
+forgets what was sent and relists every resource; the outbox mark is cleared once every
+informer has listed again and what that produced is committed. Anti-entropy, in case the
+platform lost something nobody noticed, does the same one resource at a time, waiting for
+room in the outbox between them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from collector.coalesce import Coalescer
+from collector.informer import Informer
+from collector.state import SentFingerprints
+from collector.warmup import cannot_list
+from runtime.health import HealthReporter
+
+log = structlog.get_logger("collector")
+
+
+class Resync:
+    """One resync at a time; `listed` and `settle` are called by the collector under `lock`."""
+
+    def __init__(
+        self,
+        informers: Sequence[Informer[Any]],
+        *,
+        lock: threading.RLock,
+        coalescer: Coalescer,
+        reporter: HealthReporter,
+        abort_streams: Callable[[], None],
+    ) -> None:
+        self._informers = informers
+        self._lock = lock
+        self._coalescer = coalescer
+        self._reporter = reporter
+        self._abort_streams = abort_streams
+        self._pending: set[str] = set()
+
+    @property
+    def in_progress(self) -> bool:
+        with self._lock:
+            return bool(self._pending)
+
+    def start(self) -> None:
+        """Forget what was sent and relist everything (idempotent while one is running)."""
+        with self._lock:
+            self.settle()
+            if self._pending:
+                return
+            log.info("resync_started")
+            self._reporter.count("resyncs")
+            self._coalescer.forget_all()
+            # What cannot list now relists when it recovers, with its fingerprints gone;
+            # waiting for it would keep every later resync from starting.
+            self._pending = {
+                i.resource.plural for i in self._informers if i.alive and not cannot_list(i)
+            }
+        for informer in self._informers:
+            informer.request_relist()
+        self._abort_streams()
+
+    def listed(self, plural: str) -> None:
+        if self._pending:
+            self._pending.discard(plural)
+            self._settle()
+
+    def settle(self) -> None:
+        """(Lock held.) Check on a resync running, if any (see `_settle`)."""
+        if self._pending:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Stop waiting for what cannot list now; once nothing is left, commit what the
+        resync produced, and only then clear the outbox's mark: a crash before that finds
+        the mark and resyncs again."""
+        self._pending = {
+            i.resource.plural
+            for i in self._informers
+            if i.resource.plural in self._pending and not cannot_list(i)
+        }
+        if self._pending:
+            return
+        self._coalescer.flush()
+        committed = self._coalescer.empty  # else the outbox refused them: the mark stays
+        if committed:
+            self._coalescer.outbox.clear_resync_needed()
+        log.info("resync_done", committed=committed)
+
+
+class AntiEntropy:
+    """Every `every` seconds, each resource's kind is sent again with its snapshot: forget
+    its fingerprints, relist it, wait for that list and for room in the outbox, then the
+    next."""
+
+    def __init__(
+        self,
+        informers: Sequence[Informer[Any]],
+        *,
+        kinds: dict[str, str],
+        lock: threading.RLock,
+        coalescer: Coalescer,
+        sent: SentFingerprints,
+        abort_streams: Callable[[str], None],
+        reporter: HealthReporter,
+        stopped: threading.Event,
+        every: float,
+        list_timeout: float,
+    ) -> None:
+        """`kinds`: resource (plural) -> its record kind, for the resources with snapshots."""
+        self._informers = informers
+        self._kinds = kinds
+        self._lock = lock
+        self._coalescer = coalescer
+        self._sent = sent
+        self._abort_streams = abort_streams
+        self._reporter = reporter
+        self._stopped = stopped
+        self._every = every
+        self._list_timeout = list_timeout
+
+    def run(self) -> None:
+        while not self._stopped.wait(self._every):
+            log.info("anti_entropy_started")
+            for informer in self._informers:
+                kind = self._kinds.get(informer.resource.plural)
+                if kind is None:
+                    continue
+                while self._coalescer.outbox.at_bound:
+                    if self._stopped.wait(1.0):
+                        return
+                lists = informer.reporter.snapshot().counters.get("lists", 0)
+                with self._lock:
+                    self._sent.clear(kind)
+                informer.request_relist()
+                self._abort_streams(informer.resource.path)  # only its own watch
+                deadline = time.monotonic() + self._list_timeout
+                while informer.reporter.snapshot().counters.get("lists", 0) == lists:
+                    if self._stopped.wait(0.2):
+                        return
+                    if time.monotonic() > deadline:
+                        break  # failing (forbidden?): its informer says so; go on
+            log.info("anti_entropy_done")
+            self._reporter.count("anti_entropy_rounds")

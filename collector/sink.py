@@ -1,0 +1,277 @@
+"""What one informer's objects become: `SourceSink` keeps the relation indexes current,
+filters, normalizes and hands the records on; `Stale` remembers which dependent records
+to rebuild before the next flush.
+
+A sink calls nothing above it: what it produces goes to the `Wiring` it was given (the
+coalescer's `offer`, the `Stale` marks, a callback for a completed list), and the collector
+drives it (`rebuild`) from above. Every sink method runs under the one lock the wiring
+names: informers decode on their own threads, but indexes and normalizer state change one
+object at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import structlog
+
+from collector import sanitize
+from collector.filters import Filters
+from collector.model import ObjectMeta, delete, upsert
+from collector.normalize.base import Context, Object
+from collector.relations import Relations
+from collector.resources import Resource
+from collector.sources import DEPENDENTS, RELATION_DEPENDENTS, Dependents, Keep, Source
+from collector.state import ProducedRecords
+from kube.errors import KubeError
+from shipper.records import Record
+
+log = structlog.get_logger("collector")
+
+T = TypeVar("T", bound=Object)
+
+
+class Stale:
+    """Keys of the objects whose dependent records are to be rebuilt (or were held back),
+    by `Dependents`; taken once what those records mention has listed."""
+
+    def __init__(self, listed: Callable[[frozenset[Resource]], bool]) -> None:
+        self._listed = listed
+        self._keys: dict[Dependents, set[str]] = {dependents: set() for dependents in DEPENDENTS}
+
+    def waiting(self, dependents: Dependents) -> bool:
+        """Whether some of what these records mention has not listed yet."""
+        return not self._listed(dependents.needs)
+
+    def mark(self, dependents: Dependents, keys: Iterable[str]) -> None:
+        self._keys[dependents].update(keys)
+
+    def due(self) -> list[tuple[Dependents, list[str]]]:
+        """The marked keys (sorted) of each `Dependents` whose needs have listed, forgotten."""
+        found = []
+        for dependents, keys in self._keys.items():
+            if keys and self._listed(dependents.needs):
+                self._keys[dependents] = set()
+                found.append((dependents, sorted(keys)))
+        return found
+
+
+class _Kept(msgspec.Struct, array_like=True):
+    """A rebuildable record as the state store keeps it (msgpack: a decoded data dict would
+    cost several times the memory)."""
+
+    meta: ObjectMeta  # identity only: what the record envelope needs
+    data: dict[str, Any]
+
+
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder(_Kept).decode
+
+
+@dataclass(frozen=True, slots=True)
+class _MetadataOnly:
+    """What a vanished object is known as when its sink kept no copy of it."""
+
+    metadata: ObjectMeta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wiring:
+    """What every sink shares: the lock, the indexes, and where its output goes."""
+
+    lock: threading.RLock
+    produced: ProducedRecords
+    relations: Relations
+    context: Context
+    filters: Filters
+    offer: Callable[[Iterable[Record]], None]
+    stale: Stale
+    listed: Callable[[Source[Any], str, str], None]
+    """(source, resourceVersion, start) of a full list, after its vanished objects went."""
+
+
+class SourceSink(Generic[T]):
+    """One source's sink (`collector.informer.Sink`)."""
+
+    def __init__(self, source: Source[T], wiring: Wiring) -> None:
+        self.source = source
+        self.normalizer = source.normalizer
+        self._wiring = wiring
+        self._name = source.resource.plural
+        self._produced = wiring.produced
+        self.objects: dict[str, T] = {}
+
+    def apply(self, obj: T) -> None:
+        with self._wiring.lock:
+            meta = obj.metadata
+            if self._ignored(meta):
+                return
+            wiring, source = self._wiring, self.source
+            affected = wiring.relations.observe(self.normalizer.source, obj)
+            if source.keep is Keep.OBJECTS:
+                slim = sanitize.without_dropped_annotations(meta)
+                self.objects[meta.key] = (
+                    obj
+                    if slim is meta
+                    # Every decoded object is a msgspec Struct (`Source.normalizer.struct`).
+                    else msgspec.structs.replace(obj, metadata=slim)  # type: ignore[type-var]
+                )
+            self.emit(obj)
+            for follower in source.followers:
+                follower.observe(obj)
+            if source.marks is not None:
+                owner = source.marks.owner(obj)
+                if owner is not None:
+                    wiring.stale.mark(source.marks.dependents, [owner])
+            wiring.stale.mark(RELATION_DEPENDENTS, affected)
+
+    def emit(self, obj: T) -> None:
+        meta = obj.metadata
+        wiring, source = self._wiring, self.source
+        if source.keep is Keep.VERSIONED:
+            unchanged = self._unchanged(meta)
+            if unchanged:
+                wiring.offer(unchanged)
+                return
+        try:
+            records = self.normalizer.upserts(obj, wiring.context)
+        except KubeError:
+            raise  # a read it needed failed for now: its informer tries the object again
+        except Exception as exc:
+            # One object the normalizer cannot handle must not stop its informer. The
+            # message could quote the object's contents, so only its type is logged.
+            log.error(
+                "normalize_failed",
+                kind=self.normalizer.kind,
+                namespace=meta.namespace,
+                name=meta.name,
+                error=type(exc).__name__,
+            )
+            return
+        if not source.events_only and not any(record.op == "upsert" for record in records):
+            # It no longer yields its kind's record (a ReplicaSet orphaned from its
+            # Deployment, a release Secret that stopped decoding): what it produced goes.
+            records = records + [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in self._produced.pop(self._name, meta.key)
+            ]
+        identity = None
+        if source.keep in (Keep.RECORDS, Keep.VERSIONED):
+            identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
+        for record in records:
+            if record.op == "upsert":
+                self._remember(meta.key, record.kind, record.key, identity, record.data)
+        if not self._holds(meta):
+            wiring.offer(records)
+
+    def _holds(self, meta: ObjectMeta) -> bool:
+        """Whether to hold the object's records back until what they depend on has listed
+        (they are rebuilt then); marks it for that rebuild."""
+        held = self.source.held
+        if held is None:
+            return False
+        stale = self._wiring.stale
+        if not stale.waiting(held.dependents):
+            return False
+        owner = held.owner(meta, self._wiring.relations)
+        if owner is None:
+            return False  # nothing to wait for (a ReplicaSet of no Deployment)
+        stale.mark(held.dependents, [owner])
+        return True
+
+    def _unchanged(self, meta: ObjectMeta) -> list[Record]:
+        """The object's records as last built, if built from this very resourceVersion."""
+        records = []
+        for kind, record_key, encoded in self._produced.kept(self._name, meta.key):
+            kept = _unpack(encoded)
+            if kept.meta.resource_version != meta.resource_version:
+                return []
+            records.append(upsert(kind, kept.meta, kept.data, key=record_key))
+        return records
+
+    def rebuild(self, key: str) -> None:
+        """Send the object's record again, its relation fields decided anew."""
+        if self.source.keep is Keep.OBJECTS:
+            obj = self.objects.get(key)
+            if obj is not None:
+                self.emit(obj)
+            return
+        relink = self.source.relink
+        if relink is None:
+            return  # nothing in its records mentions other kinds
+        for kind, record_key, encoded in self._produced.kept(self._name, key):
+            kept = _unpack(encoded)
+            data = relink.relink(kept.data, kept.meta, self._wiring.relations)
+            self._remember(key, kind, record_key, kept.meta, data)
+            self._wiring.offer([upsert(kind, kept.meta, data, key=record_key)])
+
+    def _remember(
+        self,
+        key: str,
+        kind: str,
+        record_key: str,
+        identity: ObjectMeta | None,
+        data: dict[str, Any],
+    ) -> None:
+        kept = None if identity is None else _pack(_Kept(identity, data))
+        self._produced.add(self._name, key, (kind, record_key), kept)
+
+    def remove(self, obj: T) -> None:
+        with self._wiring.lock:
+            meta = obj.metadata
+            if self._ignored(meta):
+                return  # never collected (see `apply`), so nothing to delete
+            wiring = self._wiring
+            affected = wiring.relations.forget(self.normalizer.source, obj)
+            self.objects.pop(meta.key, None)
+            produced = self._produced.pop(self._name, meta.key)
+            records = self.normalizer.deletes(obj, wiring.context)
+            # Whatever it produced goes too, even where the normalizer no longer sees it as
+            # its kind's (a ReplicaSet orphaned from its Deployment still has a revision).
+            named = {(record.kind, record.key) for record in records}
+            records += [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in produced
+                if (kind, record_key) not in named
+            ]
+            wiring.offer(records)
+            self._forget(meta.key, affected)
+
+    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
+        """A full list: whatever is remembered but was not listed was deleted meanwhile."""
+        with self._wiring.lock:
+            gone = self._produced.missing(self._name, keys)
+            gone.update(key for key in self.objects if key not in keys)
+            if self.source.memory is not None:
+                gone.update(self.source.memory.missing(keys))
+            for key in sorted(gone):
+                self._vanished(key)
+            self._wiring.listed(self.source, resource_version, listed_at)
+
+    def _vanished(self, key: str) -> None:
+        namespace, _, name = key.rpartition("/")
+        meta = ObjectMeta(name=name, namespace=namespace or None)
+        gone = self.objects.pop(key, None) or _MetadataOnly(meta)
+        affected = self._wiring.relations.forget(self.normalizer.source, gone)
+        self._wiring.offer(
+            [
+                delete(kind, meta, key=record_key)
+                for kind, record_key in self._produced.pop(self._name, key)
+            ]
+        )
+        self._forget(key, affected)
+
+    def _forget(self, key: str, affected: set[str]) -> None:
+        if self.source.memory is not None:
+            self.source.memory.forget(key)
+        for follower in self.source.followers:
+            follower.forget(key)
+        self._wiring.stale.mark(RELATION_DEPENDENTS, affected)
+
+    def _ignored(self, meta: ObjectMeta) -> bool:
+        return self._wiring.filters.skip(self.normalizer.kind, meta.namespace, meta.name)
