@@ -132,13 +132,13 @@ def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
 def test_a_failing_pod_of_a_cronjobs_job_names_the_cronjob_as_its_workload(
     kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
 ) -> None:
-    kube.create(cluster_objects.namespace())
-    cron = kube.create(cluster_objects.cronjob())
-    job = kube.create(cluster_objects.failed_job(cron["metadata"]["uid"]))
+    kube.create(objects.namespace(name=cluster_objects.NS))
+    cron = kube.create(objects.cronjob(name="report", namespace=cluster_objects.NS))
+    job = kube.create(objects.failed_job(owner=cron))
     collector = start()
     assert collector.wait_synced(10)
     # Created once the Jobs have listed, so the Job's CronJob is known when the pod is seen.
-    kube.create(cluster_objects.job_pod(job["metadata"]["name"], job["metadata"]["uid"]))
+    kube.create(objects.failed_job_pod(owner=job))
     received = Received(outbox)
     wait_until(lambda: bool(received.events("pod_error")))
     [error] = received.events("pod_error")
