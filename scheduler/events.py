@@ -11,6 +11,7 @@ the local store's note of it) costs nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +39,9 @@ def event_id(
 
 @dataclass(frozen=True, kw_only=True)
 class Window:
-    """What an apply, revert or action error is about: one action's window on one HPA."""
+    """What an apply, revert or action error is about: one action's window on one HPA.
+
+    Each field is the `ScalingEvent` field of the same name."""
 
     template_id: str
     action_id: str | None
@@ -110,14 +113,7 @@ def _window_event(
             cluster_id, window.template_id, window.action_id, window.window_start, type, detail
         ),
         type=type,
-        template_id=window.template_id,
-        action_id=window.action_id,
-        namespace=window.namespace,
-        deployment=window.deployment,
-        min_replicas=window.min_replicas,
-        max_replicas=window.max_replicas,
-        window_start=window.window_start,
-        run_until=window.run_until,
+        **dataclasses.asdict(window),
         provisional=provisional,
         reason=reason,
         message=message,
