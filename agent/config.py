@@ -5,10 +5,10 @@ The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CL
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
 agent receives a frozen `Settings` and never reads `os.environ` itself.
 
-Each setting is declared once, in `SETTINGS`: its environment variable, its config.yaml
-key, its parser with the bounds, a line of documentation, and the field it fills. Its
-default is that field's default, written where the field is: on `Settings` for the
-process's own settings, or in the group a component defines for itself (the collector's
+Each setting is declared once, in `SETTINGS`, one row under a comment saying what it does:
+the field it fills, its environment variable, its config.yaml key, its parser with the
+bounds. Its default is that field's default, written where the field is: on `Settings` for
+the process's own settings, or in the group a component defines for itself (the collector's
 `CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
 outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
 depends on several settings (the token, the API URLs of a role) is read by the functions
