@@ -5,10 +5,10 @@ The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CL
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
 agent receives a frozen `Settings` and never reads `os.environ` itself.
 
-Each setting is declared once, in `SETTINGS`: its environment variable, its config.yaml
-key, its parser with the bounds, a line of documentation, and the field it fills. Its
-default is that field's default, written where the field is: on `Settings` for the
-process's own settings, or in the group a component defines for itself (the collector's
+Each setting is declared once, in `SETTINGS`, one row under a comment saying what it does:
+the field it fills, its environment variable, its config.yaml key, its parser with the
+bounds. Its default is that field's default, written where the field is: on `Settings` for
+the process's own settings, or in the group a component defines for itself (the collector's
 `CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
 outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
 depends on several settings (the token, the API URLs of a role) is read by the functions
@@ -152,20 +152,21 @@ GROUPS: dict[str, type[Any]] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Setting:
-    """One setting, declared once: where it is read, how it is checked, what it fills."""
+    """One setting, declared once: what it fills, where it is read, how it is checked.
+
+    `SETTINGS` gives them positionally, one a row, under a comment that says what it does.
+    """
 
     field: str
     """The field it fills: a field of `Settings`, or `<group>.<field>` of one of `GROUPS`."""
-    doc: str
-    """What it does, in one line."""
+    env: str | None
+    """The environment variable, if the environment carries it."""
+    key: str | None
+    """The config.yaml key, if config.yaml carries it."""
     parse: values.Parser
     """Checks what the user gave (with the bounds) and returns the value."""
-    env: str | None = None
-    """The environment variable, if the environment carries it."""
-    key: str | None = None
-    """The config.yaml key, if config.yaml carries it."""
 
     @property
     def group(self) -> str | None:
@@ -205,201 +206,90 @@ def _health_addr(raw: Raw) -> str:
     return addr
 
 
+# Bounds, each named once where several settings share it or it needs a reason.
+# One call to an API, Moonin's or Kubernetes', other than a watch.
+_CALL_DEADLINE = values.seconds(maximum=600, positive=True)
+# A period of the agent's own loops.
+_PERIOD = values.seconds(maximum=3600, positive=True)
+_HOUR = values.seconds(maximum=3600)
+_MONTH = values.seconds(maximum=30 * 86400)
+# An API answer is held whole while it is decoded: it must fit the pod's memory.
+_ANSWER_BYTES = values.integer(minimum=64 * 1024, maximum=64 * 1024 * 1024)
+
 # Checked in this order; the first bad one stops start-up.
 SETTINGS: tuple[Setting, ...] = (
+    # debug, info, warning, error
+    Setting("log_level", "LOG_LEVEL", "log_level", values.log_level),
+    # namespaces the collector skips
+    Setting("collection.ignore_namespaces", None, "ignore_namespaces", values.names),
+    # globs such as `job/*`, `deployment/shop/*`
     Setting(
-        field="log_level",
-        doc="debug, info, warning, error",
-        parse=values.log_level,
-        env="LOG_LEVEL",
-        key="log_level",
+        "collection.ignore_resources", "IGNORE_RESOURCES", "ignore_resources", values.resource_globs
     ),
+    # node labels kept out of node records
+    Setting("collection.ignore_node_labels", None, "ignore_node_labels", values.names),
+    # off reads no Helm release Secret at all
+    Setting("collection.collect_helm_releases", None, "collect_helm_releases", values.flag),
+    # off reads no Job log at all
+    Setting("collection.collect_job_logs", None, "collect_job_logs", values.flag),
+    # watch Warning Events for the pod errors only they tell; off reads no Event at all
+    Setting("collection.collect_events", "COLLECT_EVENTS", "collect_events", values.flag),
+    # `/healthz`, `/readyz` and `/metrics`; a taken port stops start-up
+    Setting("health_addr", "HEALTH_ADDR", None, _health_addr),
+    # from the downward API; the Lease holder's identity
+    Setting("pod_name", "POD_NAME", None, values.text),
+    # from the downward API; where the Lease lives
+    Setting("pod_namespace", "POD_NAMESPACE", None, values.text),
+    # the cluster's project at Moonin
+    Setting("project_id", "PROJECT_ID", None, _identifier),
+    # the cluster's id at Moonin; part of every API path
+    Setting("cluster_id", "CLUSTER_ID", None, _identifier),
+    # allow plain `http://` API URLs (tests and demos only)
+    Setting("api.insecure_http", "MOONIN_INSECURE_HTTP", None, values.flag),
+    # PEM file of CAs to trust for the Moonin APIs
+    Setting("api.ca_bundle", "MOONIN_CA_BUNDLE", "ca_bundle", values.ca_bundle),
+    # total time of one Moonin API call: connecting, sending and the whole answer
+    Setting("api.deadline_seconds", "API_DEADLINE_SECONDS", "api_deadline_seconds", _CALL_DEADLINE),
+    # bytes a templates or actions answer may have, after decompression
+    Setting("api.max_answer_bytes", "API_MAX_ANSWER_BYTES", "api_max_answer_bytes", _ANSWER_BYTES),
+    # the outbox directory (one process per directory)
+    Setting("queue_dir", "QUEUE_DIR", "queue_dir", values.path),
+    # outbox bound per stream, in records
+    Setting("queue.max_records", "QUEUE_MAX_RECORDS", "queue_max_records", values.integer()),
+    # outbox bound per stream, in bytes; keep it below the volume's size limit
+    Setting("queue.max_bytes", "QUEUE_MAX_BYTES", "queue_max_bytes", values.integer()),
+    # records per POST (and per queue chunk)
     Setting(
-        field="collection.ignore_namespaces",
-        doc="namespaces the collector skips",
-        parse=values.names,
-        key="ignore_namespaces",
+        "shipping.batch_max_records", "BATCH_MAX_RECORDS", "batch_max_records", values.integer()
     ),
+    # bytes per POST before gzip (and per queue chunk)
+    Setting("shipping.batch_max_bytes", "BATCH_MAX_BYTES", "batch_max_bytes", values.integer()),
+    # how long a part-full batch waits for more
     Setting(
-        field="collection.ignore_resources",
-        doc="globs such as `job/*`, `deployment/shop/*`",
-        parse=values.resource_globs,
-        env="IGNORE_RESOURCES",
-        key="ignore_resources",
+        "shipping.linger_seconds", "LINGER_SECONDS", "linger_seconds", values.seconds(maximum=60)
     ),
+    # how long SIGTERM keeps shipping before exit
+    Setting("shutdown_ship_seconds", "SHUTDOWN_SHIP_SECONDS", "shutdown_ship_seconds", _HOUR),
+    # only the holder of a Lease in `POD_NAMESPACE` collects (unset or auto: in a pod)
+    Setting("leader_election", "LEADER_ELECTION", "leader_election", values.auto_flag),
+    # scaling reconcile period
     Setting(
-        field="collection.ignore_node_labels",
-        doc="node labels kept out of node records",
-        parse=values.names,
-        key="ignore_node_labels",
+        "reconcile_interval_seconds",
+        "RECONCILE_INTERVAL_SECONDS",
+        "reconcile_interval_seconds",
+        _PERIOD,
     ),
+    # ask the cloud's metadata endpoints (unset or auto: in a pod)
+    Setting("cloud_metadata", "CLOUD_METADATA", "cloud_metadata", values.auto_flag),
+    # discovery heartbeat (and cluster metadata) period
+    Setting("heartbeat_seconds", "HEARTBEAT_SECONDS", "heartbeat_seconds", _PERIOD),
+    # discovery re-sends everything with snapshots this often (0: never)
     Setting(
-        field="collection.collect_helm_releases",
-        doc="off reads no Helm release Secret at all",
-        parse=values.flag,
-        key="collect_helm_releases",
+        "collection.anti_entropy_seconds", "ANTI_ENTROPY_SECONDS", "anti_entropy_seconds", _MONTH
     ),
+    # total time of one Kubernetes call other than a watch
     Setting(
-        field="collection.collect_job_logs",
-        doc="off reads no Job log at all",
-        parse=values.flag,
-        key="collect_job_logs",
-    ),
-    Setting(
-        field="collection.collect_events",
-        doc="watch Warning Events for the pod errors only they tell; off reads no Event at all",
-        parse=values.flag,
-        env="COLLECT_EVENTS",
-        key="collect_events",
-    ),
-    Setting(
-        field="health_addr",
-        doc="`/healthz`, `/readyz` and `/metrics`; a taken port stops start-up",
-        parse=_health_addr,
-        env="HEALTH_ADDR",
-    ),
-    Setting(
-        field="pod_name",
-        doc="from the downward API; the Lease holder's identity",
-        parse=values.text,
-        env="POD_NAME",
-    ),
-    Setting(
-        field="pod_namespace",
-        doc="from the downward API; where the Lease lives",
-        parse=values.text,
-        env="POD_NAMESPACE",
-    ),
-    Setting(
-        field="project_id",
-        doc="the cluster's project at Moonin",
-        parse=_identifier,
-        env="PROJECT_ID",
-    ),
-    Setting(
-        field="cluster_id",
-        doc="the cluster's id at Moonin; part of every API path",
-        parse=_identifier,
-        env="CLUSTER_ID",
-    ),
-    Setting(
-        field="api.insecure_http",
-        doc="allow plain `http://` API URLs (tests and demos only)",
-        parse=values.flag,
-        env="MOONIN_INSECURE_HTTP",
-    ),
-    Setting(
-        field="api.ca_bundle",
-        doc="PEM file of CAs to trust for the Moonin APIs",
-        parse=values.ca_bundle,
-        env="MOONIN_CA_BUNDLE",
-        key="ca_bundle",
-    ),
-    Setting(
-        field="api.deadline_seconds",
-        doc="total time of one Moonin API call: connecting, sending and the whole answer",
-        parse=values.seconds(maximum=600, positive=True),
-        env="API_DEADLINE_SECONDS",
-        key="api_deadline_seconds",
-    ),
-    Setting(
-        field="api.max_answer_bytes",
-        doc="bytes a templates or actions answer may have, after decompression",
-        # The answer is held whole while it is decoded: it must fit the pod's memory.
-        parse=values.integer(minimum=64 * 1024, maximum=64 * 1024 * 1024),
-        env="API_MAX_ANSWER_BYTES",
-        key="api_max_answer_bytes",
-    ),
-    Setting(
-        field="queue_dir",
-        doc="the outbox directory (one process per directory)",
-        parse=values.path,
-        env="QUEUE_DIR",
-        key="queue_dir",
-    ),
-    Setting(
-        field="queue.max_records",
-        doc="outbox bound per stream, in records",
-        parse=values.integer(),
-        env="QUEUE_MAX_RECORDS",
-        key="queue_max_records",
-    ),
-    Setting(
-        field="queue.max_bytes",
-        doc="outbox bound per stream, in bytes; keep it below the volume's size limit",
-        parse=values.integer(),
-        env="QUEUE_MAX_BYTES",
-        key="queue_max_bytes",
-    ),
-    Setting(
-        field="shipping.batch_max_records",
-        doc="records per POST (and per queue chunk)",
-        parse=values.integer(),
-        env="BATCH_MAX_RECORDS",
-        key="batch_max_records",
-    ),
-    Setting(
-        field="shipping.batch_max_bytes",
-        doc="bytes per POST before gzip (and per queue chunk)",
-        parse=values.integer(),
-        env="BATCH_MAX_BYTES",
-        key="batch_max_bytes",
-    ),
-    Setting(
-        field="shipping.linger_seconds",
-        doc="how long a part-full batch waits for more",
-        parse=values.seconds(maximum=60),
-        env="LINGER_SECONDS",
-        key="linger_seconds",
-    ),
-    Setting(
-        field="shutdown_ship_seconds",
-        doc="how long SIGTERM keeps shipping before exit",
-        parse=values.seconds(maximum=3600),
-        env="SHUTDOWN_SHIP_SECONDS",
-        key="shutdown_ship_seconds",
-    ),
-    Setting(
-        field="leader_election",
-        doc="only the holder of a Lease in `POD_NAMESPACE` collects (unset or auto: in a pod)",
-        parse=values.auto_flag,
-        env="LEADER_ELECTION",
-        key="leader_election",
-    ),
-    Setting(
-        field="reconcile_interval_seconds",
-        doc="scaling reconcile period",
-        parse=values.seconds(maximum=3600, positive=True),
-        env="RECONCILE_INTERVAL_SECONDS",
-        key="reconcile_interval_seconds",
-    ),
-    Setting(
-        field="cloud_metadata",
-        doc="ask the cloud's metadata endpoints (unset or auto: in a pod)",
-        parse=values.auto_flag,
-        env="CLOUD_METADATA",
-        key="cloud_metadata",
-    ),
-    Setting(
-        field="heartbeat_seconds",
-        doc="discovery heartbeat (and cluster metadata) period",
-        parse=values.seconds(maximum=3600, positive=True),
-        env="HEARTBEAT_SECONDS",
-        key="heartbeat_seconds",
-    ),
-    Setting(
-        field="collection.anti_entropy_seconds",
-        doc="discovery re-sends everything with snapshots this often (0: never)",
-        parse=values.seconds(maximum=30 * 86400),
-        env="ANTI_ENTROPY_SECONDS",
-        key="anti_entropy_seconds",
-    ),
-    Setting(
-        field="kube_deadline_seconds",
-        doc="total time of one Kubernetes call other than a watch",
-        parse=values.seconds(maximum=600, positive=True),
-        env="KUBE_DEADLINE_SECONDS",
-        key="kube_deadline_seconds",
+        "kube_deadline_seconds", "KUBE_DEADLINE_SECONDS", "kube_deadline_seconds", _CALL_DEADLINE
     ),
 )
 FILE_KEYS = frozenset(setting.key for setting in SETTINGS if setting.key is not None)

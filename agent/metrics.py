@@ -21,6 +21,7 @@ from zero with it, which Prometheus' `rate()` reads as a counter reset.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -70,16 +71,13 @@ class AgentMetrics:
         return generate_latest(self.registry)
 
 
+@dataclass(frozen=True, eq=False)  # the registry keys collectors by identity
 class _Snapshots(Collector):
-    def __init__(
-        self,
-        reporters: Callable[[], Iterable[HealthReporter]],
-        queues: Callable[[], Mapping[str, StreamStats]],
-        leader: Callable[[], bool | None],
-    ) -> None:
-        self._reporters = reporters
-        self._queues = queues
-        self._leader = leader
+    """Reads the components through the callables `AgentMetrics.read_from` was given."""
+
+    reporters: Callable[[], Iterable[HealthReporter]]
+    queues: Callable[[], Mapping[str, StreamStats]]
+    leader: Callable[[], bool | None]
 
     def collect(self) -> Iterator[Metric]:
         counters: dict[str, CounterMetricFamily] = {}
@@ -88,7 +86,7 @@ class _Snapshots(Collector):
             "1 while the component works normally, 0 while degraded or failed.",
             labels=["component"],
         )
-        for snapshot in (reporter.snapshot() for reporter in self._reporters()):
+        for snapshot in (reporter.snapshot() for reporter in self.reporters()):
             healthy.add_metric([snapshot.component], 1 if snapshot.health.ok else 0)
             kind, _, name = snapshot.component.partition(".")
             label = _LABEL_OF_KIND.get(kind)
@@ -106,7 +104,7 @@ class _Snapshots(Collector):
         yield healthy
         yield from counters.values()
         yield from self._queue_gauges()
-        leading = self._leader()
+        leading = self.leader()
         if leading is not None:
             leader = GaugeMetricFamily(
                 f"{PREFIX}_leader", "1 while this discovery replica holds the Lease and collects."
@@ -125,7 +123,7 @@ class _Snapshots(Collector):
                 ("resync_needed", "1 while dropped records must be sent again in full."),
             )
         }
-        for stream, stats in self._queues().items():
+        for stream, stats in self.queues().items():
             gauges["records"].add_metric([stream], stats.records)
             gauges["bytes"].add_metric([stream], stats.bytes)
             gauges["oldest_age_seconds"].add_metric([stream], stats.oldest_age_seconds or 0.0)

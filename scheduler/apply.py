@@ -126,19 +126,14 @@ def action_error(
         message=message,
         now=cycle.now,
     )
-    if not cycle.emit(event):
-        return False
-    cycle.count("errors")
-    log.warning(
+    return cycle.emit_error(
+        event,
+        log,
         "scaling_action_error",
-        template=template_id,
         action=action.id,
         namespace=action.namespace,
         deployment=action.deployment,
-        reason=reason,
-        message=message,
     )
-    return True
 
 
 def apply_action(

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Protocol
 
 import structlog
+from structlog.typing import FilteringBoundLogger
 
 from kube.errors import Forbidden, KubeError
 from runtime.health import HealthReporter
@@ -64,6 +65,19 @@ class Cycle:
         self.outbox.put([event])
         self.store.note_enqueued([event.id])
         self.count(f"{event.type}_events")
+        return True
+
+    def emit_error(
+        self, event: ScalingEvent, logger: FilteringBoundLogger, name: str, **fields: object
+    ) -> bool:
+        """Emit an error event; the first time, count it and log `name` at warning with the
+        template, `fields`, the reason and the message. True when it was new."""
+        if not self.emit(event):
+            return False
+        self.count("errors")
+        logger.warning(
+            name, template=event.template_id, **fields, reason=event.reason, message=event.message
+        )
         return True
 
     def count(self, name: str, amount: int = 1) -> None:

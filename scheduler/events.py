@@ -11,6 +11,7 @@ the local store's note of it) costs nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +39,9 @@ def event_id(
 
 @dataclass(frozen=True, kw_only=True)
 class Window:
-    """What an apply, revert or action error is about: one action's window on one HPA."""
+    """What an apply, revert or action error is about: one action's window on one HPA.
+
+    Each field is the `ScalingEvent` field of the same name."""
 
     template_id: str
     action_id: str | None
@@ -53,10 +56,7 @@ class Window:
 def apply_event(
     *, cluster_id: str, window: Window, provisional: bool, now: datetime
 ) -> ScalingEvent:
-    detail = f"{window.min_replicas}:{window.max_replicas}"
-    return _window_event(
-        "apply", detail, cluster_id=cluster_id, window=window, now=now, provisional=provisional
-    )
+    return _window_event("apply", cluster_id, window, now, provisional=provisional)
 
 
 def revert_event(
@@ -69,55 +69,39 @@ def revert_event(
     now: datetime,
 ) -> ScalingEvent:
     return _window_event(
-        "revert",
-        "",
-        cluster_id=cluster_id,
-        window=window,
-        now=now,
-        provisional=provisional,
-        reason=reason,
-        message=message,
+        "revert", cluster_id, window, now, provisional=provisional, reason=reason, message=message
     )
 
 
 def action_error(
     *, cluster_id: str, window: Window, reason: str, message: str, now: datetime
 ) -> ScalingEvent:
-    return _window_event(
-        "error",
-        reason,
-        cluster_id=cluster_id,
-        window=window,
-        now=now,
-        reason=reason,
-        message=message,
-    )
+    return _window_event("error", cluster_id, window, now, reason=reason, message=message)
 
 
 def _window_event(
     type: EventType,
-    detail: str,
-    *,
     cluster_id: str,
     window: Window,
     now: datetime,
+    *,
     provisional: bool = False,
     reason: str | None = None,
     message: str | None = None,
 ) -> ScalingEvent:
+    # The id's detail, as the module docstring gives it.
+    if type == "apply":
+        detail = f"{window.min_replicas}:{window.max_replicas}"
+    elif type == "error":
+        detail = reason or ""
+    else:  # a revert
+        detail = ""
     return ScalingEvent(
         id=event_id(
             cluster_id, window.template_id, window.action_id, window.window_start, type, detail
         ),
         type=type,
-        template_id=window.template_id,
-        action_id=window.action_id,
-        namespace=window.namespace,
-        deployment=window.deployment,
-        min_replicas=window.min_replicas,
-        max_replicas=window.max_replicas,
-        window_start=window.window_start,
-        run_until=window.run_until,
+        **dataclasses.asdict(window),
         provisional=provisional,
         reason=reason,
         message=message,

@@ -310,14 +310,7 @@ class Reconciler:
             message=activation.error or "invalid template",
             now=cycle.now,
         )
-        if cycle.emit(event):
-            cycle.count("errors")
-            log.warning(
-                "scaling_template_invalid",
-                template=activation.template_id,
-                reason=event.reason,
-                message=event.message,
-            )
+        cycle.emit_error(event, log, "scaling_template_invalid")
 
     # 2. actions and applies -------------------------------------------------------------------
 
