@@ -12,7 +12,7 @@ message names the field, which the reconciler reports as an `invalid_action` err
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,22 +43,43 @@ class InvalidAction:
     min_replicas: int | None = None
     max_replicas: int | None = None
     priority_up: int = 0
-    priority_down: int = 0
 
 
 def parse(raw: Any) -> Action | InvalidAction:
     if not isinstance(raw, Mapping):
         return InvalidAction(message=f"an action must be an object, got {type(raw).__name__}")
     problems: list[str] = []
-    read = {name: reader(raw, name, problems) for name, reader in _READERS}
-    low, high = read["min_replicas"], read["max_replicas"]
+    action_id = _text(raw, "id", problems)
+    namespace = _text(raw, "namespace", problems)
+    deployment = _text(raw, "deployment", problems)
+    low = _count(raw, "min_replicas", problems)
+    high = _count(raw, "max_replicas", problems)
+    priority_up = _priority(raw, "priority_up", problems)
+    priority_down = _priority(raw, "priority_down", problems)
     if low is not None and low < 1:
         problems.append(f"min_replicas must be at least 1, got {low}")
     if low is not None and high is not None and high < low:
         problems.append(f"max_replicas ({high}) is below min_replicas ({low})")
     if problems:
-        return InvalidAction(message="; ".join(problems), **read)
-    return Action(**read)  # every reader returned its type: no problem was noted
+        return InvalidAction(
+            id=action_id,
+            namespace=namespace,
+            deployment=deployment,
+            min_replicas=low,
+            max_replicas=high,
+            priority_up=priority_up,
+            message="; ".join(problems),
+        )
+    assert action_id and namespace and deployment and low is not None and high is not None
+    return Action(
+        id=action_id,
+        namespace=namespace,
+        deployment=deployment,
+        min_replicas=low,
+        max_replicas=high,
+        priority_up=priority_up,
+        priority_down=priority_down,
+    )
 
 
 def _text(raw: Mapping[str, Any], name: str, problems: list[str]) -> str | None:
@@ -85,16 +106,3 @@ def _priority(raw: Mapping[str, Any], name: str, problems: list[str]) -> int:
         return value
     problems.append(f"{name} is not a whole number")
     return 0
-
-
-# Each field of an action, in the order its problems are reported, and its reader: the
-# value, or None (0 for a priority) with a problem noted.
-_READERS: tuple[tuple[str, Callable[[Mapping[str, Any], str, list[str]], Any]], ...] = (
-    ("id", _text),
-    ("namespace", _text),
-    ("deployment", _text),
-    ("min_replicas", _count),
-    ("max_replicas", _count),
-    ("priority_up", _priority),
-    ("priority_down", _priority),
-)
