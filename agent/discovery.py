@@ -39,12 +39,13 @@ LOST_LEASE_GRACE_SECONDS = 10.0
 LEASE_MARK = "lease_transitions"
 
 
-def lease_namespace(settings: Settings) -> str:
-    """POD_NAMESPACE, else the namespace of the pod's service account."""
+def lease_namespace(settings: Settings, target: KubeTarget) -> str:
+    """POD_NAMESPACE, else the namespace of the pod's service account (the one the cluster
+    target was read from, in a pod)."""
     if settings.pod_namespace:
         return settings.pod_namespace
     try:
-        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
+        return ((target.service_account or SERVICE_ACCOUNT_DIR) / "namespace").read_text().strip()
     except OSError:
         raise ConfigError(
             "POD_NAMESPACE: required for leader election (the Lease lives there)"
@@ -93,7 +94,7 @@ class DiscoveryRole:
         if elect:
             self.elector = LeaderElector(
                 self.api,
-                LeaseSettings(namespace=lease_namespace(settings), identity=self.identity),
+                LeaseSettings(namespace=lease_namespace(settings, target), identity=self.identity),
                 on_started=self._start_term,
                 on_stopped=self._stop_term,
             )

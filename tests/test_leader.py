@@ -7,12 +7,14 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog.testing
 
-from agent.discovery import led_last
+from agent.config import ConfigError, load_settings
+from agent.discovery import lease_namespace, led_last
 from collector.leader import JITTER_FACTOR, LeaderElector, LeaseSettings, micro_time
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
@@ -361,6 +363,25 @@ def test_a_lease_namespace_that_does_not_exist_is_reported_by_name(
     assert [line["log_level"] for line in logs if line["event"] == "lease_write_refused"] == [
         "error"
     ]
+
+
+def test_the_lease_lives_in_the_namespace_of_the_service_account_the_cluster_was_reached_with(
+    tmp_path: Path,
+) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "namespace").write_text("moonin-agent\n")
+    in_pod = KubeTarget(
+        server="https://127.0.0.1:1", verify=False, token=lambda: None, service_account=account
+    )
+    environ = {"PROJECT_ID": "p-1", "CLUSTER_ID": "c-1", "CLUSTER_TOKEN": "t"}
+    settings = load_settings("discovery", environ)
+    assert lease_namespace(settings, in_pod) == "moonin-agent"
+    given = load_settings("discovery", {**environ, "POD_NAMESPACE": "elsewhere"})
+    assert lease_namespace(given, in_pod) == "elsewhere"
+    (account / "namespace").unlink()
+    with pytest.raises(ConfigError, match="POD_NAMESPACE: required for leader election"):
+        lease_namespace(settings, in_pod)
 
 
 @pytest.mark.parametrize(
