@@ -32,7 +32,7 @@ from kube import errors
 from kube.cluster import KubeTarget
 from kube.errors import AnswerTooLarge, KubeError, TimedOut
 from kube.permission import of_request
-from runtime import deadline
+from runtime import backoff, deadline
 from runtime.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from runtime.bounded import AnswerTooLarge as _OverLimit
 from runtime.version import VERSION
@@ -317,5 +317,5 @@ def _status_error(response: httpx.Response, body: bytes, method: str, path: str)
         # Named from the request itself: the query says whether a GET was a watch.
         permission=of_request(method, path, dict(response.request.url.params)),
         reason=reason,
-        retry_after=errors.retry_after(response.headers.get("Retry-After")),
+        retry_after=backoff.parse_retry_after(response.headers.get("Retry-After")),
     )

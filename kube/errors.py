@@ -139,8 +139,3 @@ def status_of(body: bytes | str) -> tuple[str, str]:
         text = body if isinstance(body, str) else body.decode("utf-8", "replace")
         return text[:MESSAGE_LIMIT], ""
     return status.message[:MESSAGE_LIMIT], status.reason
-
-
-def retry_after(header: str | None) -> float | None:
-    """A Retry-After header in seconds (the HTTP-date form is not used by kube-apiserver)."""
-    return float(header) if header and header.isdigit() else None

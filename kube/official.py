@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from kube import cluster, errors
 from kube.cluster import KubeTarget
 from kube.permission import Permission
-from runtime import deadline
+from runtime import backoff, deadline
 from runtime.version import VERSION
 
 # (connect, read) seconds for every API call: a cycle must end well before the next one.
@@ -127,7 +127,7 @@ def _translate(what: str, needs: Permission, exc: Exception) -> errors.KubeError
         detail,
         permission=needs,
         reason=reason,
-        retry_after=errors.retry_after(headers.get("Retry-After")),
+        retry_after=backoff.parse_retry_after(headers.get("Retry-After")),
     )
 
 

@@ -1,4 +1,5 @@
-"""Full-jitter exponential backoff, shared by every retry loop in the agent.
+"""Full-jitter exponential backoff, shared by every retry loop in the agent, and the one
+reading of a server's `Retry-After`.
 
 Each failure doubles the ceiling (from `initial` up to `maximum`) and the wait is drawn
 uniformly below it, so many agents that failed together do not retry together.
@@ -7,10 +8,14 @@ uniformly below it, so many agents that failed together do not retry together.
 from __future__ import annotations
 
 import random
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 # A server may ask for a pause longer than our own ceiling; past an hour it is more likely a
 # bug than a plan, and waiting longer would only hide the outage.
 RETRY_AFTER_CEILING_SECONDS = 3600.0
+_DELTA_SECONDS = re.compile(r"[0-9]+")
 
 
 class Backoff:
@@ -32,3 +37,23 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` value (delta-seconds or an HTTP date).
+
+    A date in the past gives 0; anything unparseable gives None (the caller's backoff).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" means UTC without saying so
+        when = when.replace(tzinfo=UTC)
+    delay = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, delay)

@@ -34,15 +34,13 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
 
-from runtime import deadline
+from runtime import backoff, deadline
 from runtime.bounded import (
     ACCEPT_ENCODING,
     AnswerTooLarge,
@@ -83,7 +81,6 @@ REDACTED = "[redacted]"
 # shorter ending cannot be told from ordinary text, and gives nothing away.
 _SHORTEST_TOKEN_PART = 4
 
-_DELTA_SECONDS = re.compile(r"[0-9]+")
 # httpx would percent-encode these into a host name that can never resolve.
 _BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
 _SHOWN_CHARS = 60  # of a URL in a message
@@ -412,26 +409,6 @@ class ApiClient:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a `Retry-After` value (delta-seconds or an HTTP date).
-
-    A date in the past gives 0; anything unparseable gives None (the caller's backoff).
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if _DELTA_SECONDS.fullmatch(value):
-        return float(int(value))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # "-0000" means UTC without saying so
-        when = when.replace(tzinfo=UTC)
-    delay = (when - (now or datetime.now(UTC))).total_seconds()
-    return max(0.0, delay)
-
-
 def _status_error(
     method: str, url: str, status: int, headers: httpx.Headers, body: str
 ) -> MooninAPIError:
@@ -449,7 +426,7 @@ def _status_error(
             f"{where}: try again later",
             status=status,
             body=body,
-            retry_after=parse_retry_after(headers.get("Retry-After")),
+            retry_after=backoff.parse_retry_after(headers.get("Retry-After")),
         )
     if 300 <= status < 400:
         return Misconfigured(

@@ -1,12 +1,14 @@
-"""Full-jitter backoff: the ceiling doubles to its maximum and Retry-After is a floor."""
+"""Full-jitter backoff: the ceiling doubles to its maximum and Retry-After is a floor; a
+Retry-After reads as delta-seconds or an HTTP date, for Moonin and Kubernetes alike."""
 
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import pytest
 
-from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
+from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff, parse_retry_after
 
 
 def test_each_failure_doubles_the_ceiling_until_the_maximum() -> None:
@@ -45,3 +47,31 @@ def test_nonsense_limits_are_refused() -> None:
         Backoff(initial=0, maximum=1)
     with pytest.raises(ValueError):
         Backoff(initial=2, maximum=1)
+
+
+NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("0", 0.0),
+        ("7", 7.0),
+        (" 30 ", 30.0),
+        ("Wed, 02 Dec 2026 12:01:00 GMT", 60.0),
+        ("Wednesday, 02-Dec-26 12:00:30 GMT", 30.0),
+        ("Wed Dec  2 12:00:10 2026", 10.0),
+        ("Wed, 02 Dec 2026 11:00:00 GMT", 0.0),  # in the past
+        ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),
+        ("soon", None),
+        ("-5", None),
+        ("1.5", None),
+        ("", None),
+        ("Wed, 99 Foo 2026", None),
+        (None, None),
+    ],
+)
+def test_a_retry_after_reads_as_seconds_or_an_http_date(
+    value: str | None, seconds: float | None
+) -> None:
+    assert parse_retry_after(value, now=NOW) == seconds

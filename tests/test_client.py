@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from runtime.version import VERSION
-from shipper.client import ApiClient, ApiSettings, parse_retry_after
+from shipper.client import ApiClient, ApiSettings
 from shipper.errors import (
     CredentialsRejected,
     InsecureURLError,
@@ -370,32 +370,6 @@ def test_no_retry_after_header_means_none() -> None:
     with make_client(Recorder(ok(status=502))) as client, pytest.raises(RetryLater) as caught:
         client.get_templates()
     assert caught.value.retry_after is None
-
-
-NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [
-        ("0", 0.0),
-        ("7", 7.0),
-        (" 30 ", 30.0),
-        ("Wed, 02 Dec 2026 12:01:00 GMT", 60.0),
-        ("Wednesday, 02-Dec-26 12:00:30 GMT", 30.0),
-        ("Wed Dec  2 12:00:10 2026", 10.0),
-        ("Wed, 02 Dec 2026 11:00:00 GMT", 0.0),  # in the past
-        ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),
-        ("soon", None),
-        ("-5", None),
-        ("1.5", None),
-        ("", None),
-        ("Wed, 99 Foo 2026", None),
-        (None, None),
-    ],
-)
-def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(value, now=NOW) == seconds
 
 
 # -- transport errors -----------------------------------------------------------------------
