@@ -51,8 +51,8 @@ class KubeTarget:
     token: Callable[[], str | None]
     in_cluster: bool = False
     context: str | None = None
-    kubeconfig: Path | None = None
-    """The kubeconfig file the target was read from; None in a pod."""
+    kubeconfig: tuple[Path, ...] = ()
+    """The kubeconfig files the target was read from, merged in this order; none in a pod."""
     service_account: Path | None = None
     """In a pod: the service account's directory (`token`, `ca.crt`, `namespace`)."""
 
@@ -90,9 +90,9 @@ def load_target(
     if kubeconfig is None and context is None and environ.get("KUBERNETES_SERVICE_HOST"):
         return _in_cluster(environ, service_account or SERVICE_ACCOUNT_DIR)
     paths = [kubeconfig] if kubeconfig else _kubeconfig_paths(environ)
-    for path in paths:
-        if Path(path).is_file():
-            return _from_kubeconfig(Path(path), context)
+    found = tuple(Path(path) for path in paths if Path(path).is_file())
+    if found:
+        return _from_kubeconfig(found, context)
     if kubeconfig:
         raise KubeConfigError(f"--kubeconfig: {kubeconfig} does not exist")
     if context is not None:
@@ -133,7 +133,39 @@ def _in_cluster(environ: Mapping[str, str], account: Path) -> KubeTarget:
     )
 
 
-def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
+def _from_kubeconfig(paths: tuple[Path, ...], context_name: str | None) -> KubeTarget:
+    """The context of the kubeconfig files merged as kubectl merges a `KUBECONFIG` list: the
+    first file that names a context, cluster or user wins it, the first current-context
+    counts, and a relative path is read from the folder of the file that holds it."""
+    documents = [(path, _document(path)) for path in paths]
+    shown = os.pathsep.join(str(path) for path in paths)
+    name = context_name or next(
+        (doc["current-context"] for _, doc in documents if doc.get("current-context")), None
+    )
+    if not name:
+        raise KubeConfigError(f"kubeconfig {shown}: no current-context; pass --context")
+    context, _ = _named(documents, "contexts", "context", name, shown)
+    cluster, cluster_dir = _named(documents, "clusters", "cluster", context.get("cluster"), shown)
+    user, user_dir = (
+        _named(documents, "users", "user", context.get("user"), shown)
+        if context.get("user")
+        else ({}, cluster_dir)
+    )
+    if "exec" in user or "auth-provider" in user:
+        return _through_client_library(paths, name)
+    server = cluster.get("server")
+    if not server:
+        raise KubeConfigError(f"kubeconfig {shown}: cluster of context {name} has no server")
+    return KubeTarget(
+        server=str(server).rstrip("/"),
+        verify=_tls(cluster, cluster_dir, user, user_dir),
+        token=_token(user, user_dir),
+        context=name,
+        kubeconfig=paths,
+    )
+
+
+def _document(path: Path) -> Mapping[str, Any]:
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -141,35 +173,22 @@ def _from_kubeconfig(path: Path, context_name: str | None) -> KubeTarget:
         raise KubeConfigError(f"cannot load the cluster configuration ({path}): {detail}") from exc
     if not isinstance(document, dict):
         raise KubeConfigError(f"kubeconfig {path}: not a kubeconfig (expected a mapping)")
-    name = context_name or document.get("current-context")
-    if not name:
-        raise KubeConfigError(f"kubeconfig {path}: no current-context; pass --context")
-    context = _named(document, "contexts", "context", name, path)
-    cluster = _named(document, "clusters", "cluster", context.get("cluster"), path)
-    user = (
-        _named(document, "users", "user", context.get("user"), path) if context.get("user") else {}
-    )
-    if "exec" in user or "auth-provider" in user:
-        return _through_client_library(path, name)
-    server = cluster.get("server")
-    if not server:
-        raise KubeConfigError(f"kubeconfig {path}: cluster of context {name} has no server")
-    return KubeTarget(
-        server=str(server).rstrip("/"),
-        verify=_tls(cluster, user, path.parent),
-        token=_token(user, path.parent),
-        context=name,
-        kubeconfig=path,
-    )
+    return document
 
 
 def _named(
-    document: Mapping[str, Any], section: str, field: str, name: object, path: Path
-) -> dict[str, Any]:
-    for entry in document.get(section) or []:
-        if entry.get("name") == name:
-            return entry.get(field) or {}
-    raise KubeConfigError(f"kubeconfig {path}: no {field} named {name!r}")
+    documents: list[tuple[Path, Mapping[str, Any]]],
+    section: str,
+    field: str,
+    name: object,
+    shown: str,
+) -> tuple[dict[str, Any], Path]:
+    """The first entry so named, and the folder of the file it came from."""
+    for path, document in documents:
+        for entry in document.get(section) or []:
+            if entry.get("name") == name:
+                return entry.get(field) or {}, path.parent
+    raise KubeConfigError(f"kubeconfig {shown}: no {field} named {name!r}")
 
 
 def _resolve(value: str, base: Path) -> str:
@@ -177,7 +196,9 @@ def _resolve(value: str, base: Path) -> str:
     return str(candidate if candidate.is_absolute() else base / candidate)
 
 
-def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl.SSLContext | bool:
+def _tls(
+    cluster: Mapping[str, Any], base: Path, user: Mapping[str, Any], user_base: Path
+) -> ssl.SSLContext | bool:
     if not str(cluster.get("server", "")).startswith("https://"):
         return False  # plain http (a local test server): there is no TLS to configure
     if cluster.get("insecure-skip-tls-verify"):
@@ -193,7 +214,7 @@ def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl
         )
     else:
         context = ssl.create_default_context()
-    _client_certificate(context, user, base)
+    _client_certificate(context, user, user_base)
     return context
 
 
@@ -219,28 +240,30 @@ def _token(user: Mapping[str, Any], base: Path) -> Callable[[], str | None]:
     return lambda: fixed
 
 
-def client_configuration(path: Path, context: str | None) -> Any:
-    """The kubernetes client's `Configuration` for one kubeconfig context: how the scaling
-    role's client (`kube.official`) and an `exec` or `auth-provider` user are loaded.
-    Imports the client (~45 MiB), so discovery calls it only for such a user."""
+def client_configuration(paths: tuple[Path, ...], context: str | None) -> Any:
+    """The kubernetes client's `Configuration` for one context of the kubeconfig files
+    (which the library merges as kubectl does): how the scaling role's client
+    (`kube.official`) and an `exec` or `auth-provider` user are loaded. Imports the client
+    (~45 MiB), so discovery calls it only for such a user."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
+    shown = os.pathsep.join(str(path) for path in paths)
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]  # the library is untyped
-            config_file=str(path),
+            config_file=shown,
             context=context,
             client_configuration=configuration,
             persist_config=False,
         )
     except Exception as exc:  # the library raises plain exceptions for every problem
         detail = " ".join(str(exc).splitlines()) or type(exc).__name__
-        raise KubeConfigError(f"cannot load the cluster configuration ({path}): {detail}") from exc
+        raise KubeConfigError(f"cannot load the cluster configuration ({shown}): {detail}") from exc
     return configuration
 
 
-def _through_client_library(path: Path, context: str) -> KubeTarget:
-    configuration = client_configuration(path, context)
+def _through_client_library(paths: tuple[Path, ...], context: str) -> KubeTarget:
+    configuration = client_configuration(paths, context)
 
     def token() -> str | None:
         value = configuration.get_api_key_with_prefix("BearerToken")
@@ -255,5 +278,5 @@ def _through_client_library(path: Path, context: str) -> KubeTarget:
         if configuration.cert_file and configuration.key_file:
             verify.load_cert_chain(configuration.cert_file, configuration.key_file)
     return KubeTarget(
-        server=configuration.host, verify=verify, token=token, context=context, kubeconfig=path
+        server=configuration.host, verify=verify, token=token, context=context, kubeconfig=paths
     )

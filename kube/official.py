@@ -57,7 +57,7 @@ _decode = msgspec.json.Decoder(dict[str, Any]).decode
 def api_client(target: KubeTarget) -> client.ApiClient:
     """An ApiClient for `target`: the kubeconfig file and context it was read from, or
     the pod's service account it came from."""
-    if target.kubeconfig is not None:
+    if target.kubeconfig:
         return from_configuration(cluster.client_configuration(target.kubeconfig, target.context))
     configuration = client.Configuration()
     _service_account(configuration, target)

@@ -191,3 +191,49 @@ def test_a_context_with_no_kubeconfig_to_find_it_in_is_a_clear_error(tmp_path: P
     account = service_account(tmp_path / "account")
     with pytest.raises(KubeConfigError, match="--context staging: no kubeconfig"):
         load_target(IN_A_POD | {"HOME": str(tmp_path)}, context="staging", service_account=account)
+
+
+def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it_for_both_clients(
+    tmp_path: Path,
+) -> None:
+    # kubectl: the first file that names a context, cluster or user wins it, and the first
+    # current-context counts (https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/).
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "token").write_text("first-token")
+    write_kubeconfig(
+        first / "config", {"server": "http://127.0.0.1:1"}, {"tokenFile": "token"}, context="one"
+    )
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "config").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "two",
+                "contexts": [
+                    {"name": "two", "context": {"cluster": "c2", "user": "u"}},
+                    {"name": "one", "context": {"cluster": "c2", "user": "u"}},
+                ],
+                "clusters": [{"name": "c2", "cluster": {"server": "http://127.0.0.1:2"}}],
+                "users": [{"name": "u", "user": {"token": "second-token"}}],
+            }
+        )
+    )
+    listed = f"{tmp_path / 'missing'}:{first / 'config'}:{second / 'config'}"
+    environ = {"KUBECONFIG": listed}
+
+    current = load_target(environ)  # the first file's current-context, and its own context
+    assert (current.context, current.server, current.token()) == (
+        "one",
+        "http://127.0.0.1:1",
+        "first-token",  # the token file is read from the folder of the file naming it
+    )
+    # A context only the second file holds; its user `u` is the first file's, which wins.
+    other = load_target(environ, context="two")
+    assert (other.server, other.token()) == ("http://127.0.0.1:2", "first-token")
+    assert other.kubeconfig == (first / "config", second / "config")
+    configuration = official.api_client(other).configuration
+    assert configuration.host == "http://127.0.0.1:2"
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first-token"
