@@ -207,7 +207,8 @@ def table(
             normalizer=pods,
             memory=pods,
             followers=(job_pods,),
-            starts_after=SECOND,
+            # After Jobs: a failing pod of a CronJob's Job names the CronJob, from the start.
+            starts_after=SECOND | {resources.JOBS},
             marks=Marks(JOB_RECORDS, _job_of_pod),
             events_only=True,
         ),

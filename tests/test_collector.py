@@ -129,16 +129,19 @@ def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
     assert all(name.startswith("sh.helm.release.v1.") for name in fetched)
 
 
+@pytest.mark.parametrize("pod_first", [True, False], ids=["pod-before-start", "pod-after-sync"])
 def test_a_failing_pod_of_a_cronjobs_job_names_the_cronjob_as_its_workload(
-    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector], pod_first: bool
 ) -> None:
     kube.create(objects.namespace(name=cluster_objects.NS))
     cron = kube.create(objects.cronjob(name="report", namespace=cluster_objects.NS))
     job = kube.create(objects.failed_job(owner=cron))
+    if pod_first:  # the first list has it: Pods list once the Jobs have
+        kube.create(objects.failed_job_pod(owner=job))
     collector = start()
     assert collector.wait_synced(10)
-    # Created once the Jobs have listed, so the Job's CronJob is known when the pod is seen.
-    kube.create(objects.failed_job_pod(owner=job))
+    if not pod_first:
+        kube.create(objects.failed_job_pod(owner=job))
     received = Received(outbox)
     wait_until(lambda: bool(received.events("pod_error")))
     [error] = received.events("pod_error")
