@@ -231,3 +231,15 @@ def healthy(restarts: int = 0, last: dict[str, Any] | None = None, **kwargs: Any
 
 
 # -- first sight --------------------------------------------------------------------------
+
+
+def unschedulable(message: str) -> dict[str, Any]:
+    """A pod the scheduler cannot place: Pending, PodScheduled False (Unschedulable)."""
+    return pod(
+        phase="Pending",
+        conditions=[
+            condition(
+                "PodScheduled", "False", "Unschedulable", message=message, at="2026-12-02T11:31:00Z"
+            )
+        ],
+    )

@@ -29,6 +29,7 @@ from tests.pod_status import (
     ready_conditions,
     running,
     terminated,
+    unschedulable,
     waiting,
 )
 
@@ -208,28 +209,14 @@ def test_an_evicted_pod_gives_one_evicted_event() -> None:
 def test_an_unschedulable_pod_is_reported_once() -> None:
     normalizer = PodErrorNormalizer()
 
-    def pending(message: str) -> dict[str, Any]:
-        return pod(
-            phase="Pending",
-            conditions=[
-                condition(
-                    "PodScheduled",
-                    "False",
-                    "Unschedulable",
-                    message=message,
-                    at="2026-12-02T11:31:00Z",
-                )
-            ],
-        )
-
-    [record] = observe(normalizer, pending("0/3 nodes are available: 3 Insufficient cpu."))
+    [record] = observe(normalizer, unschedulable("0/3 nodes are available: 3 Insufficient cpu."))
     assert record.data["reason"] == "Unschedulable"
     assert record.data["message"] == "0/3 nodes are available: 3 Insufficient cpu."
     assert record.data["occurred_at"] == "2026-12-02T11:31:00Z"
     assert record.data["details"]["condition"] == "PodScheduled"
     assert record.key == "shop/web-7d4b9c6f5-x2x9k/-/Unschedulable/2026-12-02T11:31:00Z"
     # The scheduler retries with a new message: still the same stuck pod.
-    assert observe(normalizer, pending("0/4 nodes are available: 4 Insufficient cpu.")) == []
+    assert observe(normalizer, unschedulable("0/4 nodes are available: 4 Insufficient cpu.")) == []
 
 
 def test_a_readiness_failure_on_each_transition() -> None:

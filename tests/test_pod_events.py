@@ -20,7 +20,7 @@ from collector.normalize.pod_error import PodErrorNormalizer
 from collector.normalize.pod_event import Event, PodEventNormalizer
 from collector.state import StateStore
 from shipper.records import Record
-from tests.pod_status import CTX, condition, container, observe, pod, waiting
+from tests.pod_status import CTX, condition, container, observe, pod, unschedulable, waiting
 
 NS = "shop"
 POD = "web-7d4b9c6f5-x2x9k"
@@ -542,40 +542,25 @@ SCHEDULING = (
 )
 
 
-def pending() -> dict[str, Any]:
-    return pod(
-        phase="Pending",
-        conditions=[
-            condition(
-                "PodScheduled",
-                "False",
-                "Unschedulable",
-                message=SCHEDULING,
-                at="2026-12-02T11:31:00Z",
-            )
-        ],
-    )
-
-
 def test_a_failed_scheduling_event_seen_first_enriches_the_unschedulable_record() -> None:
     setup = Setup()
     assert setup.see(series_event("FailedScheduling", SCHEDULING, count=4)) == []
-    [record] = setup.pod(pending())
+    [record] = setup.pod(unschedulable(SCHEDULING))
     data = record.data
     assert data["reason"] == "Unschedulable"
     assert data["message"] == SCHEDULING
     assert data["details"]["source"] == "status"
     assert (data["details"]["event_reason"], data["details"]["count"]) == ("FailedScheduling", 4)
-    assert setup.pod(pending()) == []
+    assert setup.pod(unschedulable(SCHEDULING)) == []
     assert setup.see(series_event("FailedScheduling", SCHEDULING, count=9)) == []
 
 
 def test_a_failed_scheduling_event_after_the_status_adds_nothing() -> None:
     setup = Setup()
-    [record] = setup.pod(pending())
+    [record] = setup.pod(unschedulable(SCHEDULING))
     assert record.data["details"]["event_reason"] is None
     assert setup.see(series_event("FailedScheduling", SCHEDULING)) == []
-    assert setup.pod(pending()) == []
+    assert setup.pod(unschedulable(SCHEDULING)) == []
 
 
 def test_an_eviction_is_one_record_with_the_kubelets_event() -> None:
