@@ -195,37 +195,23 @@ def pod(
 
 def crash_looping_pod(*, owner: Obj) -> Obj:
     """A pod of ReplicaSet `owner` whose container keeps exiting 1 (CrashLoopBackOff)."""
-    meta = owner["metadata"]
-    return pod(
-        name=f"{meta['name']}-x2x9k",
-        namespace=meta["namespace"],
-        labels={"app": meta["labels"]["app"]},
-        owner=owner,
-        image="web:1",
-        node="node-1",
-        status={
-            "phase": "Running",
-            "containerStatuses": [
-                {
-                    "name": "app",
-                    "image": "web:1",
-                    "ready": False,
-                    "restartCount": 4,
+    return _web_pod(
+        owner,
+        "x2x9k",
+        phase="Running",
+        container_status={
+            "restartCount": 4,
+            "containerID": "containerd://abc123",
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 1m0s"}},
+            "lastState": {
+                "terminated": {
+                    "exitCode": 1,
+                    "reason": "Error",
+                    "startedAt": "2026-12-02T10:00:00Z",
+                    "finishedAt": "2026-12-02T10:00:05Z",
                     "containerID": "containerd://abc123",
-                    "state": {
-                        "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 1m0s"}
-                    },
-                    "lastState": {
-                        "terminated": {
-                            "exitCode": 1,
-                            "reason": "Error",
-                            "startedAt": "2026-12-02T10:00:00Z",
-                            "finishedAt": "2026-12-02T10:00:05Z",
-                            "containerID": "containerd://abc123",
-                        }
-                    },
                 }
-            ],
+            },
         },
     )
 
@@ -233,28 +219,43 @@ def crash_looping_pod(*, owner: Obj) -> Obj:
 def creating_pod(*, owner: Obj) -> Obj:
     """A pod of ReplicaSet `owner` its kubelet cannot start: the container waits as
     ContainerCreating, and only a Warning Event says why (`event`)."""
+    return _web_pod(
+        owner,
+        "c4k8n",
+        phase="Pending",
+        conditions=[{"type": "PodScheduled", "status": "True"}],
+        container_status={
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+            "lastState": {},
+        },
+    )
+
+
+def _web_pod(
+    owner: Obj,
+    suffix: str,
+    *,
+    phase: str,
+    container_status: Obj,
+    conditions: list[Obj] | None = None,
+) -> Obj:
+    """A not-ready pod of ReplicaSet `owner` on node-1, its one container `app` of `web:1`."""
     meta = owner["metadata"]
+    status: Obj = {"phase": phase}
+    if conditions is not None:
+        status["conditions"] = conditions
+    status["containerStatuses"] = [
+        {"name": "app", "image": "web:1", "ready": False, **container_status}
+    ]
     return pod(
-        name=f"{meta['name']}-c4k8n",
+        name=f"{meta['name']}-{suffix}",
         namespace=meta["namespace"],
         labels={"app": meta["labels"]["app"]},
         owner=owner,
         image="web:1",
         node="node-1",
-        status={
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "True"}],
-            "containerStatuses": [
-                {
-                    "name": "app",
-                    "image": "web:1",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"waiting": {"reason": "ContainerCreating"}},
-                    "lastState": {},
-                }
-            ],
-        },
+        status=status,
     )
 
 
