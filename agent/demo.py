@@ -69,7 +69,6 @@ STOP_SECONDS = 15.0
 POLL_SECONDS = 0.1
 
 QUEUE_DEPTH = "moonin_agent_queue_records"
-DEAD_LETTERS = "moonin_agent_queue_dead_letters"
 
 # Inherited variables that would point the agent elsewhere or change what it shows: its
 # own settings, its cluster's kubeconfig, proxies (a proxy cannot reach this machine's
