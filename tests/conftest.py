@@ -17,8 +17,20 @@ from sandbox.platform import FakePlatform
 from tests.agent_process import TOKEN, agent_env
 
 # The informer tests' `api` and `running` fixtures; the scaling tests' harness `h`; real
-# kubectl against the fake.
-pytest_plugins = ("tests.informer_harness", "tests.scaling_harness", "tests.kubectl")
+# kubectl against the fake; the real control plane.
+pytest_plugins = (
+    "tests.informer_harness",
+    "tests.scaling_harness",
+    "tests.kubectl",
+    "tests.real_cluster",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Whatever needs the real control plane is of the real tier, so `-m real` finds it all.
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real)
 
 
 @pytest.fixture(scope="session")

@@ -16,18 +16,12 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import pytest
 
 from sandbox import objects
@@ -42,23 +36,20 @@ from tests import cluster_objects
 from tests import rbac_guard as guard
 from tests import scaling_harness as scaling
 from tests.agent_process import log_events, run_cli, stop_within
-from tests.chart_render import (
-    CHART,
-    NAMESPACE,
-    RELEASE,
-    VARIANTS,
-    Rendered,
-    container_environment,
-    render,
+from tests.chart_install import (
+    DISCOVERY,
+    LEASE,
+    SCALING,
+    UNINSTALL,
+    Installed,
+    accounts,
+    rbac_objects,
+    rendered_variants,
 )
-from tests.conftest import TOKEN, view
+from tests.chart_render import NAMESPACE, Rendered
+from tests.conftest import view
 from tests.waiting import wait_until
 
-DISCOVERY = f"{RELEASE}-discovery"
-SCALING = f"{RELEASE}-scaling"
-UNINSTALL = f"{RELEASE}-uninstall"
-LEASE = "moonin-discovery-leader"
-HOOK_SCRIPT = CHART / "files" / "scale_to_zero.py"
 # The variants whose RBAC differs: what the discovery role is granted changes with each.
 RBAC_VARIANTS = (
     "default",
@@ -67,95 +58,11 @@ RBAC_VARIANTS = (
     "scaling-disabled",
     "no-leader-election",
 )
-# Settings of the agent's environment that point at this machine instead of a pod's.
-KEPT_FROM_HOST = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR")
 
 
 @pytest.fixture(scope="module")
 def charts() -> Iterator[dict[str, Rendered]]:
-    with helm.Chart.load(CHART) as chart:
-        rendered = {}
-        for variant in RBAC_VARIANTS:
-            values = copy.deepcopy(VARIANTS[variant])
-            values["global"]["clusterCredentials"]["clusterToken"] = TOKEN  # the platform's
-            rendered[variant] = render(chart, values)
-        yield rendered
-
-
-@dataclass
-class Installed:
-    """One rendering of the chart installed into the fake, RBAC on, and run from `tmp`."""
-
-    rendered: Rendered
-    kube: FakeKube
-    platform: FakePlatform
-    tmp: Path
-    agents: list[subprocess.Popen[str]] = field(default_factory=list)
-
-    def token(self, account: str) -> str:
-        return f"token-of-{account}"
-
-    def container(self, component: str, name: str) -> dict[str, Any]:
-        spec = self.rendered.workload(component)["spec"]["template"]["spec"]
-        containers = spec.get("initContainers", []) + spec["containers"]
-        return next(c for c in containers if c["name"] == name)
-
-    def account_of(self, component: str) -> str:
-        spec = self.rendered.workload(component)["spec"]["template"]["spec"]
-        return str(spec["serviceAccountName"])
-
-    def env(self, component: str, container: str, pod: str) -> dict[str, str]:
-        """The container's environment as the chart renders it, resolved as the kubelet
-        would, with the paths and addresses of a pod moved to this machine."""
-        home = self.tmp / pod
-        downward = {"metadata.name": pod, "metadata.namespace": NAMESPACE}
-        workload = self.rendered.workload(component)
-        env = {key: os.environ[key] for key in KEPT_FROM_HOST if key in os.environ}
-        env |= container_environment(
-            self.rendered, workload, self.container(component, container), home, downward
-        )
-        account = self.account_of(component)
-        moved = {
-            "API_URL": self.platform.url,
-            "HEALTH_ADDR": "127.0.0.1:0",
-            "RECONCILE_INTERVAL_SECONDS": "0.5",
-        }
-        env.update({key: value for key, value in moved.items() if key in env})
-        # What this machine adds: the cluster by kubeconfig with the account's token, plain
-        # HTTP to the fake platform, short timings.
-        env.update(
-            KUBECONFIG=str(self.kube.kubeconfig(home / "kubeconfig", token=self.token(account))),
-            MOONIN_INSECURE_HTTP="true",
-            HEARTBEAT_SECONDS="1",
-            LINGER_SECONDS="0.01",
-            SHUTDOWN_SHIP_SECONDS="2",
-        )
-        return env
-
-    def start(self, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-        agent = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "agent.cli", *args],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.agents.append(agent)
-        return agent
-
-    def check_requests(self, *accounts: str) -> None:
-        """Every request of these accounts allowed by their rendered RBAC, and every rule
-        they hold used by one of them and covered by no other."""
-        records = self.kube.requests
-        problems = []
-        for account in accounts:
-            grants = guard.grants_of(self.rendered, account)
-            made = guard.requests_of(records, account)
-            assert made, f"{account} made no request"
-            problems += [f"{account} was refused {r}" for r in guard.refused(made, grants)]
-            problems += [f"{account} never used {g}" for g in guard.unused(made, grants)]
-            problems += [f"{account} holds twice {g}" for g in guard.redundant(grants)]
-        assert not problems, "\n".join(problems)
+    yield rendered_variants(RBAC_VARIANTS)
 
 
 Install = Callable[[Rendered], Installed]
@@ -169,23 +76,27 @@ def install(kube: FakeKube, platform: FakePlatform, tmp_path: Path) -> Iterator[
 
     def install_(rendered: Rendered) -> Installed:
         kube.create(objects.namespace(name=NAMESPACE))
-        installed = Installed(rendered, kube, platform, tmp_path)
-        for kind in ("ServiceAccount", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"):
-            for obj in rendered.of_kind(kind):
-                kube.create(obj)
-        for account in rendered.of_kind("ServiceAccount"):
-            name = account["metadata"]["name"]
-            kube.add_token(installed.token(name), service_account(NAMESPACE, name))
+        for obj in rbac_objects(rendered):
+            kube.create(obj)
+        tokens = {}
+        for name in accounts(rendered):
+            tokens[name] = f"token-of-{name}"
+            kube.add_token(tokens[name], service_account(NAMESPACE, name))
         kube.enable_rbac()
+        installed = Installed(
+            rendered,
+            platform,
+            tmp_path,
+            tokens=tokens,
+            kubeconfig=lambda path, token: kube.kubeconfig(path, token=token),
+            records=lambda: kube.requests,
+        )
         installs.append(installed)
         return installed
 
     yield install_
     for installed in installs:
-        for agent in installed.agents:
-            if agent.poll() is None:
-                agent.kill()
-            agent.communicate()
+        installed.stop_all()
 
 
 def lease_holder(kube: FakeKube) -> str | None:
@@ -269,32 +180,6 @@ def window(
     platform.set_actions(template_id, list(actions))
 
 
-def scale_to_zero_hook(
-    installed: Installed, on_scaled_down: Callable[[], None]
-) -> subprocess.CompletedProcess[str]:
-    """The hook's first step as its pod runs it: the script from the chart, its container's
-    environment, the uninstall ServiceAccount's token and the API server's CA."""
-    kube = installed.kube
-    account = installed.tmp / "uninstall-serviceaccount"
-    account.mkdir()
-    (account / "token").write_text(installed.token(UNINSTALL))
-    (account / "ca.crt").write_bytes(kube.tls.ca_pem)
-    env = installed.env("uninstall", "scale-to-zero", "uninstall-hook") | {
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(kube.port),
-        "SERVICE_ACCOUNT_DIR": str(account),
-    }
-    # What the Deployment controller and the kubelet would do: the pod goes once the
-    # Deployment is at zero.
-    watcher = threading.Thread(target=on_scaled_down, daemon=True)
-    watcher.start()
-    result = subprocess.run(
-        [sys.executable, str(HOOK_SCRIPT)], env=env, capture_output=True, text=True, timeout=60
-    )
-    watcher.join(30)
-    return result
-
-
 def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of_it(
     charts: dict[str, Rendered], install: Install, kube: FakeKube, platform: FakePlatform
 ) -> None:
@@ -335,7 +220,9 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
         stop_within(agent, 30)
         kube.delete("pods", NAMESPACE, f"{SCALING}-0")
 
-    hook = scale_to_zero_hook(installed, pod_goes)
+    hook = installed.scale_to_zero_hook(
+        ca_pem=kube.tls.ca_pem, port=kube.port, on_scaled_down=pod_goes
+    )
     assert hook.returncode == 0, hook.stdout + hook.stderr
     assert agent.poll() is not None
     # Somebody writes the HPA between revert-all's read and its write: it reads it again.
