@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from tests.chart_render import (
     container_environment,
     render,
 )
+from tests.rbac_guard import Answer
 
 DISCOVERY = f"{RELEASE}-discovery"
 SCALING = f"{RELEASE}-scaling"
@@ -162,9 +163,10 @@ class Installed:
         watcher.join(30)
         return result
 
-    def check_requests(self, *accounts: str) -> None:
-        """Every request of these accounts allowed by their rendered RBAC, and every rule
-        they hold used by one of them and covered by no other."""
+    def check_requests(self, *accounts: str, provoked: Collection[Answer] = ()) -> None:
+        """Every request of these accounts allowed by their rendered RBAC, every rule they
+        hold used by one of them and covered by no other, and no request answered with an
+        error but those the test `provoked` (verb, resource with subresource, status)."""
         records = self.records()
         problems = []
         for account in accounts:
@@ -174,4 +176,5 @@ class Installed:
             problems += [f"{account} was refused {r}" for r in guard.refused(made, grants)]
             problems += [f"{account} never used {g}" for g in guard.unused(made, grants)]
             problems += [f"{account} holds twice {g}" for g in guard.redundant(grants)]
+            problems += [f"{account} met {r}" for r in guard.failed(made, provoked)]
         assert not problems, "\n".join(problems)

@@ -4,13 +4,14 @@ Each rule of a rendered Role or ClusterRole is cut into grants, one verb on one 
 one API group (with the rule's `resourceNames`, and the namespace a Role or RoleBinding
 limits it to), so a report names the exact permission. `refused` finds the requests no
 grant of the ServiceAccount allows; `unused` the grants no request needed; `redundant` the
-grants another grant of the same account already covers. Matching is the fake's RBAC
+grants another grant of the same account already covers; `failed` the requests answered
+with an error the test did not provoke. Matching is the fake's RBAC
 authorizer's own (`sandbox.kube.rbac.rule_allows`), which follows kube-apiserver's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from sandbox.kube.auth import service_account
@@ -102,6 +103,29 @@ def refused(records: Iterable[RequestRecord], grants: list[Grant]) -> list[str]:
         assert record.info is not None
         allowed = not record.info.resource_request or any(g.allows(record.info) for g in grants)
         if record.status in (401, 403) or not allowed:
+            found.append(describe(record))
+    return found
+
+
+Answer = tuple[str, str, int]
+"""An answer a test provokes: (verb, resource with its subresource or "*" for any, HTTP
+status)."""
+# What leader election meets on its way, as client-go's does: no Lease yet (404), another
+# replica creating it first (409) or writing it between a read and an update (409).
+LEADER_ELECTION: frozenset[Answer] = frozenset(
+    {("get", "leases", 404), ("create", "leases", 409), ("update", "leases", 409)}
+)
+
+
+def failed(records: Iterable[RequestRecord], provoked: Collection[Answer]) -> list[str]:
+    """The requests answered with an error (4xx but the refusals `refused` reports, or
+    5xx) that are not among the answers the test provoked."""
+    found = []
+    for record in records:
+        assert record.info is not None
+        info = record.info
+        answers = {(info.verb, info.full_resource, record.status), (info.verb, "*", record.status)}
+        if record.status >= 400 and record.status not in (401, 403) and not answers & set(provoked):
             found.append(describe(record))
     return found
 

@@ -158,7 +158,8 @@ def test_discovery_and_preview_run_under_the_charts_rbac_and_use_all_of_it(
         if agent.poll() is None:
             agent.send_signal(signal.SIGTERM)
         stop_within(agent, 30)
-    installed.check_requests(DISCOVERY)
+    # The Lease not there yet, and the streaming lists refused above.
+    installed.check_requests(DISCOVERY, provoked={*guard.LEADER_ELECTION, ("watch", "*", 422)})
 
 
 def hpa_bounds(kube: FakeKube, name: str) -> tuple[int, int]:
@@ -254,7 +255,12 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
     assert revert_all.returncode == 0, revert_all.stderr
     assert len(kube.list("horizontalpodautoscalers", scaling.NS)) == 1
 
-    installed.check_requests(SCALING, UNINSTALL)
+    # The two 409s injected above.
+    conflicts = {
+        ("patch", "horizontalpodautoscalers", 409),
+        ("delete", "horizontalpodautoscalers", 409),
+    }
+    installed.check_requests(SCALING, UNINSTALL, provoked=conflicts)
 
 
 def test_the_guard_names_a_refused_request_an_unused_rule_and_a_rule_held_twice(
