@@ -120,6 +120,7 @@ from typing import Any, TypeVar, cast
 
 import httpx
 import msgspec
+from clusters import HELM_RELEASES, Cluster, FakeCluster, RealCluster, tail
 
 from agent import queue_inspect
 from collector.collector import Collector
@@ -127,17 +128,17 @@ from collector.normalize.deployment import Deployment
 from collector.normalize.pod_error import Pod
 from collector.settings import CollectorSettings
 from kube.api import KubeApi
-from sandbox.kube import auth
 from sandbox.kube.synthetic import SyntheticSpec
+from sandbox.serving import free_port
 from shipper.outbox import StreamOutbox
 from shipper.records import DISCOVERY
 
 TOKEN = "bench-collect-token"
-KUBE_AUTH = {"Authorization": f"Bearer {auth.DEFAULT_TOKEN}"}  # what the fake accepts
 PROJECT_ID = "p-1"
 CLUSTER_ID = "c-1"
 PAGE_SIZE = 500
 POLL_SECONDS = 0.25
+WATCHES_METRIC = "moonin_agent_informer_watches_total{"
 
 FULL_SIZES = {
     "namespaces": 1_000,
@@ -148,6 +149,9 @@ FULL_SIZES = {
     "services": 2_000,
 }
 SMALL_DIVISOR = 10
+# The real control plane's default size: 20,000 Pods and 4,000 Deployments, the most its load
+# (every object through the API, every Pod's binding and status) takes in minutes here.
+REAL_SCALE = 0.4
 
 # Resources (as the fake names them in its stats) whose every object yields a record.
 ONE_RECORD_EACH = (
@@ -212,15 +216,8 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 class Served:
-    """A fake (kube or platform) in its own process; it prints `URL <url>` once it serves."""
+    """The fake platform in its own process; it prints `URL <url>` once it serves."""
 
     def __init__(self, name: str, argv: list[str], log: Path) -> None:
         self.name = name
@@ -240,7 +237,7 @@ class Served:
             self.close()
             raise RuntimeError(f"the fake {name} did not start:\n{tail(log)}")
         self.url = line[1]
-        self.http = httpx.Client(base_url=self.url, headers=KUBE_AUTH, trust_env=False, timeout=30)
+        self.http = httpx.Client(base_url=self.url, trust_env=False, timeout=30)
 
     def stats(self) -> dict[str, Any]:
         return self.http.get("/_sandbox/stats").json()
@@ -273,6 +270,11 @@ def memory_mib(pid: int) -> dict[str, float]:
     return found
 
 
+def server_cpu_seconds(kube: Cluster) -> float:
+    """CPU time of the processes serving the API (all three of a real control plane)."""
+    return sum(cpu_seconds(pid) for pid in kube.pids())
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (its own threads, not its children)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
@@ -298,6 +300,7 @@ class Agent:
         self.queue_dir = scratch / "queue"
         self.queue_dir.mkdir(exist_ok=True)
         self.log = scratch / "agent.log"
+        self.health_port = free_port()
         env = child_env(
             {
                 "PROJECT_ID": PROJECT_ID,
@@ -310,7 +313,7 @@ class Agent:
                 "QUEUE_MAX_BYTES": str(2 * 1024**3),
                 "LOG_LEVEL": "warning",
                 "LEADER_ELECTION": "false",
-                "HEALTH_ADDR": "127.0.0.1:0",
+                "HEALTH_ADDR": f"127.0.0.1:{self.health_port}",
                 "SHUTDOWN_SHIP_SECONDS": "5",
             }
         )
@@ -324,6 +327,19 @@ class Agent:
 
     def memory(self) -> dict[str, float]:
         return memory_mib(self.proc.pid)
+
+    def watching(self) -> int:
+        """How many informers have listed and watch now, from the agent's own metrics (an
+        informer opens its watch only once its list went through the collector)."""
+        try:
+            metrics = httpx.get(f"http://127.0.0.1:{self.health_port}/metrics", timeout=5)
+        except httpx.TransportError:
+            return 0  # not serving yet
+        return sum(
+            float(line.rpartition(" ")[2]) >= 1
+            for line in metrics.text.splitlines()
+            if line.startswith(WATCHES_METRIC)
+        )
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -367,9 +383,7 @@ class Settled:
     received: int
 
 
-def settle(
-    agent: Agent, kube: Served, platform: Served, *, since: float, expected: int, until: Until
-) -> Settled:
+def settle(agent: Agent, platform: Served, *, since: float, expected: int, until: Until) -> Settled:
     """Poll until every informer watches, at least `expected` records are in the outbox or
     delivered, the count stayed unchanged `until.quiet` seconds and the queue is empty."""
     informers = until.informers
@@ -383,7 +397,7 @@ def settle(
         # The platform first, then the queue: see the module docstring.
         received = platform.stats()["unique_record_ids"]
         stream = queue_inspect.stats(agent.queue_dir, DISCOVERY)[DISCOVERY]
-        watches = kube.stats()["watches"]
+        watches = agent.watching()
         if stream.dropped:
             raise RuntimeError(f"the outbox dropped {stream.dropped} records: raise its bounds")
         queued = stream.records
@@ -426,9 +440,9 @@ class WarmUp:
     cpu_seconds: float
 
 
-def warm_up(agent: Agent, kube: Served, platform: Served, *, expected: int, until: Until) -> WarmUp:
+def warm_up(agent: Agent, platform: Served, *, expected: int, until: Until) -> WarmUp:
     """Wait for the agent's first full list to be in the outbox (see the module docstring)."""
-    done = settle(agent, kube, platform, since=agent.started, expected=expected, until=until)
+    done = settle(agent, platform, since=agent.started, expected=expected, until=until)
     memory = agent.memory()
     return WarmUp(
         seconds=done.changed_at - agent.started,
@@ -466,7 +480,7 @@ def _fresh(container: dict[str, Any]) -> bool:
     return running and bool(container.get("ready")) and not container.get("restartCount")
 
 
-def running_pods(kube: Served, count: int) -> list[_PodItem]:
+def running_pods(kube: Cluster, count: int) -> list[_PodItem]:
     """Up to `count` pods, from the first list pages, whose containers are all fresh."""
     found: list[_PodItem] = []
     for raw in fetch_pages(kube, "/api/v1/pods", count // PAGE_SIZE + 2):
@@ -510,11 +524,11 @@ class Changes:
     seconds: float
 
 
-def change_pods(url: str, pods: list[_PodItem], rate: float, seconds: float) -> Changes:
+def change_pods(kube: Cluster, pods: list[_PodItem], rate: float, seconds: float) -> Changes:
     """Change `rate` pods a second for `seconds`, one at a time on a keep-alive connection;
     behind schedule, the next changes go out at once until it is caught up."""
     changes = restarts = 0
-    with httpx.Client(base_url=url, headers=KUBE_AUTH, trust_env=False, timeout=30) as http:
+    with kube.client() as http:
         started = time.monotonic()
         while (now := time.monotonic()) - started < seconds:
             due = started + changes / rate
@@ -587,7 +601,9 @@ class Storm:
     cpu_cores: float
 
 
-def write_events(url: str, pods: list[_PodItem], rate: float, seconds: float) -> tuple[int, float]:
+def write_events(
+    kube: Cluster, pods: list[_PodItem], rate: float, seconds: float
+) -> tuple[int, float]:
     """Warning Events at `rate` a second for `seconds`: first one per (pod, reason), then
     their counts rising (merge patches), every NEW_SERIES_EVERY-th write a new series of an
     incident already reported."""
@@ -595,7 +611,7 @@ def write_events(url: str, pods: list[_PodItem], rate: float, seconds: float) ->
     series: dict[int, int] = {}
     counts: dict[int, int] = {}
     writes = 0
-    with httpx.Client(base_url=url, headers=KUBE_AUTH, trust_env=False, timeout=30) as http:
+    with kube.client() as http:
         started = time.monotonic()
         while (now := time.monotonic()) - started < seconds:
             due = started + writes / rate
@@ -623,7 +639,7 @@ def write_events(url: str, pods: list[_PodItem], rate: float, seconds: float) ->
 
 def event_storm(
     agent: Agent,
-    kube: Served,
+    kube: Cluster,
     platform: Served,
     *,
     seconds: float,
@@ -637,13 +653,13 @@ def event_storm(
     agent.reset_peak()
     cpu_before = agent.cpu_seconds()
     writes, took = while_reporting(
-        agent, platform, before, lambda: write_events(kube.url, chosen, rate, seconds)
+        agent, platform, before, lambda: write_events(kube, chosen, rate, seconds)
     )
     ended = time.monotonic()
     cpu = agent.cpu_seconds() - cpu_before
     # The writes go round the (pod, reason) pairs: a short storm reaches only some of them.
     incidents = min(writes, len(chosen) * len(STORM_REASONS))
-    done = settle(agent, kube, platform, since=ended, expected=before + incidents, until=until)
+    done = settle(agent, platform, since=ended, expected=before + incidents, until=until)
     memory = agent.memory()
     return Storm(
         writes=writes,
@@ -687,7 +703,7 @@ class Steady:
 
 def steady_state(
     agent: Agent,
-    kube: Served,
+    kube: Cluster,
     platform: Served,
     *,
     seconds: float,
@@ -700,16 +716,13 @@ def steady_state(
         raise RuntimeError("no running pod to change")
     before = platform.stats()["unique_record_ids"]
     agent.reset_peak()
-    cpu_before, kube_cpu_before = agent.cpu_seconds(), cpu_seconds(kube.proc.pid)
-    made = while_reporting(
-        agent, platform, before, lambda: change_pods(kube.url, pods, rate, seconds)
-    )
+    cpu_before, kube_cpu_before = agent.cpu_seconds(), server_cpu_seconds(kube)
+    made = while_reporting(agent, platform, before, lambda: change_pods(kube, pods, rate, seconds))
     ended = time.monotonic()
     cpu = agent.cpu_seconds() - cpu_before
-    kube_cpu = cpu_seconds(kube.proc.pid) - kube_cpu_before
+    kube_cpu = server_cpu_seconds(kube) - kube_cpu_before
     done = settle(
         agent,
-        kube,
         platform,
         since=ended,
         expected=before + made.restarts,
@@ -738,12 +751,17 @@ class _PageMeta(msgspec.Struct):
     metadata: _ListMeta
 
 
-def fetch_pages(kube: Served, path: str, pages: int) -> list[bytes]:
+def fetch_pages(kube: Cluster, path: str, pages: int) -> list[bytes]:
     """The first `pages` list pages of `path`, as the informer fetches them."""
-    found: list[bytes] = []
     params = {"limit": str(PAGE_SIZE)}
+    with kube.client() as http:
+        return _pages(http, path, params, pages)
+
+
+def _pages(http: httpx.Client, path: str, params: dict[str, str], pages: int) -> list[bytes]:
+    found: list[bytes] = []
     while len(found) < pages:
-        response = kube.http.get(path, params=params)
+        response = http.get(path, params=params)
         response.raise_for_status()
         found.append(response.content)
         meta = msgspec.json.decode(response.content, type=_PageMeta).metadata
@@ -819,9 +837,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--scale",
         type=positive,
-        default=1.0,
+        default=None,
         metavar="F",
-        help="multiply every size by F (with --small too: they multiply)",
+        help=f"multiply every size by F (with --small too: they multiply; default 1, or "
+        f"{REAL_SCALE} with --real)",
+    )
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also run every phase against a real control plane loaded with the same "
+        "cluster (first), and print both side by side",
     )
     parser.add_argument(
         "--heavy",
@@ -860,161 +885,130 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def main() -> None:
-    args = parse_args()
-    factor = args.scale / (SMALL_DIVISOR if args.small else 1)
-    sizes = {name: max(1, round(value * factor)) for name, value in FULL_SIZES.items()}
-    spec = SyntheticSpec(**sizes, heavy=args.heavy)
-    informers = informer_count()
-    until = Until(informers=informers, quiet=args.quiet_seconds, timeout=args.timeout)
+def start_platform(scratch: Path) -> Served:
+    argv = ["sandbox.platform", "--port", "0", "--token", TOKEN]
+    argv += ["--project-id", PROJECT_ID, "--cluster-id", CLUSTER_ID]
+    return Served("platform", argv, scratch / "platform.log")
 
-    with tempfile.TemporaryDirectory(prefix="bench-collect-") as directory:
-        scratch = Path(directory)
-        kubeconfig = scratch / "kubeconfig"
-        served: list[Served] = []
+
+def measure(
+    kube: Cluster, spec: SyntheticSpec, args: argparse.Namespace, until: Until, scratch: Path
+) -> dict[str, Any]:
+    """Every phase of the bench against one API server; the figures, as printed at the end."""
+    platform = start_platform(scratch)
+    try:
+        counts = kube.counts()
+        expected = sum(counts.get(name, 0) for name in ONE_RECORD_EACH) + counts[HELM_RELEASES]
+        listed = expected + sum(counts.get(name, 0) for name in LISTED_OTHERWISE)
+        print(
+            f"{kube.name}: {listed} objects of the kinds the agent lists; at least {expected} "
+            f"records expected; {until.informers} informers",
+            flush=True,
+        )
+        print("agent warm-up:", flush=True)
+        agent = Agent(platform, kube.kubeconfig, scratch)
         try:
-            print(f"generating the synthetic cluster: {sizes}, heavy {args.heavy}", flush=True)
-            argv = ["sandbox.kube", "--synthetic", "--kubeconfig", str(kubeconfig)]
-            for name, value in sizes.items():
-                argv += [f"--{name}", str(value)]
-            if args.heavy:
-                argv.append("--heavy")
-            kube = Served("kube", argv, scratch / "kube.log")
-            served.append(kube)
-            platform = Served(
-                "platform",
-                [
-                    "sandbox.platform",
-                    "--port",
-                    "0",
-                    "--token",
-                    TOKEN,
-                    "--project-id",
-                    PROJECT_ID,
-                    "--cluster-id",
-                    CLUSTER_ID,
-                ],
-                scratch / "platform.log",
-            )
-            served.append(platform)
-
-            counts: dict[str, int] = kube.stats()["objects"]
-            expected = sum(counts.get(name, 0) for name in ONE_RECORD_EACH)
-            expected += spec.helm_release_secrets()
-            listed = expected + sum(counts.get(name, 0) for name in LISTED_OTHERWISE)
+            warm = warm_up(agent, platform, expected=expected, until=until)
+            cold_bytes = platform.stats()["record_bytes_received"]
             print(
-                f"served: {sum(counts.values())} objects, {listed} of them of the kinds the "
-                f"agent lists; at least {expected} records expected; {informers} informers",
+                f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
+                f"({warm.records / warm.seconds:.0f}/s; all delivered at "
+                f"{warm.delivered_seconds:.1f} s), agent peak RSS "
+                f"{warm.peak_rss_mib:.0f} MiB, CPU {warm.cpu_seconds:.1f} s",
                 flush=True,
             )
-
-            print("agent warm-up:", flush=True)
-            agent = Agent(platform, kubeconfig, scratch)
-            try:
-                warm = warm_up(agent, kube, platform, expected=expected, until=until)
-                cold_bytes = platform.stats()["record_bytes_received"]
+            steady: Steady | None = None
+            if args.steady_seconds > 0:
                 print(
-                    f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
-                    f"({warm.records / warm.seconds:.0f}/s; all delivered at "
-                    f"{warm.delivered_seconds:.1f} s), agent peak RSS "
-                    f"{warm.peak_rss_mib:.0f} MiB, CPU {warm.cpu_seconds:.1f} s",
+                    f"steady state: {args.steady_rate:.0f} pod changes a second for "
+                    f"{args.steady_seconds:.0f} s:",
                     flush=True,
                 )
-                steady: Steady | None = None
-                if args.steady_seconds > 0:
-                    print(
-                        f"steady state: {args.steady_rate:.0f} pod changes a second for "
-                        f"{args.steady_seconds:.0f} s:",
-                        flush=True,
-                    )
-                    steady = steady_state(
-                        agent,
-                        kube,
-                        platform,
-                        seconds=args.steady_seconds,
-                        rate=args.steady_rate,
-                        until=until,
-                    )
-                    print(
-                        f"steady state: {steady.changes} changes ({steady.restarts} restarts) "
-                        f"in {steady.seconds:.1f} s, {steady.records} records, agent CPU "
-                        f"{steady.cpu_cores:.2f} cores (the fake's "
-                        f"{steady.kube_cpu_cores:.2f}), RSS {steady.rss_mib:.0f} MiB (peak "
-                        f"{steady.peak_rss_mib:.0f}), settled {steady.settle_seconds:.1f} s "
-                        "after the last change",
-                        flush=True,
-                    )
-                storm: Storm | None = None
-                if args.event_storm:
-                    print(
-                        f"event storm: {args.storm_rate:.0f} Warning Event writes a second "
-                        f"about {args.storm_pods} pods for {args.storm_seconds:.0f} s:",
-                        flush=True,
-                    )
-                    storm = event_storm(
-                        agent,
-                        kube,
-                        platform,
-                        seconds=args.storm_seconds,
-                        rate=args.storm_rate,
-                        pods=args.storm_pods,
-                        until=until,
-                    )
-                    print(
-                        f"event storm: {storm.writes} writes in {storm.seconds:.1f} s, "
-                        f"{storm.records} records for {storm.incidents} incidents, agent CPU "
-                        f"{storm.cpu_cores:.2f} cores, RSS {storm.rss_mib:.0f} MiB (peak "
-                        f"{storm.peak_rss_mib:.0f}), settled {storm.settle_seconds:.1f} s "
-                        "after the last write",
-                        flush=True,
-                    )
-            finally:
-                exit_code = agent.stop()
-
-            # A restart against the same cluster, on the same queue volume; what it sends
-            # is counted from here, so that the steady phase's records are not.
-            before_restart = platform.stats()
-            print("agent restart:", flush=True)
-            agent = Agent(platform, kubeconfig, scratch)
-            try:
-                again = warm_up(agent, kube, platform, expected=expected, until=until)
-            finally:
-                agent.stop()
-            after_restart = platform.stats()
-            restart_bytes = (
-                after_restart["record_bytes_received"] - before_restart["record_bytes_received"]
-            )
-            restart_records = (
-                after_restart["unique_record_ids"] - before_restart["unique_record_ids"]
-            )
-            print(
-                f"restart: {restart_records} records, {restart_bytes} bytes of records "
-                f"({restart_bytes / cold_bytes:.4f} of the cold start's {cold_bytes}), "
-                f"settled in {again.seconds:.1f} s, agent peak RSS {again.peak_rss_mib:.0f} MiB",
-                flush=True,
-            )
-
-            decoding: dict[str, Decoding] = {}
-            for name, path, struct, model in DECODED:
-                pages = fetch_pages(kube, path, args.decode_pages)
-                decoded = compare_decoding(pages, struct, model, args.rounds)
-                decoding[name] = decoded
+                steady = steady_state(
+                    agent,
+                    kube,
+                    platform,
+                    seconds=args.steady_seconds,
+                    rate=args.steady_rate,
+                    until=until,
+                )
                 print(
-                    f"decode {name}: {decoded.objects} objects ({decoded.megabytes} MB) "
-                    f"msgspec {decoded.msgspec_seconds * 1000:.1f} ms, client models "
-                    f"{decoded.client_seconds * 1000:.0f} ms, refused pages "
-                    f"{decoded.refused_pages}",
+                    f"steady state: {steady.changes} changes ({steady.restarts} restarts) "
+                    f"in {steady.seconds:.1f} s, {steady.records} records, agent CPU "
+                    f"{steady.cpu_cores:.2f} cores (the API server's "
+                    f"{steady.kube_cpu_cores:.2f}), RSS {steady.rss_mib:.0f} MiB (peak "
+                    f"{steady.peak_rss_mib:.0f}), settled {steady.settle_seconds:.1f} s "
+                    "after the last change",
+                    flush=True,
+                )
+            storm: Storm | None = None
+            if args.event_storm:
+                print(
+                    f"event storm: {args.storm_rate:.0f} Warning Event writes a second "
+                    f"about {args.storm_pods} pods for {args.storm_seconds:.0f} s:",
+                    flush=True,
+                )
+                storm = event_storm(
+                    agent,
+                    kube,
+                    platform,
+                    seconds=args.storm_seconds,
+                    rate=args.storm_rate,
+                    pods=args.storm_pods,
+                    until=until,
+                )
+                print(
+                    f"event storm: {storm.writes} writes in {storm.seconds:.1f} s, "
+                    f"{storm.records} records for {storm.incidents} incidents, agent CPU "
+                    f"{storm.cpu_cores:.2f} cores, RSS {storm.rss_mib:.0f} MiB (peak "
+                    f"{storm.peak_rss_mib:.0f}), settled {storm.settle_seconds:.1f} s "
+                    "after the last write",
                     flush=True,
                 )
         finally:
-            for child in reversed(served):
-                child.close()
+            exit_code = agent.stop()
+
+        # A restart against the same cluster, on the same queue volume; what it sends
+        # is counted from here, so that the steady phase's records are not.
+        before_restart = platform.stats()
+        print("agent restart:", flush=True)
+        agent = Agent(platform, kube.kubeconfig, scratch)
+        try:
+            again = warm_up(agent, platform, expected=expected, until=until)
+        finally:
+            agent.stop()
+        after_restart = platform.stats()
+        restart_bytes = (
+            after_restart["record_bytes_received"] - before_restart["record_bytes_received"]
+        )
+        restart_records = after_restart["unique_record_ids"] - before_restart["unique_record_ids"]
+        print(
+            f"restart: {restart_records} records, {restart_bytes} bytes of records "
+            f"({restart_bytes / cold_bytes:.4f} of the cold start's {cold_bytes}), "
+            f"settled in {again.seconds:.1f} s, agent peak RSS {again.peak_rss_mib:.0f} MiB",
+            flush=True,
+        )
+    finally:
+        platform.close()
+
+    decoding: dict[str, Decoding] = {}
+    for name, path, struct, model in DECODED:
+        pages = fetch_pages(kube, path, args.decode_pages)
+        decoded = compare_decoding(pages, struct, model, args.rounds)
+        decoding[name] = decoded
+        print(
+            f"decode {name}: {decoded.objects} objects ({decoded.megabytes} MB) "
+            f"msgspec {decoded.msgspec_seconds * 1000:.1f} ms, client models "
+            f"{decoded.client_seconds * 1000:.0f} ms, refused pages "
+            f"{decoded.refused_pages}",
+            flush=True,
+        )
 
     ours = sum(d.msgspec_seconds for d in decoding.values())
     theirs = sum(d.client_seconds for d in decoding.values())
-    result: dict[str, Any] = {
+    return {
+        "server": kube.name,
         "objects": listed,
-        "objects_in_cluster": sum(counts.values()),
         "records": warm.records,
         "records_expected_min": expected,
         "warmup_seconds": round(warm.seconds, 2),
@@ -1067,24 +1061,93 @@ def main() -> None:
         "decode_objects": sum(d.objects for d in decoding.values()),
         "decode_megabytes": round(sum(d.megabytes for d in decoding.values()), 1),
         "decode_client_refused_pages": sum(d.refused_pages for d in decoding.values()),
-        "informers": informers,
         "agent_exit_code": exit_code,
-        "scale": round(factor, 4),
-        "sizes": sizes,
-        "heavy": (
-            {
-                "helm_releases": spec.derived("heavy_helm_releases"),
-                "helm_revisions": spec.heavy_helm_revisions,
-                "pods": spec.derived("heavy_pods"),
-                "wide_deployments": spec.derived("wide_deployments"),
-            }
-            if args.heavy
-            else None
-        ),
         "objects_by_resource": counts,
-        "cpus": os.cpu_count(),
     }
-    print(json.dumps(result))
+
+
+# What the side-by-side table of `--real` shows, in this order.
+COMPARED = (
+    "objects",
+    "records",
+    "warmup_seconds",
+    "delivered_seconds",
+    "peak_rss_mib",
+    "agent_cpu_seconds",
+    "agent_cpu_ms_per_1k_objects",
+    "steady_cpu_cores",
+    "steady_kube_cpu_cores",
+    "steady_records",
+    "restart_bytes_sent_ratio",
+    "restart_seconds",
+)
+
+
+def main() -> None:
+    args = parse_args()
+    default = REAL_SCALE if args.real else 1.0
+    factor = (args.scale or default) / (SMALL_DIVISOR if args.small else 1)
+    sizes = {name: max(1, round(value * factor)) for name, value in FULL_SIZES.items()}
+    spec = SyntheticSpec(**sizes, heavy=args.heavy)
+    informers = informer_count()
+    until = Until(informers=informers, quiet=args.quiet_seconds, timeout=args.timeout)
+    figures: dict[str, dict[str, Any]] = {}
+
+    with tempfile.TemporaryDirectory(prefix="bench-collect-") as directory:
+        scratch = Path(directory)
+        kinds: list[Callable[[Path], Cluster]] = []
+        if args.real:
+
+            def real(where: Path) -> Cluster:
+                print(f"loading a real control plane: {sizes}, heavy {args.heavy}", flush=True)
+                cluster = RealCluster(spec, where, lambda line: print(f"  {line}", flush=True))
+                print(f"loaded: {cluster.loaded}", flush=True)
+                return cluster
+
+            kinds.append(real)
+
+        def fake(where: Path) -> Cluster:
+            print(f"generating the synthetic cluster: {sizes}, heavy {args.heavy}", flush=True)
+            return FakeCluster(spec, where, child_env())
+
+        kinds.append(fake)
+        for make in kinds:
+            where = scratch / str(len(figures))
+            where.mkdir()
+            kube = make(where)
+            try:
+                result = measure(kube, spec, args, until, where)
+            finally:
+                kube.close()
+            figures[result.pop("server")] = result
+
+    if args.real:
+        print(f"{'':32} {'real':>12} {'fake':>12}")
+        for name in COMPARED:
+            row = [figures[server].get(name) for server in ("real", "fake")]
+            print(f"{name:32} " + " ".join(f"{value!s:>12}" for value in row))
+    summary: dict[str, Any] = figures["fake"] if not args.real else figures
+    print(
+        json.dumps(
+            {
+                **summary,
+                "informers": informers,
+                "scale": round(factor, 4),
+                "sizes": sizes,
+                "heavy": (
+                    {
+                        "helm_releases": spec.derived("heavy_helm_releases"),
+                        "helm_revisions": spec.heavy_helm_revisions,
+                        "pods": spec.derived("heavy_pods"),
+                        "wide_deployments": spec.derived("wide_deployments"),
+                    }
+                    if args.heavy
+                    else None
+                ),
+                "cpus": os.cpu_count(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

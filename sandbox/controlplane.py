@@ -183,27 +183,7 @@ class ControlPlane:
     def restart_apiserver(self) -> None:
         """Stop the API server and start it again with the same arguments and port: every
         connection drops and its watch cache starts over from etcd."""
-        pid = self.pids["kube-apiserver"]
-        command = self._command("kube-apiserver")
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(200):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        log = open(self.dir / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115 (the child keeps it)
-        child = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        pids = (self.dir / "pids").read_text().split()
-        (self.dir / "pids").write_text(
-            " ".join(str(child.pid) if p == str(pid) else p for p in pids)
-        )
+        self._restart("kube-apiserver")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -213,6 +193,35 @@ class ControlPlane:
                 pass
             time.sleep(0.2)
         raise RuntimeError("kube-apiserver did not come back within 60 s")
+
+    def restart_controller_manager(self, *extra_args: str) -> None:
+        """Start the controller manager again with `extra_args` after its own (a flag given
+        twice takes the later value), e.g. `--kube-api-qps=500` for a fast bulk load."""
+        self._restart("kube-controller-manager", *extra_args)
+
+    def _restart(self, binary: str, *extra_args: str) -> None:
+        pid = self.pids[binary]
+        command = self._command(binary) + list(extra_args)
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(400):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+        with open(self.dir / "logs" / f"{binary}.log", "ab") as log:
+            child = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        pids = (self.dir / "pids").read_text().split()
+        replaced = (str(child.pid) if known == str(pid) else known for known in pids)
+        (self.dir / "pids").write_text(" ".join(replaced))
 
     # -- clients -------------------------------------------------------------------------
 

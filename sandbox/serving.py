@@ -15,6 +15,14 @@ from typing import Any
 HOST = "127.0.0.1"
 
 
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a process to bind later (one that takes it in
+    between makes that process fail to start, which its caller reports)."""
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
 class LoopbackServer(ThreadingHTTPServer):
     """A threading HTTP server on 127.0.0.1 that tracks its connections.
 

@@ -19,6 +19,7 @@ from runtime.health import Health, HealthReporter
 from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
+from sandbox.serving import free_port
 from shipper.queuefile import StreamStats
 from tests import cluster_objects
 from tests.agent_process import agent_env, start_agent, stop_within
@@ -142,12 +143,6 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
     count = "moonin_agent_http_request_duration_seconds_count"
     assert found[(count, (("endpoint", "records"), ("status_class", "error")))] == 1
     assert found[(count, (("endpoint", "records"), ("status_class", "2xx")))] == 1
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_a_running_agent_serves_probes_and_its_queue_depth_follows_an_outage(
