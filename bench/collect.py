@@ -26,8 +26,9 @@ so a record is missed only if it was both posted and acked between the two reads
 (milliseconds apart), and counted twice while its batch is answered but not yet acked (the
 ack can wait a moment for the outbox's lock). Warm-up is over when
 
-- every informer has listed: the fake holds one open watch per informer, and an informer
-  opens its watch only after its whole list went through the collector;
+- every informer has listed: the agent's metrics count a watch for each informer
+  (`moonin_agent_informer_watches_total`), and an informer opens its watch only after its
+  whole list went through the collector;
 - the count reached the expected minimum: one record per object of every kind that always
   yields one (namespaces, Deployments, ReplicaSets, CronJobs, Jobs, Services, HPAs, Nodes,
   Ingresses, NetworkPolicies, RBAC objects, Helm release revisions); pods add `pod_error`
@@ -93,9 +94,19 @@ per incident is right: `storm_records` (received from the storm's start until th
 quiet) against `storm_incidents`; `storm_rss_mib` and `storm_peak_rss_mib` the agent's
 memory at the end and over the storm, `storm_cpu_cores` its CPU over the writes.
 
-The last line printed is one JSON object with the figures and the sizes used.
+The real server (`--real`): every phase runs first against a real control plane (etcd,
+kube-apiserver and kube-controller-manager from the folder `sandbox.controlplane` finds)
+loaded with the same synthetic cluster through its API (`real_cluster.py`: the real
+controllers make the ReplicaSets and Pods, the bench binds each Pod and writes its status
+as a scheduler and a kubelet would), then against the fake at the same size, and a table
+puts the two side by side. Its default size is `--scale 0.4` (20,000 Pods, 4,000
+Deployments). `steady_kube_cpu_cores` then counts all three processes of the control
+plane, and the loading itself is reported (`loaded`), not measured against the agent.
 
-    python bench/collect.py [--small] [--scale F] [--heavy] [--steady-seconds 60]
+The last line printed is one JSON object with the figures and the sizes used (with
+`--real`, one object per server under `real` and `fake`).
+
+    python bench/collect.py [--small] [--scale F] [--heavy] [--real] [--steady-seconds 60]
         [--steady-rate 200] [--decode-pages 4] [--rounds 5] [--event-storm]
 """
 
