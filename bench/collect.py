@@ -50,8 +50,8 @@ the end of the warm-up, its quiet period included (an idle agent uses next to no
 `agent_cpu_ms_per_1k_objects` is that over the objects of the kinds the agent lists.
 
 Steady state, after the warm-up and before the agent stops (`--steady-seconds`, default 60;
-0 skips it): a thread of this process changes `--steady-rate` Pods a second (default 200)
-through the fake's own API, with JSON merge PATCHes on one keep-alive connection, so the
+0 skips it): threads of this process change `--steady-rate` Pods a second (default 200)
+through the server's API, with JSON merge PATCHes on four keep-alive connections, so the
 changes reach the agent over its watches as a kubelet's and a controller's would. The pods
 are running, ready, never restarted ones from the first list pages, each changed about
 every 10 s; one change in 10 is a container restart (a status patch: restart count up, the
@@ -193,6 +193,7 @@ DECODED = (
 # Steady phase: how long a pod waits between two of its changes, and which changes restart.
 STEADY_POD_PERIOD_SECONDS = 10
 RESTART_EVERY = 10
+CHANGE_CONNECTIONS = 4
 STEADY_LABEL = "bench.moonin.dev/change"
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
@@ -536,23 +537,42 @@ class Changes:
 
 
 def change_pods(kube: Cluster, pods: list[_PodItem], rate: float, seconds: float) -> Changes:
-    """Change `rate` pods a second for `seconds`, one at a time on a keep-alive connection;
-    behind schedule, the next changes go out at once until it is caught up."""
+    """Change `rate` pods a second for `seconds`, spread over `CHANGE_CONNECTIONS` keep-alive
+    connections (one alone cannot keep up with a real API server's latency), each with its
+    own share of the pods; behind schedule, a connection's next changes go out at once until
+    it is caught up."""
+    lanes = min(CHANGE_CONNECTIONS, len(pods))
+    with ThreadPoolExecutor(lanes) as pool:
+        done = list(
+            pool.map(
+                lambda lane: _change_lane(kube, pods, lane, lanes, rate, seconds), range(lanes)
+            )
+        )
+    return Changes(
+        sum(d.changes for d in done), sum(d.restarts for d in done), max(d.seconds for d in done)
+    )
+
+
+def _change_lane(
+    kube: Cluster, pods: list[_PodItem], lane: int, lanes: int, rate: float, seconds: float
+) -> Changes:
+    mine = pods[lane::lanes]
     changes = restarts = 0
     with kube.client() as http:
         started = time.monotonic()
         while (now := time.monotonic()) - started < seconds:
-            due = started + changes / rate
+            due = started + changes * lanes / rate
             if due > now:
                 time.sleep(due - now)
-            pod = pods[changes % len(pods)]
+            pod = mine[changes % len(mine)]
+            change = changes * lanes + lane  # unique across the lanes
             path = f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
-            if changes % RESTART_EVERY == 0:
-                patch = restart_patch(pod, changes)
+            if change % RESTART_EVERY == 0:
+                patch = restart_patch(pod, change)
                 path += "/status"
                 restarts += 1
             else:
-                patch = {"metadata": {"labels": {STEADY_LABEL: str(changes)}}}
+                patch = {"metadata": {"labels": {STEADY_LABEL: str(change)}}}
             response = http.patch(path, content=msgspec.json.encode(patch), headers=MERGE_PATCH)
             response.raise_for_status()
             changes += 1
