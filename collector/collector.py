@@ -71,6 +71,8 @@ from shipper.records import Record
 log = structlog.get_logger("collector")
 
 
+NODES = frozenset({resources.NODES})
+
 # A Secret holds at most 1 MiB of data, about 1.4 MB as the API's base64 in JSON.
 SECRET_BYTES = 4 * 1024 * 1024
 
@@ -306,9 +308,18 @@ class Collector:
         sink: SourceSink[Node] = self.sinks[resources.NODES]
         return list(sink.objects.values())
 
-    def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
-        """The heartbeat's metadata; also offered as the `cluster_metadata` record."""
+    def nodes_known(self) -> bool:
+        """Whether the Nodes have listed once, or cannot list now: what the metadata says of
+        them is all there is to say (the heartbeat's first beat waits for it)."""
         with self.lock:
+            return self._listings.all(NODES)
+
+    def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
+        """The heartbeat's metadata; also offered as the `cluster_metadata` record once the
+        Nodes are known. Before they have listed there is no count to give (null, not 0)."""
+        with self.lock:
+            known = self._listings.all(NODES)
+            listed = self._listings.listed(resources.NODES)
             nodes = [
                 NodeHint(
                     name=n.metadata.name, labels=n.metadata.labels, provider_id=n.spec.provider_id
@@ -316,11 +327,14 @@ class Collector:
                 for n in self._nodes()
             ]
         found = probe.probe(nodes, kubernetes_version=self._kubernetes_version(), leader=leader)
+        if not listed:
+            found = msgspec.structs.replace(found, node_count=None)
         data = found.as_dict()
-        with self.lock:
-            self.offer(
-                [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
-            )
+        if known:
+            with self.lock:
+                self.offer(
+                    [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
+                )
         return data
 
     def _kubernetes_version(self) -> str | None:

@@ -15,6 +15,7 @@ import structlog.testing
 from collector import model
 from collector.collector import Collector
 from collector.job_logs import JobLogSettings
+from collector.metadata import MetadataProbe
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
 from collector.settings import CollectorSettings
@@ -687,6 +688,29 @@ def test_a_job_log_the_kubelet_fails_to_give_twice_is_read_again_and_shipped_wit
     reads = [r for r in kube.requests if r.path.endswith("/log")]
     assert [r.status for r in reads] == [500, 500, 200]
     assert collector.reporter.snapshot().counters["job_log_reads_failed"] == 2
+
+
+def test_cluster_metadata_says_nothing_of_the_nodes_and_is_not_sent_until_they_have_listed(
+    kube: FakeKube, outbox: StreamOutbox
+) -> None:
+    cluster_objects.populate(kube)  # one Node, on AWS
+    api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
+    collector = Collector(api, outbox, settings=SETTINGS)
+    probe = MetadataProbe(enabled=False)
+    try:
+        early = collector.cluster_metadata(probe, leader="agent-0")
+        assert not collector.nodes_known()
+        assert (early["node_count"], early["provider"]) == (None, "unknown")
+        collector.list_once()  # flushes whatever was offered
+        received = Received(outbox)
+        assert ("cluster_metadata", "cluster") not in received.latest()
+        assert collector.nodes_known()
+        known = collector.cluster_metadata(probe, leader="agent-0")
+        collector.coalescer.flush()
+    finally:
+        api.close()  # a one-shot collector: no thread to stop
+    assert (known["node_count"], known["provider"], known["region"]) == (1, "eks", "eu-west-1")
+    assert received.latest()[("cluster_metadata", "cluster")]["data"] == known
 
 
 def test_a_forbidden_release_secret_read_names_the_get_and_the_release_follows_once_allowed(
