@@ -153,6 +153,7 @@ class DiscoveryRole:
                 lambda: collector.cluster_metadata(self.probe, leader=self.identity),
                 collector.resync,
                 interval=self.settings.heartbeat_seconds,
+                ready=collector.nodes_known,
             )
             self.collector, self.heartbeat = collector, heartbeat
         collector.start()

@@ -46,14 +46,16 @@ from collector import resources, sources
 from collector.coalesce import Coalescer, Destination
 from collector.filters import Filters
 from collector.informer import Informer
+from collector.job_logs import JobLogs
 from collector.metadata import MetadataProbe, NodeHint
 from collector.model import ObjectMeta, upsert
 from collector.normalize import job_execution
-from collector.normalize.base import Context, ObjectTooLarge
+from collector.normalize.base import Context, LogRequest, ObjectTooLarge
 from collector.normalize.node import Node
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.resync import AntiEntropy, Resync
+from collector.sanitize import truncate
 from collector.settings import CollectorSettings
 from collector.sink import SourceSink, Stale, Wiring
 from collector.snapshots import Snapshots
@@ -68,6 +70,8 @@ from shipper.records import Record
 
 log = structlog.get_logger("collector")
 
+
+NODES = frozenset({resources.NODES})
 
 # A Secret holds at most 1 MiB of data, about 1.4 MB as the API's base64 in JSON.
 SECRET_BYTES = 4 * 1024 * 1024
@@ -104,9 +108,15 @@ class Collector:
         # Namespace -> the permission its Job logs were refused for (logged once).
         self._logs_denied: dict[str, str] = {}
         self._logs_lock = threading.Lock()
+        self.job_logs = JobLogs(
+            self._read_log,
+            self._log_read,
+            settings=settings.job_logs,
+            reporter=self.reporter,
+        )
         context = Context(
             lookups=self.relations,
-            fetch_logs=self._fetch_logs,
+            job_logs=self.job_logs,
             fetch_secret=self._fetch_secret,
             ignore_node_labels=frozenset(self.filters.ignored_node_labels),
             collect_job_logs=settings.collect_job_logs,
@@ -193,6 +203,7 @@ class Collector:
     def start(self) -> None:
         """Start collecting (returns at once; warm-up runs on its own thread)."""
         self.coalescer.start()
+        self.job_logs.start()
         self._starter.start()
         if self.settings.anti_entropy_seconds > 0:
             self._anti_entropy_thread.start()
@@ -215,6 +226,8 @@ class Collector:
                 with self.lock:  # nothing waits for a list that cannot happen
                     self._listings.add(informer.resource)
         self.coalescer.flush()
+        self.job_logs.read_pending()  # as `run` does: failed Jobs' records again, with logs
+        self.coalescer.flush()
         return forbidden
 
     def wait_synced(self, timeout: float) -> bool:
@@ -225,6 +238,7 @@ class Collector:
     def stop(self) -> None:
         """Stop at once (leadership lost, or shutting down), committing what is buffered."""
         self._stopped.set()
+        self.job_logs.stop()
         for informer in self.informers:
             informer.stop()
         self.api.abort_streams()
@@ -250,21 +264,34 @@ class Collector:
 
     def offer(self, records: Iterable[Record]) -> None:
         for record in records:
-            self.coalescer.offer(record)
+            if not self._waits_for_its_log(record):
+                self.coalescer.offer(record)
+
+    def _waits_for_its_log(self, record: Record) -> bool:
+        """A failed run's record whose log is being read waits for it, a bounded time; it
+        is built again when the read settles or the wait ends (`collector.job_logs`)."""
+        return (
+            record.kind == job_execution.KIND
+            and record.op == "upsert"
+            and record.uid is not None
+            and self.job_logs.holds(record.uid)
+        )
 
     def _listed(self, source: Source[Any], resource_version: str, listed_at: str) -> None:
         self._snapshots.listed(source, resource_version, listed_at)
         self._resync.listed(source.resource.plural)
 
     def _before_flush(self) -> None:
-        """Rebuild the stale dependent records (once per window however many changes),
-        release what was held back once its dependencies have listed, and stop waiting
+        """Rebuild the stale dependent records (once per window however many changes) and
+        the failed runs' records that waited long enough for their logs, release what was
+        held back once its dependencies have listed, and stop waiting
         (snapshots, a resync) for resources that cannot list."""
         with self.lock:
             if self._rebuilding:
                 return  # a flush that the rebuild's own records set off: it only commits
             self._rebuilding = True
             try:
+                self._stale.mark(sources.JOB_RECORDS, self.job_logs.released())
                 for dependents, keys in self._stale.due():
                     for key in keys:
                         for resource, object_key in dependents.rebuilds(key, self.relations):
@@ -281,9 +308,18 @@ class Collector:
         sink: SourceSink[Node] = self.sinks[resources.NODES]
         return list(sink.objects.values())
 
-    def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
-        """The heartbeat's metadata; also offered as the `cluster_metadata` record."""
+    def nodes_known(self) -> bool:
+        """Whether the Nodes have listed once, or cannot list now: what the metadata says of
+        them is all there is to say (the heartbeat's first beat waits for it)."""
         with self.lock:
+            return self._listings.all(NODES)
+
+    def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
+        """The heartbeat's metadata; also offered as the `cluster_metadata` record once the
+        Nodes are known. Before they have listed there is no count to give (null, not 0)."""
+        with self.lock:
+            known = self._listings.all(NODES)
+            listed = self._listings.listed(resources.NODES)
             nodes = [
                 NodeHint(
                     name=n.metadata.name, labels=n.metadata.labels, provider_id=n.spec.provider_id
@@ -291,11 +327,14 @@ class Collector:
                 for n in self._nodes()
             ]
         found = probe.probe(nodes, kubernetes_version=self._kubernetes_version(), leader=leader)
+        if not listed:
+            found = msgspec.structs.replace(found, node_count=None)
         data = found.as_dict()
-        with self.lock:
-            self.offer(
-                [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
-            )
+        if known:
+            with self.lock:
+                self.offer(
+                    [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
+                )
         return data
 
     def _kubernetes_version(self) -> str | None:
@@ -319,11 +358,15 @@ class Collector:
         except AnswerTooLarge as exc:
             raise ObjectTooLarge(f"over {describe_size(exc.limit)}") from None
 
-    def _fetch_logs(self, ns: str, pod: str, container: str, lines: int) -> list[str] | None:
-        """The log's last lines; None when it cannot be read (the record ships without)."""
-        path = resources.PODS.namespaced_path(ns, pod) + "/log"
+    def _read_log(self, request: LogRequest) -> list[str] | None:
+        """The log's last lines, cut to what a record holds (`collector.job_logs`); None when
+        it cannot be read (the record ships without); raises `KubeError` when it may work
+        later."""
+        ns, lines = request.namespace, request.lines
+        path = resources.PODS.namespaced_path(ns, request.pod) + "/log"
+        params = {"container": request.container, "tailLines": str(lines)}
         try:
-            text = self.api.get(path, {"container": container, "tailLines": str(lines)})
+            text = self.api.get(path, params, within=self.settings.job_logs.read_seconds)
         except Forbidden as exc:
             self.reporter.count("job_logs_forbidden")
             with self._logs_lock:
@@ -332,11 +375,16 @@ class Collector:
             if first:  # one line per namespace until it works, not one per failed Job
                 log.warning("job_logs_forbidden", namespace=ns, permission=exc.denied)
             return None
-        except KubeError as exc:
-            log.warning("job_log_unavailable", namespace=ns, pod=pod, error=str(exc))
-            return None
+        except NotFound:
+            return None  # the pod is gone, and its log with it
         with self._logs_lock:
             denied = self._logs_denied.pop(ns, None)
         if denied is not None:
             log.info("job_logs_allowed", namespace=ns)
-        return text.decode("utf-8", errors="replace").splitlines()[-lines:]
+        found = text.decode("utf-8", errors="replace").splitlines()[-lines:]
+        return [truncate(line, job_execution.MAX_LOG_LINE_BYTES) for line in found]
+
+    def _log_read(self, job_key: str) -> None:
+        """A failed Job's log was read: its record is built again, with it."""
+        with self.lock:
+            self._stale.mark(sources.JOB_RECORDS, [job_key])

@@ -2,6 +2,10 @@
 
 Each beat builds fresh metadata (the callable the collector passes: provider, region,
 Kubernetes version, node count, leader, ...) and posts it straight through the API client.
+Most of it comes from the Nodes, which list only after the first informers: the first beat
+waits until `ready()` says the metadata is known (at most `ready_within`, by default one
+interval), and a beat that went out before that is followed by the next one as soon as it
+is, not an interval later.
 Heartbeats are never queued: a failed one is not replayed, the next one carries the state
 of its own moment. After a failure the next beat comes sooner (full-jitter backoff, never
 later than the interval unless the platform asks with `Retry-After`), so the cluster shows
@@ -18,6 +22,7 @@ is logged and the loop goes on. `stop()` returns promptly, even in the middle of
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -30,6 +35,7 @@ from shipper.errors import MooninAPIError, RetryLater
 log = structlog.get_logger("collector.heartbeat")
 
 INTERVAL_SECONDS = 60.0
+READY_POLL_SECONDS = 0.1
 
 
 class HeartbeatClient(Protocol):
@@ -37,7 +43,8 @@ class HeartbeatClient(Protocol):
 
 
 class Heartbeat:
-    """A daemon thread that beats every `interval` seconds, the first time at once."""
+    """A daemon thread that beats every `interval` seconds, the first time as soon as
+    `ready()` (at most `ready_within` on)."""
 
     def __init__(
         self,
@@ -47,12 +54,16 @@ class Heartbeat:
         *,
         interval: float = INTERVAL_SECONDS,
         reporter: HealthReporter | None = None,
+        ready: Callable[[], bool] = lambda: True,
+        ready_within: float | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("the heartbeat interval must be positive")
         self._client = client
         self._metadata = metadata
         self._on_resync = on_resync
+        self._ready = ready
+        self._ready_within = interval if ready_within is None else ready_within
         self.interval = interval
         self.reporter = reporter or HealthReporter("heartbeat")
         self._backoff = Backoff(initial=min(1.0, interval), maximum=interval)
@@ -81,9 +92,23 @@ class Heartbeat:
     # -- the loop -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        ready = self._wait_ready(self._ready_within)
         while not self._stopped.is_set():
             wait = self._beat()
-            self._stopped.wait(self.interval if wait is None else wait)
+            pause = self.interval if wait is None else wait
+            if ready:
+                self._stopped.wait(pause)
+            else:
+                ready = self._wait_ready(pause)
+
+    def _wait_ready(self, seconds: float) -> bool:
+        """Up to `seconds` until the metadata is known; False if it is not (or stopped)."""
+        deadline = time.monotonic() + seconds
+        while not self._ready():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stopped.wait(min(left, READY_POLL_SECONDS)):
+                return False
+        return True
 
     def _beat(self) -> float | None:
         """One beat. None when it was delivered, else how long to wait before the next."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.informer import InformerSettings
+from collector.job_logs import JobLogSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,3 +44,4 @@ class CollectorSettings:
     state_file: Path | None = None
     """Where the per-object state lives (`collector.state`); None: in memory."""
     informer: InformerSettings = field(default_factory=InformerSettings)
+    job_logs: JobLogSettings = field(default_factory=JobLogSettings)

@@ -38,6 +38,11 @@ class Listings:
         """Nothing waits for it any more (a one-shot list found it forbidden)."""
         self._done.add(resource)
 
+    def listed(self, resource: Resource) -> bool:
+        """Whether this resource has listed once (not merely given up on)."""
+        informer = self._informers.get(resource)
+        return informer is not None and informer.wait_synced(0)
+
     def all(self, needed: frozenset[Resource]) -> bool:
         """Whether each of these resources has listed once or cannot list now."""
         waiting = needed - self._done

@@ -39,7 +39,7 @@ class Lookups:
         return None
 
 
-CTX = Context(lookups=Lookups(), fetch_logs=lambda *args: None)
+CTX = Context(lookups=Lookups())
 
 
 # -- objects as the API returns them ------------------------------------------------------

@@ -14,6 +14,8 @@ import structlog.testing
 
 from collector import model
 from collector.collector import Collector
+from collector.job_logs import JobLogSettings
+from collector.metadata import MetadataProbe
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
 from collector.settings import CollectorSettings
@@ -63,6 +65,13 @@ class Received:
             return [r for r in self.records if r["op"] == "event" and r["kind"] == kind]
 
 
+def job_logs_read(received: Received) -> bool:
+    """Whether the failed Job of `cluster_objects` has its record again, with its log (read
+    on a worker of its own, after the record went out without it)."""
+    job = received.latest().get(("job_execution", f"{cluster_objects.NS}/report-29012345"))
+    return job is not None and job["data"]["logs"] is not None
+
+
 def snapshot_kinds(received: Received) -> set[str]:
     return {record["data"]["of"] for record in received.events("snapshot")}
 
@@ -103,7 +112,7 @@ def test_every_kind_becomes_its_records_and_the_secrets_stay_home(
     expected = cluster_objects.populate(kube)
     start()
     received = Received(outbox)
-    wait_until(lambda: expected <= set(received.latest()))
+    wait_until(lambda: expected <= set(received.latest()) and job_logs_read(received))
     latest = received.latest()
     deployment = latest[("deployment", "shop/web")]["data"]
     assert deployment["services"] == ["web"]
@@ -644,6 +653,8 @@ def test_forbidden_job_logs_ship_the_record_without_them_and_say_so_once(
         collector = start()
         received = Received(outbox)
         wait_until(lambda: expected <= set(received.latest()))
+        wait_until(lambda: collector.reporter.snapshot().counters.get("job_logs_forbidden", 0) >= 1)
+        flushed(kube, received, "after-the-read")
     job = received.latest()[("job_execution", "shop/report-29012345")]["data"]
     assert job["status"] == "failed" and job["logs"] is None
     said = [(e["event"], e.get("permission")) for e in logs if "job_log" in e["event"]]
@@ -656,6 +667,50 @@ def test_forbidden_job_logs_ship_the_record_without_them_and_say_so_once(
     ]
     assert collector.reporter.snapshot().counters["job_logs_forbidden"] == 1
     assert all(reporter.snapshot().health.ok for reporter in collector.reporters())
+
+
+def test_a_job_log_the_kubelet_fails_to_give_twice_is_read_again_and_shipped_with_its_record(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    expected = cluster_objects.populate(kube)
+    pod = "report-29012345-q7w2s"
+    kube.set_pod_log(cluster_objects.NS, pod, "report", "x" * 10_000 + "\nexit 2\n")
+    # What the API server answers when the node's kubelet does not (dial or TLS timeout).
+    kube.fail_next(500, 2, path_prefix=f"/api/v1/namespaces/{cluster_objects.NS}/pods/{pod}/log")
+    job_logs = JobLogSettings(retry_seconds=0.05, max_retry_seconds=0.1)
+    collector = start(dataclasses.replace(SETTINGS, job_logs=job_logs))
+    received = Received(outbox)
+    wait_until(lambda: expected <= set(received.latest()) and job_logs_read(received))
+    # Read within the record's wait for it: one record, with the log.
+    [job] = [r["data"] for r in received.records if r["kind"] == "job_execution"]
+    long_line, last = job["logs"]
+    assert len(long_line.encode()) < 2100 and last == "exit 2"
+    reads = [r for r in kube.requests if r.path.endswith("/log")]
+    assert [r.status for r in reads] == [500, 500, 200]
+    assert collector.reporter.snapshot().counters["job_log_reads_failed"] == 2
+
+
+def test_cluster_metadata_says_nothing_of_the_nodes_and_is_not_sent_until_they_have_listed(
+    kube: FakeKube, outbox: StreamOutbox
+) -> None:
+    cluster_objects.populate(kube)  # one Node, on AWS
+    api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
+    collector = Collector(api, outbox, settings=SETTINGS)
+    probe = MetadataProbe(enabled=False)
+    try:
+        early = collector.cluster_metadata(probe, leader="agent-0")
+        assert not collector.nodes_known()
+        assert (early["node_count"], early["provider"]) == (None, "unknown")
+        collector.list_once()  # flushes whatever was offered
+        received = Received(outbox)
+        assert ("cluster_metadata", "cluster") not in received.latest()
+        assert collector.nodes_known()
+        known = collector.cluster_metadata(probe, leader="agent-0")
+        collector.coalescer.flush()
+    finally:
+        api.close()  # a one-shot collector: no thread to stop
+    assert (known["node_count"], known["provider"], known["region"]) == (1, "eks", "eu-west-1")
+    assert received.latest()[("cluster_metadata", "cluster")]["data"] == known
 
 
 def test_a_forbidden_release_secret_read_names_the_get_and_the_release_follows_once_allowed(
@@ -835,7 +890,7 @@ def test_streamed_lists_and_their_fallbacks_send_what_paginated_lists_send(
             try:
                 assert collector.wait_synced(10)
                 received = Received(box[DISCOVERY])
-                wait_until(lambda: expected <= set(received.latest()))
+                wait_until(lambda: expected <= set(received.latest()) and job_logs_read(received))
                 wait_until(lambda: set(_snapshot_keys(received)) >= {k for k, _ in expected})
             finally:
                 collector.stop()

@@ -168,3 +168,55 @@ def test_stop_does_not_wait_for_the_interval(platform: FakePlatform, client: Api
     # stop() gives up after 5 s, far short of the 60 s interval: True means it did not wait.
     assert beat.stop() is True
     assert not beat.alive
+
+
+def test_the_first_beat_waits_until_the_metadata_is_known_and_stop_does_not(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    known = False
+    asked: list[bool] = []
+    built: list[bool] = []
+
+    def ready() -> bool:
+        asked.append(known)
+        return known
+
+    def metadata() -> Mapping[str, Any]:
+        built.append(known)
+        return METADATA
+
+    beat = Heartbeat(client, metadata, Resyncs(), interval=60, ready=ready)
+    beat.start()
+    wait_until(lambda: len(asked) > 3)  # the thread asked several times meanwhile
+    assert platform.last_heartbeat is None and built == []
+    known = True
+    wait_until(lambda: platform.last_heartbeat is not None)
+    assert built == [True]
+    assert beat.stop() is True
+
+    waiting = Heartbeat(client, metadata, Resyncs(), interval=60, ready=lambda: False)
+    waiting.start()
+    assert waiting.stop() is True
+    assert built == [True]
+
+
+def test_a_beat_that_went_before_the_metadata_was_known_is_followed_as_soon_as_it_is(
+    platform: FakePlatform, client: ApiClient
+) -> None:
+    known = False
+    built: list[bool] = []
+
+    def metadata() -> Mapping[str, Any]:
+        built.append(known)
+        return METADATA
+
+    beat = Heartbeat(
+        client, metadata, Resyncs(), interval=3600, ready=lambda: known, ready_within=0.05
+    )
+    beat.start()
+    wait_until(lambda: platform.last_heartbeat is not None)  # it waited, then went without
+    known = True
+    # The next beat comes now, not an hour later.
+    wait_until(lambda: len([r for r in platform.requests if r.route == "heartbeat"]) == 2)
+    assert built == [False, True]
+    assert beat.stop() is True

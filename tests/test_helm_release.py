@@ -165,7 +165,7 @@ def secret(
     return msgspec.json.decode(msgspec.json.encode(doc), type=Secret)
 
 
-CTX = Context(lookups=Relations(), fetch_logs=lambda *args: None)
+CTX = Context(lookups=Relations())
 
 EXPECTED = {
     "name": "shop",
@@ -287,7 +287,7 @@ def test_other_secrets_and_a_disabled_switch_give_nothing() -> None:
     opaque = secret(encoded, name="db-credentials", kind="Opaque")
     assert normalizer.upserts(opaque, CTX) == []
     assert normalizer.deletes(opaque, CTX) == []
-    off = Context(lookups=Relations(), fetch_logs=lambda *args: None, collect_helm_releases=False)
+    off = Context(lookups=Relations(), collect_helm_releases=False)
     assert normalizer.upserts(secret(encoded), off) == []
     assert normalizer.deletes(secret(encoded), off) == []
 
@@ -310,7 +310,7 @@ def reading(*bodies: Secret | None) -> tuple[Context, list[tuple[str, str]]]:
         body = next(answers)
         return None if body is None else msgspec.json.encode(body)
 
-    return Context(lookups=Relations(), fetch_logs=lambda *a: None, fetch_secret=fetch), reads
+    return Context(lookups=Relations(), fetch_secret=fetch), reads
 
 
 def test_a_listed_release_is_read_by_name_and_becomes_the_same_record() -> None:
@@ -347,7 +347,7 @@ def test_a_secret_too_large_to_read_gives_no_record_and_one_warning() -> None:
     def fetch(namespace: str, name: str) -> bytes:
         raise ObjectTooLarge("over 4 MiB")
 
-    ctx = Context(lookups=Relations(), fetch_logs=lambda *a: None, fetch_secret=fetch)
+    ctx = Context(lookups=Relations(), fetch_secret=fetch)
     with structlog.testing.capture_logs() as logs:
         assert HelmReleaseNormalizer().upserts(metadata_only(secret(None)), ctx) == []
     assert [(e["event"], e["stage"], e["error"]) for e in logs] == [

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from collector.normalize.base import Context
+from collector.normalize.base import Context, LogRequest
 from collector.normalize.job_execution import Job, JobExecutionNormalizer, JobPods
 from collector.normalize.pod_error import Pod
 from collector.relations import Relations
@@ -17,15 +17,22 @@ SECRET_ENV = "s3-secret-key-77aa01"
 
 
 class FetchLogs:
-    """Records every read; answers with `lines`."""
+    """Job logs as read already (`answer`, or None: not yet); records what was asked and
+    which Jobs were forgotten."""
 
-    def __init__(self, lines: list[str] | None) -> None:
-        self.lines = lines
+    def __init__(self, answer: list[str] | None) -> None:
+        self.answer = answer
         self.calls: list[tuple[str, str, str, int]] = []
+        self.asked_by: set[tuple[str, str]] = set()
+        self.forgotten: list[str] = []
 
-    def __call__(self, namespace: str, pod: str, container: str, lines: int) -> list[str] | None:
-        self.calls.append((namespace, pod, container, lines))
-        return self.lines
+    def lines(self, request: LogRequest) -> list[str] | None:
+        self.calls.append((request.namespace, request.pod, request.container, request.lines))
+        self.asked_by.add((request.job_uid, request.job_key))
+        return self.answer
+
+    def forget(self, job_uid: str) -> None:
+        self.forgotten.append(job_uid)
 
 
 LOG_LINES = [
@@ -35,7 +42,7 @@ LOG_LINES = [
 
 
 def context(logs: FetchLogs, *, collect: bool = True) -> Context:
-    return Context(lookups=Relations(), fetch_logs=logs, collect_job_logs=collect)
+    return Context(lookups=Relations(), job_logs=logs, collect_job_logs=collect)
 
 
 def cond(kind: str, reason: str | None = None, message: str | None = None, at: str = "") -> dict:
@@ -223,7 +230,7 @@ def test_a_running_run() -> None:
     assert record.data["active_pods"] == 1
 
 
-def test_a_failed_run_names_the_failing_pod_and_ships_its_logs_once() -> None:
+def test_a_failed_run_names_the_failing_pod_and_ships_the_log_read_for_it() -> None:
     pods = JobPods()
     pods.observe(job_pod("backup-28930140-aaaaa", exited(1, "Error", "2026-12-02T02:01:00Z")))
     pods.observe(
@@ -250,12 +257,21 @@ def test_a_failed_run_names_the_failing_pod_and_ships_its_logs_once() -> None:
     # The container's own termination message is not part of the record.
     assert b"password authentication" not in msgspec.json.encode(record)
 
-    [again] = normalizer.upserts(job(conditions=BACKOFF_FAILED, failed=2, ready=0), context(logs))
-    assert again.data == data
-    assert len(logs.calls) == 1
+    assert logs.asked_by == {(JOB_UID, "shop/backup-28930140")}
 
     [gone] = normalizer.deletes(failed, context(logs))
     assert (gone.op, gone.key, gone.data) == ("delete", "shop/backup-28930140", {})
+    assert logs.forgotten == [JOB_UID]
+
+
+def test_a_failed_run_whose_log_is_not_read_yet_ships_at_once_without_it() -> None:
+    pods = JobPods()
+    pods.observe(job_pod("backup-28930140-aaaaa", exited(1, "Error", "2026-12-02T02:01:00Z")))
+    logs = FetchLogs(None)
+    [record] = JobExecutionNormalizer(pods).upserts(job(conditions=BACKOFF_FAILED), context(logs))
+    assert (record.data["status"], record.data["exit_code"]) == ("failed", 1)
+    assert record.data["logs"] is None
+    assert logs.calls == [("shop", "backup-28930140-aaaaa", "backup", 200)]
 
 
 def test_no_log_is_read_when_the_switch_is_off() -> None:
@@ -268,27 +284,6 @@ def test_no_log_is_read_when_the_switch_is_off() -> None:
     assert record.data["pod"] == "backup-28930140-aaaaa"
     assert record.data["logs"] is None
     assert logs.calls == []
-
-
-def test_a_log_that_cannot_be_read_is_not_asked_for_again() -> None:
-    pods = JobPods()
-    pods.observe(job_pod("backup-28930140-aaaaa", exited(1, "Error", "2026-12-02T02:01:00Z")))
-    logs = FetchLogs(None)
-    normalizer = JobExecutionNormalizer(pods)
-    for _ in range(3):
-        [record] = normalizer.upserts(job(conditions=BACKOFF_FAILED), context(logs))
-        assert record.data["logs"] is None
-    assert len(logs.calls) == 1
-
-
-def test_long_log_lines_are_cut() -> None:
-    pods = JobPods()
-    pods.observe(job_pod("backup-28930140-aaaaa", exited(1, "Error", "2026-12-02T02:01:00Z")))
-    logs = FetchLogs(["x" * 10_000, "short"])
-    [record] = JobExecutionNormalizer(pods).upserts(job(conditions=BACKOFF_FAILED), context(logs))
-    first, second = record.data["logs"]
-    assert len(first.encode()) < 2100
-    assert second == "short"
 
 
 def test_deadline_exceeded_points_at_the_pod_that_was_still_running() -> None:

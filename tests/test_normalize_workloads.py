@@ -96,7 +96,6 @@ LOOKUPS = StubLookups(
 )
 CTX = Context(
     lookups=LOOKUPS,
-    fetch_logs=lambda namespace, pod, container, lines: None,
     ignore_node_labels=frozenset({"kubernetes.io/hostname", "example.com/*"}),
 )
 
@@ -1236,7 +1235,7 @@ def test_minimal_objects_decode_and_normalize() -> None:
 
 def test_deployment_without_relations() -> None:
     bare = StubLookups()
-    ctx = Context(lookups=bare, fetch_logs=CTX.fetch_logs)
+    ctx = Context(lookups=bare)
     raw = copy.deepcopy(DEPLOYMENT)
     del raw["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
     raw["metadata"]["labels"] = {"app": "web"}
@@ -1266,7 +1265,7 @@ def _replicaset(**changes: Any) -> dict:
 def test_revision_status_and_type() -> None:
     old = _replicaset(name="web-5f4d3c2b1")
     assert only(run(revision.NORMALIZER, old)).data["status"] == "old"
-    unknown = Context(lookups=StubLookups(), fetch_logs=CTX.fetch_logs)
+    unknown = Context(lookups=StubLookups())
     assert only(run(revision.NORMALIZER, REPLICASET, unknown)).data["status"] == "unknown"
 
     plain = _replicaset(annotations={"deployment.kubernetes.io/revision": "4"})
@@ -1304,7 +1303,6 @@ def test_node_labels_are_filtered_but_location_still_read() -> None:
     }
     ctx = Context(
         lookups=LOOKUPS,
-        fetch_logs=CTX.fetch_logs,
         ignore_node_labels=frozenset({"topology.kubernetes.io/*"}),
     )
     data = only(run(node.NORMALIZER, raw, ctx)).data
@@ -1335,7 +1333,7 @@ def test_relinking_a_kept_record_equals_normalizing_the_object_again(
 ) -> None:
     # The collector keeps only a record's data; when Services, HPAs or the current revision
     # change it relinks that data instead of normalizing an object it no longer holds.
-    alone = Context(lookups=StubLookups(), fetch_logs=lambda *args: None)
+    alone = Context(lookups=StubLookups())
     before = only(run(normalizer, raw, alone))
     obj = msgspec.json.decode(msgspec.json.encode(raw), type=normalizer.struct)
     relinked = normalizer.relink(dict(before.data), obj.metadata, LOOKUPS)

@@ -342,7 +342,7 @@ def test_errors_of_a_deployment_pod_attach_to_its_revision_with_counts() -> None
 def test_an_old_revision_pod_names_its_replicaset_without_a_number() -> None:
     lookups = Lookups()
     lookups.deployments[("shop", "web-55f8d9c7b")] = "web"
-    ctx = Context(lookups=lookups, fetch_logs=lambda *args: None)
+    ctx = Context(lookups=lookups)
     doc = crash_looping()
     doc["metadata"]["ownerReferences"][0]["name"] = "web-55f8d9c7b"
     [record] = PodErrorNormalizer().upserts(decode(doc), ctx)

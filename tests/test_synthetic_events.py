@@ -113,7 +113,7 @@ def test_the_synthetic_events_become_their_pod_errors(cluster: list[Obj]) -> Non
     store = StateStore()
     pods = PodErrorNormalizer(store.pods)
     events = PodEventNormalizer(pods, store.events, Filters())
-    ctx = Context(lookups=Owners(of_kind(cluster, "ReplicaSet")), fetch_logs=lambda *args: None)
+    ctx = Context(lookups=Owners(of_kind(cluster, "ReplicaSet")))
     for pod in of_kind(cluster, "Pod"):
         pods.upserts(msgspec.convert(pod, Pod), ctx)
     records = [

@@ -3,8 +3,9 @@
 A normalizer turns one decoded Kubernetes object into the records the contract defines
 for it. It copies only allow-listed fields (see `collector.sanitize`), never the object as
 a whole, and never performs I/O of its own: relationships come from `Lookups` (indexes
-the collector keeps from other kinds) and the few reads it needs (failed Job logs) come
-through `Context.fetch_logs` and `Context.fetch_secret`.
+the collector keeps from other kinds) and the few reads it needs come through the `Context`:
+`fetch_secret` (Helm releases) and `job_logs` (failed Job logs, read on a worker of their
+own: asking never blocks).
 """
 
 from __future__ import annotations
@@ -53,8 +54,41 @@ class Lookups(Protocol):
     def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None: ...
 
 
-FetchLogs = Callable[[str, str, str, int], list[str] | None]
-"""(namespace, pod, container, lines) -> the last lines of that container's log, or None."""
+@dataclass(frozen=True, slots=True)
+class LogRequest:
+    """The log a failed Job's record wants: the last `lines` lines of one pod's container."""
+
+    job_uid: str
+    job_key: str
+    namespace: str
+    pod: str
+    container: str
+    lines: int
+
+
+class JobLogs(Protocol):
+    """Failed Jobs' logs, read off the informers' threads (`collector.job_logs`)."""
+
+    def lines(self, request: LogRequest) -> list[str] | None:
+        """The lines read for this log; None while they are not (a read is then asked for).
+        Never blocks."""
+        ...
+
+    def forget(self, job_uid: str) -> None:
+        """The Job is gone: its pending read is dropped and its lines forgotten."""
+
+
+class _NoJobLogs:
+    """Where no log is ever read (a context built for one normalizer)."""
+
+    def lines(self, request: LogRequest) -> None:
+        return None
+
+    def forget(self, job_uid: str) -> None:
+        return None
+
+
+NO_JOB_LOGS = _NoJobLogs()
 
 FetchSecret = Callable[[str, str], bytes | bytearray | None]
 """(namespace, name) -> the Secret as the API serves it now (JSON), or None when it is gone.
@@ -78,7 +112,7 @@ def _no_secrets(namespace: str, name: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Context:
     lookups: Lookups
-    fetch_logs: FetchLogs
+    job_logs: JobLogs = NO_JOB_LOGS
     fetch_secret: FetchSecret = _no_secrets
     ignore_node_labels: frozenset[str] = frozenset()
     collect_job_logs: bool = True

@@ -14,24 +14,23 @@ The index keeps only pods owned by a Job, reduced to names and terminated contai
 Pods usually reach their final state before the Job does, so the failing pod is known when
 the Job turns failed; if not, the record says so (nulls) until the Job's next update.
 
-Logs are read through `Context.fetch_logs` only for failed runs and only when
-`Context.collect_job_logs` is on, once per Job uid: the lines are kept (for a bounded
-number of Jobs) so later updates of the same Job carry the same record instead of reading
-the log again. A failed or refused read gives `logs: null` and is not retried.
+Logs are asked for only for failed runs and only when `Context.collect_job_logs` is on,
+through `Context.job_logs`, which never blocks (`collector.job_logs` reads them on a worker
+of its own): until the log has been read the record says `logs: null`, and once it has,
+the collector builds the record again, now with the lines. A Job deleted meanwhile is
+forgotten there.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import structlog
 
 from collector.model import ObjectMeta, delete, upsert
-from collector.normalize.base import Context
+from collector.normalize.base import Context, LogRequest
 from collector.normalize.pod_error import (
     Pod,
     is_error_termination,
@@ -42,12 +41,9 @@ from collector.normalize.pod_error import (
 from collector.sanitize import Condition, truncate
 from shipper.records import Record
 
-log = structlog.get_logger("collector.job_execution")
-
 KIND = "job_execution"
 LOG_LINES = 200
 MAX_LOG_LINE_BYTES = 2048  # a record must fit a batch even when a log is one huge line
-LOG_CACHE_JOBS = 1000  # failed Jobs whose log lines are kept (a CronJob keeps 1 by default)
 
 
 class JobStatus(msgspec.Struct, rename="camel", frozen=True):
@@ -167,12 +163,8 @@ class JobExecutionNormalizer:
     source = "Job"
     struct = Job
 
-    def __init__(self, pods: JobPods, *, log_cache_jobs: int = LOG_CACHE_JOBS) -> None:
+    def __init__(self, pods: JobPods) -> None:
         self._pods = pods
-        self._log_cache_jobs = log_cache_jobs
-        self._lock = threading.Lock()
-        # job uid -> the lines read for its failed run (None: the read gave nothing).
-        self._logs: OrderedDict[str, list[str] | None] = OrderedDict()
 
     def upserts(self, obj: Job, ctx: Context) -> list[Record]:
         cronjob = _cronjob_of(obj.metadata)
@@ -224,8 +216,7 @@ class JobExecutionNormalizer:
         return [upsert(KIND, meta, data)]
 
     def deletes(self, obj: Job, ctx: Context) -> list[Record]:
-        with self._lock:
-            self._logs.pop(obj.metadata.uid, None)
+        ctx.job_logs.forget(obj.metadata.uid)
         if _cronjob_of(obj.metadata) is None:
             return []
         return [delete(KIND, obj.metadata)]
@@ -233,31 +224,16 @@ class JobExecutionNormalizer:
     def _logs_of(self, job: Job, culprit: _Culprit | None, ctx: Context) -> list[str] | None:
         if not ctx.collect_job_logs or culprit is None or culprit.container is None:
             return None
-        uid = job.metadata.uid
-        with self._lock:
-            if uid in self._logs:
-                self._logs.move_to_end(uid)
-                return self._logs[uid]
-        namespace = job.metadata.namespace or ""
-        try:
-            lines = ctx.fetch_logs(namespace, culprit.pod, culprit.container, LOG_LINES)
-        except Exception as e:  # a broken reader must not cost the record itself
-            log.warning(
-                "job_logs_unavailable",
-                namespace=namespace,
-                job=job.metadata.name,
-                pod=culprit.pod,
-                error=type(e).__name__,
-            )
-            lines = None
-        kept = None
-        if lines is not None:
-            kept = [truncate(line, MAX_LOG_LINE_BYTES) for line in lines[-LOG_LINES:]]
-        with self._lock:
-            self._logs[uid] = kept
-            while len(self._logs) > self._log_cache_jobs:
-                self._logs.popitem(last=False)
-        return kept
+        meta = job.metadata
+        request = LogRequest(
+            job_uid=meta.uid,
+            job_key=meta.key,
+            namespace=meta.namespace or "",
+            pod=culprit.pod,
+            container=culprit.container,
+            lines=LOG_LINES,
+        )
+        return ctx.job_logs.lines(request)
 
 
 def _cronjob_of(meta: ObjectMeta) -> str | None:
