@@ -774,7 +774,7 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     """The status a create starts with: Go's zero status as JSON (only fields without
     `omitempty` show), or what the kind's strategy sets in PrepareForCreate."""
     if resource.kind == "HorizontalPodAutoscaler":
-        return {"desiredReplicas": 0}
+        return {"currentMetrics": None, "desiredReplicas": 0}
     if resource.kind == "Pod":
         return {"phase": "Pending"}
     return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
