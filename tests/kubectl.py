@@ -6,11 +6,16 @@ against a FakeKube shared by a test module, over https with the fake's CA and a 
 token, as a user's kubeconfig would. A kubectl of another version is not accepted: its
 output and the requests it sends differ. Without one, the tests that need it skip and say
 how to install it; everything else still runs.
+
+`target` runs a test twice, against the fake and against the real control plane (the real
+tier), each time in a namespace of the test's own, so kubectl's output and the objects it
+leaves can be held to be the same on both.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import queue
@@ -22,11 +27,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
-from sandbox.kube import FakeKube
+from sandbox.kube import FakeKube, resources
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLER = ROOT / "scripts" / "install_kubectl.py"
@@ -183,3 +188,72 @@ def streaming(kubectl: Kubectl) -> Iterator[Callable[..., Streaming]]:
     yield start
     for process in started:
         process.stop()
+
+
+class Api(Protocol):
+    """What a test reads and writes on either server, in `ControlPlane`'s terms."""
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any: ...
+
+
+@dataclass
+class FakeApi:
+    """FakeKube in `ControlPlane`'s terms (objects named by apiVersion and kind)."""
+
+    kube: FakeKube
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.create(obj)
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
+        resource = resources.for_object({"apiVersion": api_version, "kind": kind})
+        return self.kube.get(resource, namespace, name)
+
+
+@dataclass
+class Target:
+    """kubectl pointed at one server, in a fresh namespace of the test's own (the context's
+    namespace), and that server's API as the admin."""
+
+    name: str  # "fake" or "real"
+    kubectl: Kubectl
+    namespace: str
+    api: Api
+
+    def unique(self, prefix: str) -> str:
+        """A cluster-wide name no other test uses (for cluster-scoped objects)."""
+        return f"{prefix}-{self.namespace}"
+
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.real)])
+def target(
+    request: pytest.FixtureRequest,
+    kubectl_binary: Path,
+    kubectl_kube: FakeKube,
+    tmp_path: Path,
+) -> Target:
+    """The test once against the fake (reset, with the namespaces a cluster starts with)
+    and once against the session's real control plane."""
+    config = tmp_path / "kubeconfig"
+    if request.param == "fake":
+        kubectl_kube.reset()
+        namespace = f"k-{next(_namespaces)}"
+        for name in (*STARTING_NAMESPACES, namespace):
+            kubectl_kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            )
+        kubectl_kube.kubeconfig(config, namespace=namespace, tls=True)
+        api: Api = FakeApi(kubectl_kube)
+    else:
+        plane = request.getfixturevalue("control_plane")
+        namespace = request.getfixturevalue("real_namespace")("k")
+        plane.kubeconfig(config, namespace=namespace)
+        api = plane
+    return Target(
+        request.param, Kubectl(kubectl_binary, config, tmp_path / "cache"), namespace, api
+    )

@@ -3,9 +3,8 @@ kube-apiserver would make kubectl print and do.
 
 Each test runs a kubectl command as the kubectl reference documents it
 (https://kubernetes.io/docs/reference/kubectl/) and asserts kubectl's output, exit status
-and the cluster's state afterwards. kubectl's typed commands (`create namespace`,
-`create deployment`) send protobuf bodies, which the fake does not speak, so objects are
-made from YAML manifests (`create -f`, `apply -f`) or through the fake's Python side.
+and the cluster's state afterwards. The tests taking `target` run against a real
+kube-apiserver as well, asserting the same there.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import pytest
 
 from sandbox import objects
 from sandbox.kube import FakeKube
-from tests.kubectl import Kubectl, Streaming
+from tests.kubectl import Kubectl, Streaming, Target
 from tests.waiting import wait_until
 
 DNS_SUBDOMAIN_MESSAGE = (
@@ -627,3 +626,137 @@ def test_a_token_revoked_after_discovery_is_unauthorized(
     cluster.remove_token(cluster.token)
     err = kubectl.fails("get", "configmaps")
     assert err == "error: You must be logged in to the server (Unauthorized)\n"
+
+
+# --- typed commands, on the fake and on a real server -------------------------------------
+# kubectl's typed commands send protobuf (Content-Type: application/vnd.kubernetes.protobuf)
+# and do not fall back to JSON on a 415: each runs against both servers, which must print
+# the same and leave the same object.
+# https://kubernetes.io/docs/reference/using-api/api-concepts/#protobuf-encoding
+
+
+def as_made(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without what differs between any two servers (its identity, times and
+    status) or what the real server's controllers add later; its field managers kept as
+    (manager, operation)."""
+    metadata = dict(obj["metadata"])
+    managers = [
+        (m["manager"], m["operation"])
+        for m in metadata.pop("managedFields", [])
+        if m["manager"] != "kube-controller-manager"
+    ]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "namespace"):
+        metadata.pop(key, None)
+    annotations = {
+        key: value
+        for key, value in metadata.pop("annotations", {}).items()
+        if key != "deployment.kubernetes.io/revision"  # the Deployment controller's
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    made = {key: value for key, value in obj.items() if key != "status"}
+    return made | {"metadata": metadata, "managers": managers}
+
+
+def test_create_configmap_from_a_literal_makes_the_same_config_map_on_both_servers(
+    target: Target,
+) -> None:
+    out = target.kubectl.ok("create", "configmap", "settings", "--from-literal=mode=fast")
+    assert out == "configmap/settings created\n"
+    made = target.api.get("v1", "ConfigMap", target.namespace, "settings")
+    assert as_made(made) == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings"},
+        "data": {"mode": "fast"},
+        "managers": [("kubectl-create", "Update")],
+    }
+
+
+def test_create_deployment_makes_the_same_defaulted_deployment_on_both_servers(
+    target: Target,
+) -> None:
+    out = target.kubectl.ok("create", "deployment", "web", "--image=nginx")
+    assert out == "deployment.apps/web created\n"
+    made = target.api.get("apps/v1", "Deployment", target.namespace, "web")
+    container = {
+        "image": "nginx",
+        "imagePullPolicy": "Always",
+        "name": "nginx",
+        "resources": {},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
+    assert as_made(made) == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}, "generation": 1},
+        "spec": {
+            "progressDeadlineSeconds": 600,
+            "replicas": 1,
+            "revisionHistoryLimit": 10,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+                "type": "RollingUpdate",
+            },
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [container],
+                    "dnsPolicy": "ClusterFirst",
+                    "restartPolicy": "Always",
+                    "schedulerName": "default-scheduler",
+                    "securityContext": {},
+                    "terminationGracePeriodSeconds": 30,
+                },
+            },
+        },
+        "managers": [("kubectl-create", "Update")],
+    }
+
+
+def test_autoscale_makes_the_same_hpa_on_both_servers(target: Target) -> None:
+    target.kubectl.ok("create", "deployment", "web", "--image=nginx")
+    out = target.kubectl.ok("autoscale", "deployment", "web", "--min=2", "--max=5")
+    assert out == "horizontalpodautoscaler.autoscaling/web autoscaled\n"
+    made = target.api.get("autoscaling/v2", "HorizontalPodAutoscaler", target.namespace, "web")
+    assert as_made(made) == {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {
+            "maxReplicas": 5,
+            "metrics": [
+                {
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"averageUtilization": 80, "type": "Utilization"},
+                    },
+                    "type": "Resource",
+                }
+            ],
+            "minReplicas": 2,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        },
+        "managers": [("kubectl-autoscale", "Update")],
+    }
+
+
+def test_create_namespace_makes_the_same_active_namespace_on_both_servers(
+    target: Target,
+) -> None:
+    name = target.unique("made")
+    try:
+        assert target.kubectl.ok("create", "namespace", name) == f"namespace/{name} created\n"
+        made = target.api.get("v1", "Namespace", None, name)
+    finally:
+        target.kubectl.run("delete", "namespace", name, "--wait=false")
+    assert made["status"] == {"phase": "Active"}
+    assert as_made(made) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "managers": [("kubectl-create", "Update")],
+    }
