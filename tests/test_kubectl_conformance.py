@@ -9,17 +9,21 @@ kube-apiserver as well, asserting the same there.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import subprocess
+import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox import objects
-from sandbox.kube import FakeKube
-from tests.kubectl import Kubectl, Streaming, Target
+from sandbox.kube import FakeKube, auth
+from tests.kubectl import COMMAND_TIMEOUT, ROOT, Kubectl, Streaming, Target
 from tests.waiting import wait_until
 
 DNS_SUBDOMAIN_MESSAGE = (
@@ -760,3 +764,59 @@ def test_create_namespace_makes_the_same_active_namespace_on_both_servers(
         "spec": {"finalizers": ["kubernetes"]},
         "managers": [("kubectl-create", "Update")],
     }
+
+
+# --- the fake from its command line -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def served(kubectl_binary: Path, tmp_path: Path, *switches: str) -> Iterator[Kubectl]:
+    """`python -m sandbox.kube --kubeconfig FILE *switches`, and kubectl with that file."""
+    config = tmp_path / "served-kubeconfig"
+    command = [sys.executable, "-m", "sandbox.kube", "--kubeconfig", str(config), *switches]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("URL http://127.0.0.1:")
+        yield Kubectl(kubectl_binary, config, tmp_path / "cache")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=COMMAND_TIMEOUT)
+    assert process.returncode == 0, stderr
+
+
+def test_the_command_lines_kubeconfig_gets_kubectl_in_over_tls_as_on_a_cluster(
+    kubectl_binary: Path, tmp_path: Path
+) -> None:
+    switches = ("--user-token", "other-token=alice", "--controller", "horizontal-pod-autoscaler")
+    with served(kubectl_binary, tmp_path, *switches) as kubectl:
+        cluster = json.loads(kubectl.kubeconfig.read_text())["clusters"][0]["cluster"]
+        assert cluster["server"].startswith("https://127.0.0.1:")
+        assert "certificate-authority-data" in cluster
+        listed = kubectl.ok("get", "namespaces", "-o", "name").split()
+        assert listed == ["namespace/default", "namespace/kube-public", "namespace/kube-system"]
+        assert kubectl.ok("--token=other-token", "get", "ns", "default", "-o", "name") == (
+            "namespace/default\n"
+        )
+        # The HPA controller runs: an HPA's minimum lifts its Deployment's replicas.
+        kubectl.ok("create", "deployment", "web", "--image=nginx")
+        kubectl.ok("autoscale", "deployment", "web", "--min=2", "--max=5")
+        assert kubectl.ok("get", "deployment", "web", "-o", "jsonpath={.spec.replicas}") == "2"
+        # Discovery is cached by now, so the list itself meets the 401.
+        err = kubectl.fails("--token=unknown", "get", "ns")
+        assert err == "error: You must be logged in to the server (Unauthorized)\n"
+
+
+def test_the_command_lines_rbac_switch_authorizes_each_token_as_its_user(
+    kubectl_binary: Path, tmp_path: Path
+) -> None:
+    switches = ("--rbac", "--token", "mine", "--user-token", "other-token=alice")
+    with served(kubectl_binary, tmp_path, *switches) as kubectl:
+        for token, user in (("mine", auth.DEFAULT_USER), ("other-token", "alice")):
+            err = kubectl.fails(f"--token={token}", "get", "namespaces")
+            assert err == (
+                f'Error from server (Forbidden): namespaces is forbidden: User "{user}" '
+                'cannot list resource "namespaces" in API group "" at the cluster scope\n'
+            )
