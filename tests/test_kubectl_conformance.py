@@ -766,6 +766,73 @@ def test_create_namespace_makes_the_same_active_namespace_on_both_servers(
     }
 
 
+# --- server-side apply, on the fake and on a real server -----------------------------------
+# https://kubernetes.io/docs/reference/using-api/server-side-apply/
+
+CONFLICT_ADVICE = """\
+Please review the fields above--they currently have other managers. Here
+are the ways you can resolve this warning:
+* If you intend to manage all of these fields, please re-run the apply
+  command with the `--force-conflicts` flag.
+* If you do not intend to manage all of the fields, please edit your
+  manifest to remove references to the fields that should keep their
+  current managers.
+* You may co-own fields by updating your manifest to match the existing
+  value; in this case, you'll become the manager if the other manager(s)
+  stop managing the field (remove it from their configuration).
+See https://kubernetes.io/docs/reference/using-api/server-side-apply/#conflicts
+"""
+
+
+def field_managers(obj: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    return [(m["manager"], m["operation"], m["fieldsV1"]) for m in obj["metadata"]["managedFields"]]
+
+
+def test_server_side_apply_conflicts_forces_and_prunes_as_on_a_real_server(
+    target: Target, tmp_path: Path
+) -> None:
+    kubectl = target.kubectl
+    mine = manifest(
+        tmp_path,
+        "mine.yaml",
+        SETTINGS.replace("name: settings", "name: settings\n      labels: {team: shop}"),
+    )
+    theirs = manifest(tmp_path, "theirs.yaml", SETTINGS.replace("fast", "slow"))
+    applied = "configmap/settings serverside-applied\n"
+    assert kubectl.ok("apply", "--server-side", "-f", mine) == applied
+    assert kubectl.ok("apply", "--server-side", "-f", mine) == applied
+    other = ("apply", "--server-side", "--field-manager=other", "-f", theirs)
+    done = kubectl.run(*other)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        'error: Apply failed with 1 conflict: conflict with "kubectl": .data.mode\n'
+        + CONFLICT_ADVICE
+    )
+    assert kubectl.ok(*other, "--force-conflicts") == applied
+    # The forced field moved to `other`; `kubectl` no longer applying the label prunes it.
+    nothing = SETTINGS.split("    data:")[0]
+    kubectl.ok("apply", "--server-side", "-f", manifest(tmp_path, "none.yaml", nothing))
+    made = target.api.get("v1", "ConfigMap", target.namespace, "settings")
+    assert made["data"] == {"mode": "slow"}
+    assert "labels" not in made["metadata"]
+    assert field_managers(made) == [
+        ("other", "Apply", {"f:data": {"f:mode": {}}}),
+    ]
+
+
+def test_server_side_apply_over_a_created_field_names_the_updater_and_its_version(
+    target: Target, tmp_path: Path
+) -> None:
+    target.kubectl.ok("create", "configmap", "settings", "--from-literal=mode=slow")
+    done = target.kubectl.run(
+        "apply", "--server-side", "-f", manifest(tmp_path, "s.yaml", SETTINGS)
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        'error: Apply failed with 1 conflict: conflict with "kubectl-create" using v1: .data.mode'
+    )
+
+
 # --- the fake from its command line -------------------------------------------------------
 
 
