@@ -31,7 +31,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from sandbox.kube import FakeKube, resources
+from sandbox.controlplane import ControlPlane
+from sandbox.kube import FakeKube, RequestRecord, auth, resources
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLER = ROOT / "scripts" / "install_kubectl.py"
@@ -87,7 +89,8 @@ def kubectl_binary() -> Path:
 
 @pytest.fixture(scope="module")
 def kubectl_kube() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
+    # The garbage collector runs, as in every cluster.
+    with FakeKube(controllers=["garbage-collector"]) as kube:
         yield kube
 
 
@@ -177,11 +180,11 @@ def kubectl(kubectl_binary: Path, kubectl_kube: FakeKube, tmp_path: Path) -> Ite
 
 
 @pytest.fixture
-def streaming(kubectl: Kubectl) -> Iterator[Callable[..., Streaming]]:
-    """Start a long-running kubectl; it is killed when the test ends."""
+def streaming() -> Iterator[Callable[..., Streaming]]:
+    """Start a long-running kubectl (`start(kubectl, *args)`); killed when the test ends."""
     started: list[Streaming] = []
 
-    def start(*args: str) -> Streaming:
+    def start(kubectl: Kubectl, *args: str) -> Streaming:
         started.append(Streaming(kubectl.command(*args)))
         return started[-1]
 
@@ -197,6 +200,12 @@ class Api(Protocol):
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any: ...
 
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any: ...
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any
+    ) -> Any: ...
+
 
 @dataclass
 class FakeApi:
@@ -208,23 +217,66 @@ class FakeApi:
         return self.kube.create(obj)
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
-        resource = resources.for_object({"apiVersion": api_version, "kind": kind})
-        return self.kube.get(resource, namespace, name)
+        return self.kube.get(_resource(api_version, kind), namespace, name)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
+        return self.kube.list(_resource(api_version, kind), namespace)
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any
+    ) -> Any:
+        return self.kube.patch(_resource(api_version, kind), namespace, name, patch)
+
+
+def _resource(api_version: str, kind: str) -> resources.Resource:
+    return resources.for_object({"apiVersion": api_version, "kind": kind})
+
+
+# ConfigMaps a real cluster's controllers put in every namespace: the root CA publisher's
+# (upstream), and one the real tier's OpenShift-derived build adds. The fake has neither.
+PUBLISHED_CONFIG_MAPS = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
 
 
 @dataclass
 class Target:
     """kubectl pointed at one server, in a fresh namespace of the test's own (the context's
-    namespace), and that server's API as the admin."""
+    namespace), that server's API as the admin, and the requests it saw from the mark on."""
 
     name: str  # "fake" or "real"
     kubectl: Kubectl
     namespace: str
     api: Api
+    version: str  # the server's gitVersion
+    requests: Callable[[], list[RequestRecord]]  # kubectl's (its user's), since the mark
+    mark: Callable[[], None]  # forget the requests seen so far
 
     def unique(self, prefix: str) -> str:
         """A cluster-wide name no other test uses (for cluster-scoped objects)."""
         return f"{prefix}-{self.namespace}"
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create `obj` in the test's namespace (unless it names one or is cluster-wide)."""
+        if resources.for_object(obj).namespaced:
+            obj = {**obj, "metadata": {"namespace": self.namespace, **obj["metadata"]}}
+        return self.api.create(obj)
+
+    def names(self, api_version: str, kind: str) -> list[str]:
+        """The names in the test's namespace, without the servers' published ConfigMaps."""
+        listed = self.api.list(api_version, kind, self.namespace)
+        return sorted(
+            name
+            for name in (obj["metadata"]["name"] for obj in listed)
+            if name not in PUBLISHED_CONFIG_MAPS
+        )
+
+    def wait_for_watch(self, resource: str) -> None:
+        """Until a watch on `resource` (plural) is open on the server."""
+        wait_until(
+            lambda: any(
+                r.path.endswith(f"/{resource}") and r.query.get("watch") in ("true", "1")
+                for r in self.requests()
+            )
+        )
 
 
 _namespaces = itertools.count(1)
@@ -241,19 +293,34 @@ def target(
     and once against the session's real control plane."""
     config = tmp_path / "kubeconfig"
     if request.param == "fake":
-        kubectl_kube.reset()
+        kube = kubectl_kube
+        kube.reset()
         namespace = f"k-{next(_namespaces)}"
         for name in (*STARTING_NAMESPACES, namespace):
-            kubectl_kube.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            )
-        kubectl_kube.kubeconfig(config, namespace=namespace, tls=True)
-        api: Api = FakeApi(kubectl_kube)
-    else:
-        plane = request.getfixturevalue("control_plane")
-        namespace = request.getfixturevalue("real_namespace")("k")
-        plane.kubeconfig(config, namespace=namespace)
-        api = plane
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        kube.kubeconfig(config, namespace=namespace, tls=True)
+        kubectl = Kubectl(kubectl_binary, config, tmp_path / "cache")
+        api = FakeApi(kube)
+
+        def seen() -> list[RequestRecord]:
+            return [r for r in kube.requests if r.user == auth.DEFAULT_USER]
+
+        return Target("fake", kubectl, namespace, api, kube.git_version, seen, kube.clear_requests)
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    namespace = request.getfixturevalue("real_namespace")("k")
+    plane.kubeconfig(config, namespace=namespace)
+    kubectl = Kubectl(kubectl_binary, config, tmp_path / "cache")
+    since = [plane.audit_mark()]
+
+    def mark() -> None:
+        since[0] = plane.audit_mark()
+
     return Target(
-        request.param, Kubectl(kubectl_binary, config, tmp_path / "cache"), namespace, api
+        "real",
+        kubectl,
+        namespace,
+        plane,
+        plane.version,
+        lambda: plane.requests(since[0], agent="kubectl/"),
+        mark,
     )
