@@ -742,6 +742,29 @@ def test_create_configmap_from_a_literal_makes_the_same_config_map_on_both_serve
     }
 
 
+def test_create_secret_generic_makes_the_same_opaque_secret_on_both_servers(
+    target: Target,
+) -> None:
+    out = target.kubectl.ok("create", "secret", "generic", "creds", "--from-literal=key=s3")
+    assert out == "secret/creds created\n"
+    made = target.api.get("v1", "Secret", target.namespace, "creds")
+    assert as_made(made) == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds"},
+        "data": {"key": "czM="},  # base64 of s3
+        "type": "Opaque",
+        "managers": [("kubectl-create", "Update")],
+    }
+
+
+def test_auth_can_i_asks_the_server_and_prints_its_answer_on_both_servers(
+    target: Target,
+) -> None:
+    # A SelfSubjectAccessReview; the fake's RBAC is off and the real tier's user an admin.
+    assert target.kubectl.ok("auth", "can-i", "create", "configmaps") == "yes\n"
+
+
 def test_create_deployment_makes_the_same_defaulted_deployment_on_both_servers(
     target: Target,
 ) -> None:

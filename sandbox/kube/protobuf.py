@@ -1,13 +1,13 @@
 """Kubernetes protobuf bodies read as the JSON a client would have sent instead.
 
 kube-apiserver decodes protobuf for every built-in kind, and kubectl's typed commands
-(`create configmap`, `create deployment`, `create namespace`, `autoscale`, `auth can-i`)
-send nothing else: client-go does not fall back to JSON on a 415. A body is the magic
-`k8s\\x00`, then a `runtime.Unknown` (1: the TypeMeta, apiVersion and kind; 2: the object's
-bytes). The object is read by the wire format alone against a table of field numbers
-(those of k8s.io/api's generated.proto) for the kinds those commands create: ConfigMap,
-Namespace, Deployment and autoscaling/v2 HorizontalPodAutoscaler, and the messages in
-them a typed command fills.
+(`create configmap`, `create secret generic`, `create deployment`, `create namespace`,
+`autoscale`, `auth can-i`) send nothing else: client-go does not fall back to JSON on a
+415. A body is the magic `k8s\\x00`, then a `runtime.Unknown` (1: the TypeMeta, apiVersion
+and kind; 2: the object's bytes). The object is read by the wire format alone against a
+table of field numbers (those of k8s.io/api's generated.proto) for the kinds those
+commands create: ConfigMap, Secret, Namespace, Deployment and autoscaling/v2
+HorizontalPodAutoscaler, and the messages in them a typed command fills.
 
 The JSON is what encoding/json makes of the Go object decoded: a string, number or bool
 left at its zero value is omitted (`omitempty`), except for the pointers and required
@@ -247,6 +247,13 @@ KINDS: dict[tuple[str, str], Message] = {
         2: Field("data", "map"),
         3: Field("binaryData", "map:bytes"),
         4: Field("immutable", "bool", keep=True),
+    },
+    ("v1", "Secret"): {
+        1: Field("metadata", OBJECT_META),
+        2: Field("data", "map:bytes"),
+        3: Field("type", "string"),
+        4: Field("stringData", "map"),
+        5: Field("immutable", "bool", keep=True),
     },
     ("v1", "Namespace"): {
         1: Field("metadata", OBJECT_META),
