@@ -211,16 +211,21 @@ def test_get_prints_the_servers_table_columns_for_config_maps(target: Target) ->
     assert columns(row)[:2] == ["settings", "2"]
 
 
-def test_get_prints_the_servers_table_columns_for_deployments(
-    kubectl: Kubectl, cluster: FakeKube
-) -> None:
-    # Fake only: the readiness printed comes from a status only the Deployment controller
-    # writes on a real server (the fake has none, so the test writes it).
-    # pkg/printers/internalversion/printers.go, deploymentColumnDefinitions.
-    cluster.create(deployment("web", replicas=3, ready=2))
-    header, row = kubectl.ok("get", "deployments").splitlines()
+def test_get_prints_the_servers_table_columns_for_deployments(target: Target) -> None:
+    # pkg/printers/internalversion/printers.go, deploymentColumnDefinitions. The status
+    # printed is the Deployment controller's: three replicas made, none ready (no kubelet).
+    target.kubectl.ok("create", "deployment", "web", "--image=nginx", "--replicas=3")
+    made = {"replicas": 3, "updatedReplicas": 3, "unavailableReplicas": 3}
+    if target.name == "fake":  # no Deployment controller: the test writes its status
+        target.api.patch("apps/v1", "Deployment", target.namespace, "web", {"status": made})
+
+    def status() -> Any:
+        return target.api.get("apps/v1", "Deployment", target.namespace, "web").get("status")
+
+    wait_until(lambda: (status() or {}).get("updatedReplicas") == 3, timeout=CASCADE_TIMEOUT)
+    header, row = target.kubectl.ok("get", "deployments").splitlines()
     assert columns(header) == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
-    assert columns(row)[:4] == ["web", "2/3", "3", "2"]
+    assert columns(row)[:4] == ["web", "0/3", "3", "0"]
 
 
 def test_get_prints_an_hpa_with_the_defaults_the_server_gave_it(
