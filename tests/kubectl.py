@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import pytest
 
 from sandbox.controlplane import ControlPlane
-from sandbox.kube import FakeKube, RequestRecord, auth, resources
+from sandbox.kube import FakeKube, RequestRecord, resources
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -247,7 +247,7 @@ class Target:
     namespace: str
     api: Api
     version: str  # the server's gitVersion
-    requests: Callable[[], list[RequestRecord]]  # kubectl's (its user's), since the mark
+    requests: Callable[[], list[RequestRecord]]  # kubectl's own, since the mark
     mark: Callable[[], None]  # forget the requests seen so far
 
     def unique(self, prefix: str) -> str:
@@ -300,12 +300,15 @@ def target(
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         kube.kubeconfig(config, namespace=namespace, tls=True)
         kubectl = Kubectl(kubectl_binary, config, tmp_path / "cache")
-        api = FakeApi(kube)
-
-        def seen() -> list[RequestRecord]:
-            return [r for r in kube.requests if r.user == auth.DEFAULT_USER]
-
-        return Target("fake", kubectl, namespace, api, kube.git_version, seen, kube.clear_requests)
+        return Target(
+            "fake",
+            kubectl,
+            namespace,
+            FakeApi(kube),
+            kube.git_version,
+            lambda: kube.requests,  # only kubectl's: the test's own writes are Python-side
+            kube.clear_requests,
+        )
     plane: ControlPlane = request.getfixturevalue("control_plane")
     namespace = request.getfixturevalue("real_namespace")("k")
     plane.kubeconfig(config, namespace=namespace)
