@@ -928,6 +928,46 @@ def test_server_side_apply_over_a_created_field_names_the_updater_and_its_versio
     )
 
 
+API = """\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: api}
+    spec:
+      replicas: 0
+      selector: {matchLabels: {app: api}}
+      template:
+        metadata: {labels: {app: api}}
+        spec:
+          containers: [{name: app, image: "nginx:1"}, {name: side, image: "envoy:1"}]
+"""
+
+
+def test_server_side_apply_of_a_list_conflicts_on_its_item_on_a_real_server_whole_on_the_fake(
+    target: Target, tmp_path: Path
+) -> None:
+    # A documented difference (docs/fake-kube.md): the fake owns a list as one field, where
+    # a real server owns each item of an associative list (containers by name).
+    mine = manifest(tmp_path, "mine.yaml", API)
+    only_app = API.replace(', {name: side, image: "envoy:1"}', "").replace("nginx:1", "nginx:2")
+    theirs = manifest(tmp_path, "theirs.yaml", only_app)
+    applied = "deployment.apps/api serverside-applied\n"
+    assert target.kubectl.ok("apply", "--server-side", "-f", mine) == applied
+    done = target.kubectl.run("apply", "--server-side", "--field-manager=other", "-f", theirs)
+    assert done.returncode == 1
+    field = ".spec.template.spec.containers"
+    if target.name == "real":
+        field += '[name="app"].image'
+    assert done.stderr.splitlines()[0] == (
+        f'error: Apply failed with 1 conflict: conflict with "kubectl": {field}'
+    )
+    made = target.api.get("apps/v1", "Deployment", target.namespace, "api")
+    containers = made["spec"]["template"]["spec"]["containers"]
+    assert [(c["name"], c["image"]) for c in containers] == [
+        ("app", "nginx:1"),
+        ("side", "envoy:1"),
+    ]
+
+
 # --- the fake from its command line -------------------------------------------------------
 
 
