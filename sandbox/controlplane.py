@@ -424,12 +424,18 @@ class ControlPlane:
                 if line.endswith(b"\n"):
                     yield json.loads(line)
 
-    def requests(self, since: int = 0, *, user: str | None = None) -> list[RequestRecord]:
+    def requests(
+        self, since: int = 0, *, user: str | None = None, agent: str | None = None
+    ) -> list[RequestRecord]:
         """The audit log after `since` as request records (one per request, at its last
-        stage), in the terms the fake's request log uses, optionally of one user."""
+        stage), in the terms the fake's request log uses, optionally of one user, or of
+        clients whose User-Agent starts with `agent` (`kubectl/`: kubectl's alone, not the
+        controllers' that share the admin's credentials)."""
         latest: dict[str, dict[str, Any]] = {}
         for event in self.audit(since):
-            if user is None or event["user"]["username"] == user:
+            if (user is None or event["user"]["username"] == user) and (
+                agent is None or str(event.get("userAgent", "")).startswith(agent)
+            ):
                 latest[event["auditID"]] = event
         return [record_of(event) for event in latest.values()]
 

@@ -6,11 +6,16 @@ against a FakeKube shared by a test module, over https with the fake's CA and a 
 token, as a user's kubeconfig would. A kubectl of another version is not accepted: its
 output and the requests it sends differ. Without one, the tests that need it skip and say
 how to install it; everything else still runs.
+
+`target` runs a test twice, against the fake and against the real control plane (the real
+tier), each time in a namespace of the test's own, so kubectl's output and the objects it
+leaves can be held to be the same on both.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import queue
@@ -22,11 +27,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
-from sandbox.kube import FakeKube
+from sandbox.controlplane import ControlPlane
+from sandbox.kube import FakeKube, RequestRecord, resources
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALLER = ROOT / "scripts" / "install_kubectl.py"
@@ -82,7 +89,8 @@ def kubectl_binary() -> Path:
 
 @pytest.fixture(scope="module")
 def kubectl_kube() -> Iterator[FakeKube]:
-    with FakeKube() as kube:
+    # The garbage collector runs, as in every cluster.
+    with FakeKube(controllers=["garbage-collector"]) as kube:
         yield kube
 
 
@@ -172,14 +180,150 @@ def kubectl(kubectl_binary: Path, kubectl_kube: FakeKube, tmp_path: Path) -> Ite
 
 
 @pytest.fixture
-def streaming(kubectl: Kubectl) -> Iterator[Callable[..., Streaming]]:
-    """Start a long-running kubectl; it is killed when the test ends."""
+def streaming() -> Iterator[Callable[..., Streaming]]:
+    """Start a long-running kubectl (`start(kubectl, *args)`); killed when the test ends."""
     started: list[Streaming] = []
 
-    def start(*args: str) -> Streaming:
+    def start(kubectl: Kubectl, *args: str) -> Streaming:
         started.append(Streaming(kubectl.command(*args)))
         return started[-1]
 
     yield start
     for process in started:
         process.stop()
+
+
+class Api(Protocol):
+    """What a test reads and writes on either server, in `ControlPlane`'s terms."""
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any: ...
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any: ...
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any
+    ) -> Any: ...
+
+
+@dataclass
+class FakeApi:
+    """FakeKube in `ControlPlane`'s terms (objects named by apiVersion and kind)."""
+
+    kube: FakeKube
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.create(obj)
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Any:
+        return self.kube.get(_resource(api_version, kind), namespace, name)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
+        return self.kube.list(_resource(api_version, kind), namespace)
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: Any
+    ) -> Any:
+        return self.kube.patch(_resource(api_version, kind), namespace, name, patch)
+
+
+def _resource(api_version: str, kind: str) -> resources.Resource:
+    return resources.for_object({"apiVersion": api_version, "kind": kind})
+
+
+# ConfigMaps a real cluster's controllers put in every namespace: the root CA publisher's
+# (upstream), and one the real tier's OpenShift-derived build adds. The fake has neither.
+PUBLISHED_CONFIG_MAPS = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
+
+
+@dataclass
+class Target:
+    """kubectl pointed at one server, in a fresh namespace of the test's own (the context's
+    namespace), that server's API as the admin, and the requests it saw from the mark on."""
+
+    name: str  # "fake" or "real"
+    kubectl: Kubectl
+    namespace: str
+    api: Api
+    version: str  # the server's gitVersion
+    requests: Callable[[], list[RequestRecord]]  # kubectl's own, since the mark
+    mark: Callable[[], None]  # forget the requests seen so far
+
+    def unique(self, prefix: str) -> str:
+        """A cluster-wide name no other test uses (for cluster-scoped objects)."""
+        return f"{prefix}-{self.namespace}"
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create `obj` in the test's namespace (unless it names one or is cluster-wide)."""
+        if resources.for_object(obj).namespaced:
+            obj = {**obj, "metadata": {"namespace": self.namespace, **obj["metadata"]}}
+        return self.api.create(obj)
+
+    def names(self, api_version: str, kind: str) -> list[str]:
+        """The names in the test's namespace, without the servers' published ConfigMaps."""
+        listed = self.api.list(api_version, kind, self.namespace)
+        return sorted(
+            name
+            for name in (obj["metadata"]["name"] for obj in listed)
+            if name not in PUBLISHED_CONFIG_MAPS
+        )
+
+    def wait_for_watch(self, resource: str) -> None:
+        """Until a watch on `resource` (plural) is open on the server."""
+        wait_until(
+            lambda: any(
+                r.path.endswith(f"/{resource}") and r.query.get("watch") in ("true", "1")
+                for r in self.requests()
+            )
+        )
+
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.real)])
+def target(
+    request: pytest.FixtureRequest,
+    kubectl_binary: Path,
+    kubectl_kube: FakeKube,
+    tmp_path: Path,
+) -> Target:
+    """The test once against the fake (reset, with the namespaces a cluster starts with)
+    and once against the session's real control plane."""
+    config = tmp_path / "kubeconfig"
+    if request.param == "fake":
+        kube = kubectl_kube
+        kube.reset()
+        namespace = f"k-{next(_namespaces)}"
+        for name in (*STARTING_NAMESPACES, namespace):
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        kube.kubeconfig(config, namespace=namespace, tls=True)
+        kubectl = Kubectl(kubectl_binary, config, tmp_path / "cache")
+        return Target(
+            "fake",
+            kubectl,
+            namespace,
+            FakeApi(kube),
+            kube.git_version,
+            lambda: kube.requests,  # only kubectl's: the test's own writes are Python-side
+            kube.clear_requests,
+        )
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    namespace = request.getfixturevalue("real_namespace")("k")
+    plane.kubeconfig(config, namespace=namespace)
+    kubectl = Kubectl(kubectl_binary, config, tmp_path / "cache")
+    since = [plane.audit_mark()]
+
+    def mark() -> None:
+        since[0] = plane.audit_mark()
+
+    return Target(
+        "real",
+        kubectl,
+        namespace,
+        plane,
+        plane.version,
+        lambda: plane.requests(since[0], agent="kubectl/"),
+        mark,
+    )

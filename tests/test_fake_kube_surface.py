@@ -277,20 +277,17 @@ def test_without_the_controller_an_hpa_changes_nothing(kube: FakeKube, http: htt
 
 # --- the media types of a body ---------------------------------------------------------------
 # staging/src/k8s.io/apiserver/pkg/endpoints/handlers/negotiation/negotiate.go
-# (NegotiateInputSerializerForMediaType) and errors.go (errUnsupportedMediaType); the
-# fake decodes no protobuf, as a custom resource's endpoint:
+# (NegotiateInputSerializerForMediaType) and errors.go (errUnsupportedMediaType):
 # https://kubernetes.io/docs/reference/using-api/api-concepts/#alternate-representations-of-resources
 
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 UNKNOWN_FORMAT = (
     "the body of the request was in an unknown format - accepted media types include: "
-    "application/json, application/yaml"
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf"
 )
 
 
-@pytest.mark.parametrize(
-    "content_type", ["application/vnd.kubernetes.protobuf", "text/plain", "application/cbor"]
-)
+@pytest.mark.parametrize("content_type", ["text/plain", "application/cbor"])
 def test_a_body_in_a_media_type_the_server_does_not_decode_is_415(
     content_type: str, kube: FakeKube, http: httpx.Client
 ) -> None:
@@ -303,7 +300,8 @@ def test_a_body_in_a_media_type_the_server_does_not_decode_is_415(
     assert kube.list("configmaps", NS) == []
 
 
-def test_delete_options_in_protobuf_are_415_too(kube: FakeKube, http: httpx.Client) -> None:
+def test_a_protobuf_body_that_is_no_object_is_400(kube: FakeKube, http: httpx.Client) -> None:
+    # The magic alone carries no kind: a real server answers 400 BadRequest.
     kube.create(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS}}
     )
@@ -313,7 +311,7 @@ def test_delete_options_in_protobuf_are_415_too(kube: FakeKube, http: httpx.Clie
         content=b"\x6b\x38\x73\x00",
         headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
     )
-    assert (answer.status_code, answer.json()["message"]) == (415, UNKNOWN_FORMAT)
+    assert (answer.status_code, answer.json()["reason"]) == (400, "BadRequest")
     assert http.delete(f"{CONFIGMAPS}/c").status_code == 200
 
 
@@ -708,3 +706,35 @@ def test_a_client_configuration_with_a_ca_bundle_speaks_verified_https(
     with client.ApiClient(configuration) as api:
         names = [n.metadata.name for n in client.CoreV1Api(api).list_namespace().items]
     assert names == [NS]
+
+
+def _field(number: int, value: bytes) -> bytes:
+    """A length-delimited protobuf field (lengths below 128 here)."""
+    return bytes([number << 3 | 2, len(value)]) + value
+
+
+def _protobuf_config_map(*data_entries: bytes) -> bytes:
+    type_meta = _field(1, b"v1") + _field(2, b"ConfigMap")
+    obj = _field(1, _field(1, b"c")) + b"".join(data_entries)
+    return b"k8s\x00" + _field(1, type_meta) + _field(2, obj)
+
+
+def test_a_protobuf_config_map_is_created_as_its_json_would_be(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    # k8s.io/api core/v1 generated.proto: ConfigMap 1 metadata, 2 data (key 1, value 2).
+    body = _protobuf_config_map(_field(2, _field(1, b"mode") + _field(2, b"fast")))
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    answer = http.post(CONFIGMAPS, content=body, headers=headers)
+    assert answer.status_code == 201, answer.text
+    assert kube.get("configmaps", NS, "c")["data"] == {"mode": "fast"}
+
+
+def test_a_protobuf_field_the_fake_does_not_read_is_415_not_dropped(
+    kube: FakeKube, http: httpx.Client
+) -> None:
+    body = _protobuf_config_map(_field(9, b"unknown"))
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    answer = http.post(CONFIGMAPS, content=body, headers=headers)
+    assert (answer.status_code, answer.json()["message"]) == (415, UNKNOWN_FORMAT)
+    assert kube.list("configmaps", NS) == []

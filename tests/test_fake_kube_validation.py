@@ -334,8 +334,8 @@ def test_an_hpa_gets_a_min_of_one_and_cpu_at_80_percent_when_they_are_left_out(
     http: httpx.Client,
 ) -> None:
     """pkg/apis/autoscaling/v2/defaults.go SetDefaults_HorizontalPodAutoscaler: minReplicas 1,
-    and a CPU Utilization 80 metric when there are no metrics; the status's desiredReplicas
-    has no omitempty, so a new HPA reads back with 0 there."""
+    and a CPU Utilization 80 metric when there are no metrics; the status's currentMetrics
+    and desiredReplicas have no omitempty, so a new HPA reads back with null and 0 there."""
     created = post(http, HPAS, hpa()).json()
     assert created["spec"]["minReplicas"] == 1
     assert created["spec"]["metrics"] == [
@@ -348,7 +348,7 @@ def test_an_hpa_gets_a_min_of_one_and_cpu_at_80_percent_when_they_are_left_out(
         }
     ]
     assert "behavior" not in created["spec"]
-    assert created["status"] == {"desiredReplicas": 0}
+    assert created["status"] == {"currentMetrics": None, "desiredReplicas": 0}
 
 
 def test_an_hpa_behavior_gets_its_gaps_filled_per_direction(http: httpx.Client) -> None:

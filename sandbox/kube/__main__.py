@@ -1,8 +1,11 @@
 """`python -m sandbox.kube`: serve the fake Kubernetes API until SIGTERM or SIGINT.
 
 Prints one line `URL <url>` on stdout once listening (after loading the synthetic cluster
-when `--synthetic` is given); timing of the generation goes to stderr. `--kubeconfig PATH`
-also writes a kubeconfig for clients that want one.
+when `--synthetic` is given); timing of the generation goes to stderr. The port answers
+plain HTTP and TLS alike; the URL printed is the plain one. `--kubeconfig PATH` also writes
+a kubeconfig, https with the fake's CA unless `--no-tls`, since kubectl sends its token
+only over TLS. The other switches are the `FakeKube` constructor's: the tokens it accepts,
+RBAC, the controllers it runs.
 """
 
 from __future__ import annotations
@@ -13,8 +16,17 @@ import signal
 import sys
 import time
 
+from sandbox.kube import auth, namespaces
+from sandbox.kube.controllers import REGISTRY
 from sandbox.kube.fake import FakeKube
 from sandbox.kube.synthetic import SyntheticSpec, populate
+
+
+def _user_token(text: str) -> tuple[str, str]:
+    token, sep, user = text.partition("=")
+    if not (token and sep and user):
+        raise argparse.ArgumentTypeError(f"expected TOKEN=USER, got {text!r}")
+    return token, user
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -25,6 +37,39 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--kubeconfig", help="also write a kubeconfig for the server here")
+    parser.add_argument(
+        "--tls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the kubeconfig names https and carries the fake's CA (default); --no-tls: "
+        "plain http, over which kubectl sends no token",
+    )
+    parser.add_argument(
+        "--token",
+        default=auth.DEFAULT_TOKEN,
+        help=f"the token the kubeconfig carries, accepted as {auth.DEFAULT_USER} "
+        f"(default {auth.DEFAULT_TOKEN})",
+    )
+    parser.add_argument(
+        "--user-token",
+        type=_user_token,
+        action="append",
+        default=[],
+        metavar="TOKEN=USER",
+        help="also accept TOKEN as USER (repeatable)",
+    )
+    parser.add_argument(
+        "--rbac",
+        action="store_true",
+        help="authorize every request from the Roles and bindings stored in the fake",
+    )
+    parser.add_argument(
+        "--controller",
+        action="append",
+        default=[],
+        choices=sorted(set(REGISTRY) - {namespaces.CONTROLLER}),
+        help="run this controller too (repeatable; the namespace controller always runs)",
+    )
     parser.add_argument("--bookmark-interval", type=float, default=1.0, metavar="SECONDS")
     parser.add_argument(
         "--history", type=int, default=1000, help="changes kept per resource for watches"
@@ -69,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         bookmark_interval=args.bookmark_interval,
         history=args.history,
         watch_expired=args.watch_expired,
+        controllers=args.controller,
+        tokens={args.token: auth.DEFAULT_USER, **dict(args.user_token)},
+        # A synthetic cluster brings its own system namespaces.
+        system_namespaces=not args.synthetic,
+        rbac=args.rbac,
     )
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     # Blocked before any thread starts, so every thread inherits the mask and sigwait below
@@ -101,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     kube.start()
     if args.kubeconfig:
-        kube.kubeconfig(args.kubeconfig)
+        kube.kubeconfig(args.kubeconfig, token=args.token, tls=args.tls)
     print(f"URL {kube.url}", flush=True)
     signal.sigwait(stop_signals)
     kube.stop()

@@ -10,20 +10,17 @@ review carries are read from protobuf as well as from JSON. The kind is not in d
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
-from sandbox.kube import negotiation, status
+from sandbox.kube import negotiation, protobuf, status
 from sandbox.kube.rbac import Authorizer
 from sandbox.kube.requestinfo import RequestInfo
 
 GROUP = "authorization.k8s.io"
 KIND = "SelfSubjectAccessReview"
 PATH = f"/apis/{GROUP}/v1/selfsubjectaccessreviews"
-_PROTOBUF = "application/vnd.kubernetes.protobuf"
-_MAGIC = b"k8s\x00"  # what starts every Kubernetes protobuf body
 # Field numbers of k8s.io/api/authorization/v1 generated.proto: a string field N is the
 # N-th name here; the selectors (8, 9) are not read.
 _RESOURCE_ATTRIBUTES = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
@@ -99,7 +96,7 @@ def _attributes(
 
 
 def _spec(content_type: str, raw: bytes) -> dict[str, Any]:
-    if content_type.split(";")[0].strip().lower() == _PROTOBUF:
+    if content_type.split(";")[0].strip().lower() == protobuf.MEDIA_TYPE:
         return _spec_from_protobuf(raw)
     try:
         doc = msgspec.json.decode(negotiation.body_as_json(content_type, raw))
@@ -117,69 +114,28 @@ def _spec(content_type: str, raw: bytes) -> dict[str, Any]:
 
 
 def _spec_from_protobuf(raw: bytes) -> dict[str, Any]:
-    """The spec of a protobuf review: the envelope (runtime.Unknown, field 2 the object),
-    the review (field 2 its spec), the spec (1 resourceAttributes, 2 nonResourceAttributes)."""
-    if not raw.startswith(_MAGIC):
-        raise status.bad_request("the body is not a Kubernetes protobuf object")
+    """The spec of a protobuf review: the envelope's object (the review), the review (field
+    2 its spec), the spec (1 resourceAttributes, 2 nonResourceAttributes)."""
     try:
-        obj = _message(raw[len(_MAGIC) :], 2)
-        spec_bytes = _message(obj, 2)
+        _, obj = protobuf.unwrap(raw)
+    except ValueError:
+        raise status.bad_request("the body is not a Kubernetes protobuf object") from None
+    try:
+        spec_bytes = protobuf.message(obj, 2)
         spec: dict[str, Any] = {}
-        for number, value in _fields(spec_bytes):
-            if number == 1:
+        for number, value in protobuf.fields(spec_bytes):
+            if number == 1 and isinstance(value, bytes):
                 spec["resourceAttributes"] = _strings(value, _RESOURCE_ATTRIBUTES)
-            elif number == 2:
+            elif number == 2 and isinstance(value, bytes):
                 spec["nonResourceAttributes"] = _strings(value, _NON_RESOURCE_ATTRIBUTES)
-    except (IndexError, ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):
         raise status.bad_request("the protobuf body could not be decoded") from None
     return spec
-
-
-def _message(data: bytes, number: int) -> bytes:
-    """The last length-delimited field `number` of a message (empty when absent)."""
-    found = b""
-    for field, value in _fields(data):
-        if field == number:
-            found = value
-    return found
 
 
 def _strings(data: bytes, names: tuple[str, ...]) -> dict[str, str]:
     return {
         names[number - 1]: value.decode()
-        for number, value in _fields(data)
-        if 1 <= number <= len(names) and value
+        for number, value in protobuf.fields(data)
+        if 1 <= number <= len(names) and isinstance(value, bytes) and value
     }
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(field number, bytes) of each length-delimited field; other wire types skipped."""
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
-        wire = key & 7
-        if wire == 0:
-            _, at = _varint(data, at)
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        elif wire == 2:
-            length, at = _varint(data, at)
-            if at + length > len(data):
-                raise ValueError("truncated field")
-            yield key >> 3, data[at : at + length]
-            at += length
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7

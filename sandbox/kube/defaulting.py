@@ -154,6 +154,10 @@ def _namespace(obj: Object) -> None:
         _section(metadata, "labels")["kubernetes.io/metadata.name"] = name
 
 
+def _secret(obj: Object) -> None:
+    obj.setdefault("type", "Opaque")  # SetDefaults_Secret: an unset type is Opaque
+
+
 _BY_KIND: dict[tuple[str, str], Callable[[Object], None]] = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"): _hpa,
     ("apps/v1", "Deployment"): _deployment,
@@ -161,4 +165,5 @@ _BY_KIND: dict[tuple[str, str], Callable[[Object], None]] = {
     ("v1", "Pod"): _pod,
     ("v1", "Service"): _service,
     ("v1", "Namespace"): _namespace,
+    ("v1", "Secret"): _secret,
 }

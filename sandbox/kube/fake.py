@@ -247,6 +247,11 @@ class FakeKube:
         return f"http://{HOST}:{self.port}"
 
     @property
+    def git_version(self) -> str:
+        """The version `/version` reports."""
+        return self._settings.git_version
+
+    @property
     def https_url(self) -> str:
         """The same server over TLS (the port answers both), certified by `tls`."""
         return f"https://{HOST}:{self.port}"

@@ -6,7 +6,8 @@ The manager is the `fieldManager` query parameter, else the User-Agent up to its
 field of the object; an update or patch gives it the fields it changed and takes those
 from the other managers; a manager left with no field is dropped. Status subresource
 writes are recorded with `subresource: status` and cover only `.status`. Each entry has
-`operation: Update`, the resource's apiVersion, the time, and `fieldsType: FieldsV1`.
+`operation: Update` (`Apply` for server-side apply, `applying`), the resource's
+apiVersion, the time, and `fieldsType: FieldsV1`.
 
 Simplified: a list is one field (upstream keys the items of associative lists, `k:{...}`),
 and the `.` markers of upstream's field sets are not written. Python-side writes record
@@ -16,7 +17,7 @@ https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-manageme
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sandbox.kube.resources import Resource
@@ -45,10 +46,10 @@ def manager(query: dict[str, str], user_agent: str | None) -> str:
 
 def on_create(resource: Resource, obj: dict[str, Any], name: str) -> None:
     """Record `name` as the manager of every field of a new object."""
-    owned = _leaves(obj, status_only=False)
+    owned = leaves(obj, status_only=False)
     obj["metadata"].pop("managedFields", None)
     if owned:
-        obj["metadata"]["managedFields"] = [_entry(resource, name, None, owned)]
+        obj["metadata"]["managedFields"] = [entry(resource, name, None, owned)]
 
 
 def tracking(
@@ -60,10 +61,10 @@ def tracking(
     """`mutate`, followed by moving the fields it changed to manager `name`."""
 
     def run(current: dict[str, Any]) -> dict[str, Any]:
-        before = _leaves(current, status_only)
+        before = leaves(current, status_only)
         entries = current["metadata"].get("managedFields") or []
         new = mutate(current)
-        after = _leaves(new, status_only)
+        after = leaves(new, status_only)
         changed = {path for path, value in after.items() if before.get(path, _GONE) != value}
         removed = set(before) - set(after)
         if not changed and not removed:  # a no-op write stays one
@@ -72,15 +73,19 @@ def tracking(
         subresource = "status" if status_only else None
         kept = []
         mine: set[Path] = set()
-        for entry in entries:
-            fields = _paths(entry.get("fieldsV1") or {}) - changed - removed
-            if (entry.get("manager"), entry.get("subresource")) == (name, subresource):
+        for old in entries:
+            fields = paths(old.get("fieldsV1") or {}) - changed - removed
+            if (old.get("manager"), old.get("operation"), old.get("subresource")) == (
+                name,
+                "Update",
+                subresource,
+            ):
                 mine = fields
             elif fields:
-                kept.append({**entry, "fieldsV1": _fields_v1(fields)})
+                kept.append({**old, "fieldsV1": fields_v1(fields)})
         mine |= changed
         if mine:
-            kept.append(_entry(resource, name, subresource, dict.fromkeys(mine)))
+            kept.append(entry(resource, name, subresource, dict.fromkeys(mine)))
         _set(new, kept)
         return new
 
@@ -97,23 +102,29 @@ def _set(obj: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         obj["metadata"].pop("managedFields", None)
 
 
-def _entry(
-    resource: Resource, name: str, subresource: str | None, owned: dict[Path, Any]
+def entry(
+    resource: Resource,
+    name: str,
+    subresource: str | None,
+    owned: Iterable[Path],
+    operation: str = "Update",
 ) -> dict[str, Any]:
-    entry = {
+    """One managedFields entry: `name` owns `owned` through `operation`, as of now."""
+    made = {
         "manager": name,
-        "operation": "Update",
+        "operation": operation,
         "apiVersion": resource.api_version,
         "time": timestamp(),
         "fieldsType": "FieldsV1",
-        "fieldsV1": _fields_v1(set(owned)),
+        "fieldsV1": fields_v1(set(owned)),
     }
     if subresource:
-        entry["subresource"] = subresource
-    return entry
+        made["subresource"] = subresource
+    return made
 
 
-def _leaves(obj: dict[str, Any], status_only: bool) -> dict[Path, Any]:
+def leaves(obj: dict[str, Any], status_only: bool) -> dict[Path, Any]:
+    """Each field of `obj` a manager can own, by its path, with its value."""
     found: dict[Path, Any] = {}
 
     def walk(value: Any, path: Path) -> None:
@@ -135,20 +146,22 @@ def _leaves(obj: dict[str, Any], status_only: bool) -> dict[Path, Any]:
     return found
 
 
-def _fields_v1(paths: set[Path]) -> dict[str, Any]:
+def fields_v1(owned: set[Path]) -> dict[str, Any]:
+    """The FieldsV1 set naming `owned`."""
     tree: dict[str, Any] = {}
-    for path in sorted(paths):
+    for path in sorted(owned):
         node = tree
         for key in path:
             node = node.setdefault(f"f:{key}", {})
     return tree
 
 
-def _paths(tree: dict[str, Any], prefix: Path = ()) -> set[Path]:
+def paths(tree: dict[str, Any], prefix: Path = ()) -> set[Path]:
+    """The fields a FieldsV1 set names."""
     found: set[Path] = set()
     for key, child in tree.items():
         if not key.startswith("f:"):
             continue
         path = (*prefix, key[2:])
-        found |= _paths(child, path) if child else {path}
+        found |= paths(child, path) if child else {path}
     return found

@@ -2,12 +2,11 @@
 Accept header's choice of answer (objects, their metadata alone, or a Table).
 
 A create, update or delete body is decoded by its Content-Type as upstream's
-NegotiateInputSerializer does: JSON (also when no type is given) or YAML; any other type is
-415 UnsupportedMediaType, `the body of the request was in an unknown format - accepted
-media types include: application/json, application/yaml`. The real server also decodes
-protobuf for built-in kinds; the fake does not, and answers protobuf as a custom resource's
-endpoint (which has no protobuf) does, so a client that writes only protobuf (kubectl's
-typed commands such as `kubectl create namespace`) cannot write to the fake.
+NegotiateInputSerializer does: JSON (also when no type is given), YAML or protobuf; any
+other type is 415 UnsupportedMediaType, `the body of the request was in an unknown format -
+accepted media types include: application/json, application/yaml,
+application/vnd.kubernetes.protobuf`. Protobuf is read for the kinds kubectl's typed
+commands create (`protobuf`); for any other kind it is the same 415.
 
 The real server reads the clauses of the Accept header in goautoneg's order (a higher q
 first, a concrete type before a wildcard, ties as written) and answers by the first one
@@ -42,7 +41,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from sandbox.kube import status, tables
+from sandbox.kube import protobuf, status, tables
 from sandbox.kube.lists import Page
 from sandbox.kube.resources import Resource
 from sandbox.kube.store import Entry
@@ -59,8 +58,8 @@ _SERVED = (
     ("application", "yaml", False),
     ("application", "vnd.kubernetes.protobuf", True),
 )
-# What a create, update or delete body may come in (the fake decodes no protobuf).
-BODY_TYPES = ("application/json", "application/yaml")
+# What a create, update or delete body may come in.
+BODY_TYPES = ("application/json", "application/yaml", protobuf.MEDIA_TYPE)
 _encode = msgspec.json.encode
 
 
@@ -337,6 +336,8 @@ def body_as_json(content_type: str, raw: bytes) -> bytes:
     media_type = content_type.split(";")[0].strip(" ").lower() or BODY_TYPES[0]
     if media_type == "application/json":
         return raw
+    if media_type == protobuf.MEDIA_TYPE:
+        return protobuf.as_json(raw, BODY_TYPES)
     if media_type != "application/yaml":
         raise status.unsupported_media_type(BODY_TYPES)
     try:

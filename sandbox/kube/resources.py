@@ -215,7 +215,6 @@ RESOURCES: tuple[Resource, ...] = (
         True,
         "horizontalpodautoscaler",
         ("hpa",),
-        generation=True,
         status=True,
     ),
     # batch/v1

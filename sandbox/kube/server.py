@@ -56,6 +56,7 @@ import msgspec
 from sandbox.kube import (
     access_review,
     admission,
+    applying,
     decoding,
     managed_fields,
     namespaces,
@@ -410,6 +411,8 @@ class Router:
             entry = store.get(resource, route.namespace, route.name)
         elif method == "PUT":
             entry, warnings = self._put(handler, route, query, raw, status_only=False)
+        elif method == "PATCH" and _media_type(handler) == applying.MEDIA_TYPE:
+            return self._apply(handler, route, query, raw, choice)
         elif method == "PATCH":
             entry, warnings = self._patch(handler, route, query, raw, status_only=False)
         elif method == "DELETE":
@@ -518,6 +521,20 @@ class Router:
     ) -> None:
         resource = route.resource
         body = _object_body(raw, resource)
+        options = WriteOptions.parse(query, "CreateOptions")
+        if str(body["metadata"].get("resourceVersion") or "0") != "0":
+            raise status.bad_request("resourceVersion should not be set on objects to be created")
+        warnings = self._admit_new(route, body, options, _duplicates(raw, options))
+        managed_fields.on_create(resource, body, _manager(handler, query))
+        entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
+        answer = choice.for_object(resource).entry(resource, entry)
+        handler.reply(201, answer, headers=admission.warning_headers(warnings))
+
+    def _admit_new(
+        self, route: Route, body: dict[str, Any], options: WriteOptions, duplicates: list[str]
+    ) -> list[str]:
+        """A new object as the create strategy and admission leave it; its warnings."""
+        resource = route.resource
         metadata = body["metadata"]
         if resource.namespaced:
             namespace = route.namespace or "default"
@@ -527,9 +544,6 @@ class Router:
                     "the request"
                 )
             metadata["namespace"] = namespace
-        options = WriteOptions.parse(query, "CreateOptions")
-        if str(metadata.get("resourceVersion") or "0") != "0":
-            raise status.bad_request("resourceVersion should not be set on objects to be created")
         for server_owned in (
             "uid",
             "resourceVersion",
@@ -542,12 +556,41 @@ class Router:
         if resource.status:  # a status subresource's kind starts with an empty status
             body["status"] = _initial_status(resource)
         namespaces.check_create(self.backend.store, resource, body)
-        duplicates = _duplicates(raw, options)
-        warnings = self._admit(resource, body, None, options, duplicates=duplicates)
-        managed_fields.on_create(resource, body, _manager(handler, query))
-        entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
+        return self._admit(resource, body, None, options, duplicates=duplicates)
+
+    def _apply(
+        self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
+    ) -> None:
+        """Server-side apply (`applying`): creates the object (201) or merges into it."""
+        resource = route.resource
+        assert route.name is not None
+        manager = applying.manager(query)
+        options = WriteOptions.parse(query, "PatchOptions")
+        config = _object_body(negotiation.body_as_json("application/yaml", raw), resource)
+        force = bool(flag(query, "force"))
+        store = self.backend.store
+        warnings: list[str] = []
+        if not _exists(store, resource, route.namespace, route.name):
+            body = applying.apply(resource, config, None, manager, force=force)
+            body["metadata"]["name"] = route.name
+            warnings = self._admit_new(route, body, options, [])
+            entry = store.create(resource, body, dry_run=options.dry_run)
+            code = 201
+        else:
+
+            def merge(current: dict[str, Any]) -> dict[str, Any]:
+                new = applying.apply(resource, config, current, manager, force=force)
+                if resource.status:  # an apply to the object leaves its status alone
+                    _set_status(new, current.get("status"))
+                warnings.extend(self._admit(resource, new, current, options))
+                return new
+
+            entry = store.modify(
+                resource, route.namespace, route.name, merge, dry_run=options.dry_run
+            )
+            code = 200
         answer = choice.for_object(resource).entry(resource, entry)
-        handler.reply(201, answer, headers=admission.warning_headers(warnings))
+        handler.reply(code, answer, headers=admission.warning_headers(warnings))
 
     def _admit(
         self,
@@ -774,7 +817,7 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     """The status a create starts with: Go's zero status as JSON (only fields without
     `omitempty` show), or what the kind's strategy sets in PrepareForCreate."""
     if resource.kind == "HorizontalPodAutoscaler":
-        return {"desiredReplicas": 0}
+        return {"currentMetrics": None, "desiredReplicas": 0}
     if resource.kind == "Pod":
         return {"phase": "Pending"}
     return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
@@ -784,9 +827,22 @@ def _manager(handler: _Handler, query: dict[str, str]) -> str:
     return managed_fields.manager(query, handler.headers.get("User-Agent"))
 
 
+def _exists(store: Store, resource: Resource, namespace: str | None, name: str) -> bool:
+    try:
+        store.get(resource, namespace, name)
+    except ApiError as error:
+        if error.code == 404:
+            return False
+        raise
+    return True
+
+
+def _media_type(handler: _Handler) -> str:
+    return (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+
 def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
-    content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-    patcher = _PATCHERS.get(content_type)
+    patcher = _PATCHERS.get(_media_type(handler))
     if patcher is None:
         raise status.unsupported_media_type(tuple(_PATCHERS))
     return patcher
