@@ -83,8 +83,17 @@ class Cluster:
         body["spec"].update(spec)
         return self.plane.create(body)
 
-    def event_reasons(self, kind: str, name: str) -> set[str]:
-        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+    def event_reasons(self, obj: dict[str, Any]) -> set[str]:
+        """The reasons of the Events about `obj`, found as `kubectl describe` finds them."""
+        meta = obj["metadata"]
+        selector = ",".join(
+            f"involvedObject.{field}={value}"
+            for field, value in (
+                ("kind", obj["kind"]),
+                ("name", meta["name"]),
+                ("uid", meta["uid"]),
+            )
+        )
         events = self.plane.list("v1", "Event", self.ns, fieldSelector=selector)
         return {event["reason"] for event in events}
 
@@ -166,9 +175,11 @@ def test_a_window_bounds_a_real_hpa_the_controller_acts_on_and_restores_it_exact
     wait_until(lambda: len(events_of(platform, "revert")) == 3)
     assert written(cluster.hpa("web")) == written(before)
     wait_until(lambda: cluster.bounds("big") == (2, 10))
-    reasons = cluster.event_reasons("HorizontalPodAutoscaler", "web")
-    assert {"MooninScalingApplied", "MooninScalingReverted"} <= reasons
-    assert "MooninScalingReverted" in cluster.event_reasons("Deployment", "api")
+    # Beside the controller's own Events, as `kubectl describe` shows them.
+    reasons = cluster.event_reasons(before)
+    assert {"MooninScalingApplied", "MooninScalingReverted", "FailedGetResourceMetric"} <= reasons
+    api = control_plane.get(*DEPLOYMENT, cluster.ns, "api")
+    assert "MooninScalingReverted" in cluster.event_reasons(api)
 
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
