@@ -7,6 +7,13 @@ uninstall hook run as processes with their accounts' TokenRequest tokens; the fa
 platform serves the templates and receives the events. There is no metrics server, so the
 HPA controller reports FailedGetResourceMetric, but it still writes the HPA's status and
 clamps the Deployment's replicas into [minReplicas, maxReplicas].
+
+What the real server decides here and a fake could only imitate: the defaults it fills into
+an HPA (a revert must give back exactly what it stored), the 409s of resourceVersion
+preconditions (the controllers' own writes race the agent's; a write made inside an
+admission webhook lands exactly between the agent's read and its write), authentication
+of rotated and revoked ServiceAccount tokens, and the audit log of every request each
+account made, held against the chart's RBAC.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ from typing import Any
 
 import pytest
 
-from sandbox.controlplane import ControlPlane
+from sandbox.controlplane import MERGE_PATCH, ControlPlane
 from sandbox.kube.auth import service_account
 from sandbox.platform import FakePlatform
 from sandbox.scaling import action
 from scheduler import annotations as notes
 from tests import scaling_harness as scaling
+from tests.admission_webhook import AdmissionWebhook, Request
 from tests.agent_process import log_until, run_cli, stop_within
 from tests.chart_install import SCALING, UNINSTALL, Installed, rendered_variants
 from tests.chart_render import NAMESPACE, Rendered
@@ -35,6 +43,7 @@ from tests.waiting import wait_until
 
 HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
 DEPLOYMENT = ("apps/v1", "Deployment")
+WEBHOOK_CONFIGURATION = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # What the real controllers provoke: the Deployment controller writes the Deployment's
 # status and the HPA controller the HPA's status and the Deployment's scale (raising it to a
@@ -343,6 +352,92 @@ def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_ove
     )
     assert cluster.bounds("web") == (3, 9)
     assert writes_since(control_plane, mark, SCALING) == []
+    agent.send_signal(signal.SIGTERM)
+    stop_within(agent, 30)
+    installed.check_requests(SCALING, provoked=RACED, every_rule_used=False)
+
+
+Webhook = Callable[[Callable[[Request], None], str], AdmissionWebhook]
+
+
+@pytest.fixture
+def hpa_webhook(control_plane: ControlPlane) -> Iterator[Webhook]:
+    """`hpa_webhook(on_request, namespace)`: an admission webhook the real server calls on
+    every HPA update in `namespace`, live when this returns; removed when the test ends."""
+    made: list[tuple[AdmissionWebhook, str]] = []
+
+    def start(on_request: Callable[[Request], None], namespace: str) -> AdmissionWebhook:
+        webhook = AdmissionWebhook(on_request)
+        name = f"between-read-and-write-{namespace}"
+        config = webhook.configuration(
+            name, group="autoscaling", resource="horizontalpodautoscalers", namespace=namespace
+        )
+        control_plane.create(config)
+        made.append((webhook, name))
+        # The server picks the configuration up from its own watch: probe until it calls.
+        [hpa] = control_plane.list(*HPA, namespace)
+        probe = {"metadata": {"annotations": {"probe": "1"}}}
+        probed = hpa["metadata"]["name"]
+
+        def called() -> bool:
+            control_plane.patch(*HPA, namespace, probed, probe, dryRun="All")
+            return bool(webhook.requests)
+
+        wait_until(called, poll=0.1)
+        return webhook
+
+    yield start
+    for webhook, name in made:
+        control_plane.delete(*WEBHOOK_CONFIGURATION, None, name)
+        webhook.stop()
+
+
+def test_a_write_between_the_agents_read_and_its_revert_is_kept_and_the_hpa_released(
+    control_plane: ControlPlane,
+    real_namespace: NewNamespace,
+    real_install: RealInstall,
+    hpa_webhook: Webhook,
+    chart: Rendered,
+    platform: FakePlatform,
+) -> None:
+    installed = real_install(chart)
+    cluster = Cluster(control_plane, real_namespace("shop"))
+    cluster.deployment("web", 2)
+    cluster.hpa_on("web", 2, 5)
+    agent_user = service_account(NAMESPACE, SCALING)
+    someone = {"spec": {"minReplicas": 3, "maxReplicas": 9}}
+    written_between: list[int] = []
+
+    def between(request: Request) -> None:
+        # The agent's revert (its write that removes the window's annotations): someone
+        # changes the bounds after the server read the HPA for it, before it writes.
+        by_agent = request["userInfo"]["username"] == agent_user
+        reverting = by_agent and notes.MANAGED not in ours(request["object"])
+        if reverting and not written_between:
+            with control_plane.client() as admin:
+                path = control_plane.path(*HPA, cluster.ns, "web")
+                answer = admin.patch(path, json=someone, headers={"Content-Type": MERGE_PATCH})
+            written_between.append(answer.status_code)
+
+    hpa_webhook(between, cluster.ns)
+    window(platform, "t-1", 3600, action("a-1", "web", 4, 6, ns=cluster.ns))
+    agent = start_scaling(installed, f"{SCALING}-0")
+    wait_until(lambda: cluster.bounds("web") == (4, 6), timeout=30)
+
+    mark = control_plane.audit_mark()
+    platform.set_templates([])  # the window ends
+    wait_until(lambda: set(ours(cluster.hpa("web"))) == {notes.RELEASED}, timeout=30)
+    assert written_between == [200]
+    assert cluster.bounds("web") == (3, 9)  # theirs, not clobbered by the revert
+    made = control_plane.requests(mark, user=agent_user)
+    conflicts = [(r.info.verb, r.info.resource, r.info.name) for r in made if r.status == 409]
+    assert conflicts == [("patch", "horizontalpodautoscalers", "web")]
+    # The revert event was put before the write that met the 409 (one revert event a
+    # window); the next revert scan found the bounds changed and released the HPA as is.
+    wait_until(lambda: len(events_of(platform, "revert")) == 1)
+    [reverted] = events_of(platform, "revert")
+    assert reverted["reason"] == "disabled"
+    assert (reverted["min_replicas"], reverted["max_replicas"]) == (4, 6)
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
     installed.check_requests(SCALING, provoked=RACED, every_rule_used=False)
