@@ -92,6 +92,13 @@ class Cluster:
         body["spec"].update(spec)
         return self.plane.create(body)
 
+    def someone_patches(self, name: str, patch: dict[str, Any]) -> int:
+        """Someone else's merge patch of the HPA `name` (as `kubectl patch` sends it), on a
+        connection of its own, so an admission webhook's thread may make it."""
+        with self.plane.client() as admin:
+            path = self.plane.path(*HPA, self.ns, name)
+            return admin.patch(path, json=patch, headers={"Content-Type": MERGE_PATCH}).status_code
+
     def event_reasons(self, obj: dict[str, Any]) -> set[str]:
         """The reasons of the Events about `obj`, found as `kubectl describe` finds them."""
         meta = obj["metadata"]
@@ -260,11 +267,48 @@ def scaling_workload(control_plane: ControlPlane) -> Iterator[Callable[[dict[str
         control_plane.delete(*DEPLOYMENT, NAMESPACE, workload["metadata"]["name"])
 
 
+Webhook = Callable[[Callable[[Request], None], str], AdmissionWebhook]
+
+
+@pytest.fixture
+def hpa_webhook(control_plane: ControlPlane) -> Iterator[Webhook]:
+    """`hpa_webhook(on_request, namespace)`: an admission webhook the real server calls on
+    every HPA update in `namespace` (which holds an HPA already), live when this returns;
+    removed when the test ends."""
+    made: list[tuple[AdmissionWebhook, str]] = []
+
+    def start(on_request: Callable[[Request], None], namespace: str) -> AdmissionWebhook:
+        webhook = AdmissionWebhook(on_request)
+        name = f"between-read-and-write-{namespace}"
+        config = webhook.configuration(
+            name, group="autoscaling", resource="horizontalpodautoscalers", namespace=namespace
+        )
+        control_plane.create(config)
+        made.append((webhook, name))
+        # The server picks the configuration up from its own watch: probe with dry-run
+        # patches of an HPA of the namespace until it calls.
+        probed = control_plane.list(*HPA, namespace)[0]["metadata"]["name"]
+        probe = {"metadata": {"annotations": {"probe": "1"}}}
+
+        def called() -> bool:
+            control_plane.patch(*HPA, namespace, probed, probe, dryRun="All")
+            return bool(webhook.requests)
+
+        wait_until(called, poll=0.1)
+        return webhook
+
+    yield start
+    for webhook, name in made:
+        control_plane.delete(*WEBHOOK_CONFIGURATION, None, name)
+        webhook.stop()
+
+
 def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_window(
     control_plane: ControlPlane,
     real_namespace: NewNamespace,
     real_install: RealInstall,
     scaling_workload: Callable[[dict[str, Any]], None],
+    hpa_webhook: Webhook,
     chart: Rendered,
     platform: FakePlatform,
 ) -> None:
@@ -273,6 +317,16 @@ def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_
     cluster.deployment("web", 2)
     before = cluster.hpa_on("web", 2, 5)
     cluster.deployment("api", 1)
+    uninstall_user = service_account(NAMESPACE, UNINSTALL)
+    theirs = {"metadata": {"annotations": {"team": "payments"}}}
+    written_between: list[int] = []
+
+    def between(request: Request) -> None:
+        # Someone edits the HPA between revert-all's read and its write: it reads it again.
+        if request["userInfo"]["username"] == uninstall_user and not written_between:
+            written_between.append(cluster.someone_patches("web", theirs))
+
+    hpa_webhook(between, cluster.ns)
     window(
         platform,
         "t-1",
@@ -306,17 +360,25 @@ def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_
     assert agent.poll() is not None
     assert control_plane.list("v1", "Pod", NAMESPACE, labelSelector=selector) == []
 
+    mark = control_plane.audit_mark()
     report = revert_all(installed, "uninstall", "revert-all")
     assert sorted(report["reverted"]) == [f"{cluster.ns}/api", f"{cluster.ns}/web"]
     assert report["failed"] == {}
+    assert written_between == [200]
+    made = control_plane.requests(mark, user=uninstall_user)
+    conflicts = [(r.info.verb, r.info.resource, r.info.name) for r in made if r.status == 409]
+    assert conflicts == [("patch", "horizontalpodautoscalers", "web")]
     after = cluster.hpa("web")
     assert json.dumps(after["spec"]) == json.dumps(before["spec"])
-    # Only the released marker stays, so the same window is not applied again.
-    assert without_ours(after) == without_ours(before) == before["metadata"]["annotations"]
+    # Their edit kept; of ours only the released marker stays, so the window is not
+    # applied again.
+    assert without_ours(after) == before["metadata"]["annotations"] | {"team": "payments"}
     assert set(ours(after)) == {notes.RELEASED}
     assert cluster.hpas() == ["web"] and cluster.replicas("api") == 1
     wait_until(lambda: len(events_of(platform, "revert")) == 2)
-    installed.check_requests(SCALING, UNINSTALL, provoked=RACED, every_rule_used=False)
+    # The uninstall account used every rule it holds, its `get` on HPAs for the retry.
+    installed.check_requests(UNINSTALL, provoked=RACED)
+    installed.check_requests(SCALING, provoked=RACED, every_rule_used=False)
 
 
 def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_overridden(
@@ -334,8 +396,7 @@ def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_ove
     agent = start_scaling(installed, f"{SCALING}-0")
     wait_until(lambda: cluster.bounds("web") == (4, 6), timeout=30)
 
-    # Someone else's write: a merge patch of the bounds, as `kubectl patch` sends it.
-    control_plane.patch(*HPA, cluster.ns, "web", {"spec": {"minReplicas": 3, "maxReplicas": 9}})
+    assert cluster.someone_patches("web", {"spec": {"minReplicas": 3, "maxReplicas": 9}}) == 200
     wait_until(lambda: [e["reason"] for e in events_of(platform, "revert")] == ["overridden"])
     [reverted] = events_of(platform, "revert")
     assert reverted["min_replicas"] is None and "3:9" in reverted["message"]
@@ -355,41 +416,6 @@ def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_ove
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
     installed.check_requests(SCALING, provoked=RACED, every_rule_used=False)
-
-
-Webhook = Callable[[Callable[[Request], None], str], AdmissionWebhook]
-
-
-@pytest.fixture
-def hpa_webhook(control_plane: ControlPlane) -> Iterator[Webhook]:
-    """`hpa_webhook(on_request, namespace)`: an admission webhook the real server calls on
-    every HPA update in `namespace`, live when this returns; removed when the test ends."""
-    made: list[tuple[AdmissionWebhook, str]] = []
-
-    def start(on_request: Callable[[Request], None], namespace: str) -> AdmissionWebhook:
-        webhook = AdmissionWebhook(on_request)
-        name = f"between-read-and-write-{namespace}"
-        config = webhook.configuration(
-            name, group="autoscaling", resource="horizontalpodautoscalers", namespace=namespace
-        )
-        control_plane.create(config)
-        made.append((webhook, name))
-        # The server picks the configuration up from its own watch: probe until it calls.
-        [hpa] = control_plane.list(*HPA, namespace)
-        probe = {"metadata": {"annotations": {"probe": "1"}}}
-        probed = hpa["metadata"]["name"]
-
-        def called() -> bool:
-            control_plane.patch(*HPA, namespace, probed, probe, dryRun="All")
-            return bool(webhook.requests)
-
-        wait_until(called, poll=0.1)
-        return webhook
-
-    yield start
-    for webhook, name in made:
-        control_plane.delete(*WEBHOOK_CONFIGURATION, None, name)
-        webhook.stop()
 
 
 def test_a_write_between_the_agents_read_and_its_revert_is_kept_and_the_hpa_released(
@@ -414,10 +440,7 @@ def test_a_write_between_the_agents_read_and_its_revert_is_kept_and_the_hpa_rele
         by_agent = request["userInfo"]["username"] == agent_user
         reverting = by_agent and notes.MANAGED not in ours(request["object"])
         if reverting and not written_between:
-            with control_plane.client() as admin:
-                path = control_plane.path(*HPA, cluster.ns, "web")
-                answer = admin.patch(path, json=someone, headers={"Content-Type": MERGE_PATCH})
-            written_between.append(answer.status_code)
+            written_between.append(cluster.someone_patches("web", someone))
 
     hpa_webhook(between, cluster.ns)
     window(platform, "t-1", 3600, action("a-1", "web", 4, 6, ns=cluster.ns))
