@@ -34,7 +34,9 @@ from typing import Any
 import yaml
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-# Bound service-account tokens rotate (the kubelet rewrites the file); re-read this often.
+# Bound service-account tokens rotate (the kubelet swaps the file in): re-read it as soon as
+# it changes, and at least this often (a rewrite within the file system's timestamp
+# granularity leaves the same size and mtime).
 TOKEN_FILE_RELOAD_SECONDS = 60.0
 
 
@@ -58,21 +60,30 @@ class KubeTarget:
 
 
 class TokenFile:
-    """A bearer token kept in a file, re-read at most every TOKEN_FILE_RELOAD_SECONDS."""
+    """A bearer token kept in a file, re-read when the file changes (a new inode, size or
+    mtime: one stat a call) and every TOKEN_FILE_RELOAD_SECONDS. A token the kubelet
+    rotated is used from the next request on, so the old one may be revoked at once."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._lock = threading.Lock()
         self._token: str | None = None
         self._read_at = float("-inf")
+        self._seen: tuple[int, int, int] | None = None
 
     def __call__(self) -> str | None:
         with self._lock:
-            if time.monotonic() - self._read_at >= TOKEN_FILE_RELOAD_SECONDS:
+            seen = self._seen
+            with contextlib.suppress(OSError):
+                found = self._path.stat()
+                seen = (found.st_ino, found.st_size, found.st_mtime_ns)
+            stale = time.monotonic() - self._read_at >= TOKEN_FILE_RELOAD_SECONDS
+            if stale or seen != self._seen:
                 # On a read error keep the token we have; the API server says if it expired.
                 with contextlib.suppress(OSError):
                     self._token = self._path.read_text().strip() or self._token
                 self._read_at = time.monotonic()
+                self._seen = seen
             return self._token
 
 

@@ -58,7 +58,11 @@ def api_client(target: KubeTarget) -> client.ApiClient:
     """An ApiClient for `target`: the kubeconfig file and context it was read from, or
     the pod's service account it came from."""
     if target.kubeconfig:
-        return from_configuration(cluster.client_configuration(target.kubeconfig, target.context))
+        configuration = cluster.client_configuration(target.kubeconfig, target.context)
+        if isinstance(target.token, cluster.TokenFile):
+            # The library reads a `tokenFile` once: the rotating token comes from the target.
+            _rotating_token(configuration, target)
+        return from_configuration(configuration)
     configuration = client.Configuration()
     _service_account(configuration, target)
     return from_configuration(configuration)
@@ -69,6 +73,11 @@ def _service_account(configuration: client.Configuration, target: KubeTarget) ->
     configuration.host = target.server
     if target.service_account is not None:
         configuration.ssl_ca_cert = str(target.service_account / "ca.crt")
+    _rotating_token(configuration, target)
+
+
+def _rotating_token(configuration: client.Configuration, target: KubeTarget) -> None:
+    """Every request's bearer token from `target`, which re-reads its file as it rotates."""
 
     def refresh(conf: client.Configuration) -> None:
         token = target.token()

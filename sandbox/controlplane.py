@@ -433,7 +433,7 @@ class ControlPlane:
         controllers' that share the admin's credentials)."""
         latest: dict[str, dict[str, Any]] = {}
         for event in self.audit(since):
-            if (user is None or event["user"]["username"] == user) and (
+            if (user is None or event["user"].get("username", "") == user) and (
                 agent is None or str(event.get("userAgent", "")).startswith(agent)
             ):
                 latest[event["auditID"]] = event
@@ -468,6 +468,6 @@ def record_of(event: Mapping[str, Any]) -> RequestRecord:
         watch=verb == "watch",
         time=0.0,
         accept="",
-        user=event["user"]["username"],
+        user=event["user"].get("username", ""),
         info=info,
     )

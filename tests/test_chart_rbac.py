@@ -18,9 +18,7 @@ import copy
 import json
 import signal
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,7 +29,7 @@ from sandbox.kube.faults import RequestRecord
 from sandbox.kube.requestinfo import request_info
 from sandbox.kube.status import ApiError
 from sandbox.platform import FakePlatform
-from sandbox.scaling import action, manual_template
+from sandbox.scaling import action
 from tests import cluster_objects
 from tests import rbac_guard as guard
 from tests import scaling_harness as scaling
@@ -48,6 +46,7 @@ from tests.chart_install import (
 )
 from tests.chart_render import NAMESPACE, Rendered
 from tests.conftest import view
+from tests.scaling_windows import events_of, start_scaling, window
 from tests.waiting import wait_until
 
 # The variants whose RBAC differs: what the discovery role is granted changes with each.
@@ -176,20 +175,6 @@ def hpa_bounds(kube: FakeKube, name: str) -> tuple[int, int]:
     return spec.get("minReplicas", 1), spec["maxReplicas"]
 
 
-def events_of(platform: FakePlatform, kind: str) -> list[dict[str, Any]]:
-    return [event for event in platform.events().values() if event["type"] == kind]
-
-
-def window(
-    platform: FakePlatform, template_id: str, seconds: float, *actions: dict[str, Any]
-) -> None:
-    started = datetime.now(UTC)
-    platform.set_templates(
-        [manual_template(started, started + timedelta(seconds=seconds), template_id)]
-    )
-    platform.set_actions(template_id, list(actions))
-
-
 def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of_it(
     charts: dict[str, Rendered], install: Install, kube: FakeKube, platform: FakePlatform
 ) -> None:
@@ -202,9 +187,7 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
     # A window applied and reverted: bounds changed and restored, a provisional HPA created
     # and deleted, replicas raised and restored, each with its Kubernetes Event.
     window(platform, "t-1", 6, action("a-1", "web", 4, 20), action("a-2", "api", 3, 6))
-    agent = installed.start(
-        installed.env("scaling", "agent", f"{SCALING}-0"), "run", "--role", "scaling"
-    )
+    agent = start_scaling(installed, f"{SCALING}-0")
     wait_until(lambda: hpa_bounds(kube, "web") == (4, 20))
     wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 2)
     wait_until(lambda: len(events_of(platform, "apply")) == 2)
@@ -251,9 +234,7 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
 
     # revert-all as the scaling ServiceAccount, over a window with a provisional HPA.
     window(platform, "t-3", 3600, action("a-5", "api", 2, 4))
-    agent = installed.start(
-        installed.env("scaling", "agent", f"{SCALING}-1"), "run", "--role", "scaling"
-    )
+    agent = start_scaling(installed, f"{SCALING}-1")
     wait_until(lambda: len(kube.list("horizontalpodautoscalers", scaling.NS)) == 2)
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)

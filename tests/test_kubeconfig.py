@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import ssl
 from pathlib import Path
 
@@ -32,19 +33,41 @@ def write_kubeconfig(path: Path, cluster: dict, user: dict, *, context: str = "d
     return path
 
 
-def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def rotate(token: Path, value: str) -> None:
+    """A new token swapped in at once, as the kubelet's atomic writer does."""
+    fresh = token.with_name(token.name + ".new")
+    fresh.write_text(value + "\n")
+    fresh.replace(token)
+
+
+def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token_at_once(
+    tmp_path: Path,
 ) -> None:
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
     (tmp_path / "token").write_text("first\n")
-    monkeypatch.setattr(cluster, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
     target = load_target(IN_A_POD, service_account=tmp_path)
     assert target.server == "https://10.0.0.1:443"
     assert target.in_cluster and isinstance(target.verify, ssl.SSLContext)
     assert target.token() == "first"
-    (tmp_path / "token").write_text("second\n")
+    rotate(tmp_path / "token", "second")
+    # Not a minute later: the old token may be revoked as soon as the new one is there.
     assert target.token() == "second"
+
+
+def test_a_token_file_rewritten_in_place_unnoticed_is_read_again_within_the_reload_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first-1\n")
+    read = cluster.TokenFile(token)
+    assert read() == "first-1"
+    seen = token.stat()
+    token.write_text("other-2\n")  # the same size; the mtime set back as if it were too
+    os.utime(token, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    assert read() == "first-1"
+    monkeypatch.setattr(cluster, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
+    assert read() == "other-2"
 
 
 def test_an_ipv6_service_address_is_bracketed(tmp_path: Path) -> None:
@@ -237,3 +260,18 @@ def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it_for_both_clients(
     configuration = official.api_client(other).configuration
     assert configuration.host == "http://127.0.0.1:2"
     assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first-token"
+
+
+def test_the_scaling_clients_token_from_a_kubeconfig_token_file_follows_its_rotation(
+    tmp_path: Path,
+) -> None:
+    # The client library reads a kubeconfig's tokenFile once; a rotated token must reach the
+    # scaling role's requests as it reaches discovery's.
+    (tmp_path / "token").write_text("first\n")
+    path = write_kubeconfig(
+        tmp_path / "config", {"server": "http://127.0.0.1:1"}, {"tokenFile": "token"}
+    )
+    configuration = official.api_client(load_target({}, kubeconfig=str(path))).configuration
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first"
+    rotate(tmp_path / "token", "second")
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer second"
