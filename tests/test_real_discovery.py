@@ -250,3 +250,219 @@ def wait_for_replicasets(
 
     wait_until(made, timeout=30)
     return found
+
+
+def replicasets_of(control_plane: ControlPlane, namespace: str, deployment: str) -> list[str]:
+    listed = control_plane.list(
+        "apps/v1", "ReplicaSet", namespace, labelSelector=f"app={deployment}"
+    )
+    return sorted(rs["metadata"]["name"] for rs in listed)
+
+
+def deletes(platform: FakePlatform) -> set[tuple[str, str]]:
+    return {(r["kind"], r["key"]) for r in platform.received_records() if r["op"] == "delete"}
+
+
+def test_rollouts_namespace_deletion_and_cascading_deletes_reach_the_platform(
+    control_plane: ControlPlane,
+    installed: Installed,
+    platform: FakePlatform,
+    real_namespace: NewNamespace,
+) -> None:
+    ns, doomed = real_namespace("shop"), real_namespace("gone")
+    for name, where in (("web", ns), ("api", ns), ("blog", doomed)):
+        control_plane.create(objects.deployment(name=name, namespace=where, replicas=1))
+    control_plane.create(objects.service(name="blog", namespace=doomed))
+    wait_until(lambda: all(replicasets_of(control_plane, ns, d) for d in ("web", "api")))
+    wait_until(lambda: bool(replicasets_of(control_plane, doomed, "blog")))
+    [web_first] = replicasets_of(control_plane, ns, "web")
+    [api_rs] = replicasets_of(control_plane, ns, "api")
+    [blog_rs] = replicasets_of(control_plane, doomed, "blog")
+    agent = discovery(installed)
+    in_doomed = {
+        ("namespace", doomed),
+        ("deployment", f"{doomed}/blog"),
+        ("revision", f"{doomed}/{blog_rs}"),
+        ("service", f"{doomed}/blog"),
+    }
+    api = {("deployment", f"{ns}/api"), ("revision", f"{ns}/{api_rs}")}
+    wait_until(lambda: in_doomed | api <= set(view(platform)), timeout=30)
+
+    # A rollout: the Deployment controller makes the new ReplicaSet, revision 2.
+    template = {"spec": {"containers": [{"name": "app", "image": "registry.example/web:2.0"}]}}
+    control_plane.patch(
+        "apps/v1",
+        "Deployment",
+        ns,
+        "web",
+        {"spec": {"template": template}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    wait_until(lambda: len(replicasets_of(control_plane, ns, "web")) == 2)
+    [web_second] = set(replicasets_of(control_plane, ns, "web")) - {web_first}
+
+    def rolled_out() -> bool:
+        current = view(platform)
+        deployment = current.get(("deployment", f"{ns}/web"), {}).get("data", {})
+        revision = current.get(("revision", f"{ns}/{web_second}"), {}).get("data", {})
+        return deployment.get("revision") == 2 and revision.get("number") == 2
+
+    wait_until(rolled_out, timeout=30)
+    images = view(platform)[("revision", f"{ns}/{web_second}")]["data"]["images"]
+    assert [i["image"] for i in images] == ["registry.example/web:2.0"], images
+    assert ("revision", f"{ns}/{web_first}") in view(platform)  # the old one stays, scaled down
+
+    # The namespace controller empties a deleted namespace; the garbage collector deletes
+    # what a Deployment deleted in the background owned.
+    control_plane.delete("v1", "Namespace", None, doomed)
+    control_plane.delete("apps/v1", "Deployment", ns, "api", propagationPolicy="Background")
+    wait_until(lambda: in_doomed | api <= deletes(platform), timeout=60)
+    assert not (in_doomed | api) & set(view(platform))
+    nothing_refused(installed)
+    stop(agent)
+    nothing_refused(installed)
+
+
+def bind(control_plane: ControlPlane, pod: dict[str, Any], node: str) -> None:
+    """What the scheduler does: the pod's Binding to `node`."""
+    meta = pod["metadata"]
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    control_plane.create(binding)
+
+
+def container(
+    image: str, *, restarts: int, state: dict[str, Any], last: dict[str, Any]
+) -> dict[str, Any]:
+    """A container status of `app` as the kubelet reports it."""
+    return {
+        "name": "app",
+        "image": image,
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": restarts,
+        "state": state,
+        "lastState": last,
+    }
+
+
+def terminated(exit_code: int, reason: str) -> dict[str, Any]:
+    return {
+        "terminated": {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": "2026-12-02T10:00:00Z",
+            "finishedAt": "2026-12-02T10:00:05Z",
+            "containerID": "containerd://9f3a",
+        }
+    }
+
+
+def test_pod_errors_come_from_statuses_a_kubelet_writes_and_from_its_warning_events(
+    control_plane: ControlPlane,
+    installed: Installed,
+    platform: FakePlatform,
+    real_namespace: NewNamespace,
+) -> None:
+    ns = real_namespace("shop")
+    control_plane.create(objects.deployment(name="web", namespace=ns, replicas=4))
+    wait_until(lambda: len(control_plane.list("v1", "Pod", ns)) == 4, timeout=30)
+    # Each read whole: the items of a list carry no kind or apiVersion.
+    names = sorted(p["metadata"]["name"] for p in control_plane.list("v1", "Pod", ns))
+    crashing, oom, pulling, pending = (control_plane.get("v1", "Pod", ns, n) for n in names)
+    image = crashing["spec"]["containers"][0]["image"]
+    scheduled = [{"type": "PodScheduled", "status": "True"}]
+    for pod in (crashing, oom, pulling):
+        bind(control_plane, pod, "node-1")
+    # The agent watches the pods before their kubelets report: a restart is a transition
+    # it sees (a pod seen first already restarted tells only the state it is in now).
+    agent = discovery(installed)
+    wait_until(lambda: ("deployment", f"{ns}/web") in view(platform), timeout=30)
+    running = {"running": {"startedAt": "2026-12-02T10:00:06Z"}}
+    started = container(image, restarts=0, state=running, last={})
+    kubelet_writes(
+        control_plane,
+        oom,
+        {"phase": "Running", "conditions": scheduled, "containerStatuses": [started]},
+    )
+    back_off = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting"}}
+    kubelet_writes(
+        control_plane,
+        crashing,
+        {
+            "phase": "Running",
+            "conditions": scheduled,
+            "containerStatuses": [
+                container(image, restarts=4, state=back_off, last=terminated(1, "Error"))
+            ],
+        },
+    )
+    pull = {
+        "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+    }
+    kubelet_writes(
+        control_plane,
+        pulling,
+        {
+            "phase": "Pending",
+            "conditions": scheduled,
+            "containerStatuses": [container(image, restarts=0, state=pull, last={})],
+        },
+    )
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 Insufficient cpu.",
+    }
+    kubelet_writes(control_plane, pending, {"phase": "Pending", "conditions": [unschedulable]})
+
+    def reasons() -> dict[str, str]:
+        return {e["data"]["reason"]: e["data"]["pod"] for e in events_of(platform, "pod_error", ns)}
+
+    from_status = {
+        "CrashLoopBackOff": crashing["metadata"]["name"],
+        "ImagePullBackOff": pulling["metadata"]["name"],
+        "Unschedulable": pending["metadata"]["name"],
+    }
+    wait_until(lambda: from_status.items() <= reasons().items(), timeout=30)
+    # The running container (seen running above: its pod's change came first on the same
+    # watch) is OOMKilled and restarted.
+    oom_killed = container(image, restarts=1, state=running, last=terminated(137, "OOMKilled"))
+    kubelet_writes(
+        control_plane,
+        oom,
+        {"phase": "Running", "conditions": scheduled, "containerStatuses": [oom_killed]},
+    )
+    wait_until(lambda: reasons().get("OOMKilled") == oom["metadata"]["name"], timeout=30)
+    [crash] = [
+        e for e in events_of(platform, "pod_error", ns) if e["data"]["reason"] == "CrashLoopBackOff"
+    ]
+    assert crash["data"]["workload"]["name"] == "web", crash
+
+    # Warning Events as kubelets record them, about pods already listed.
+    mount = 'MountVolume.SetUp failed for volume "creds" : secret "creds" not found'
+    control_plane.create(objects.event(involved=pulling, reason="FailedMount", message=mount))
+    probe = "Readiness probe failed: HTTP probe failed with statuscode: 500"
+    control_plane.create(
+        objects.event(
+            involved=oom,
+            reason="Unhealthy",
+            message=probe,
+            count=3,
+            series="4c2e9a1b",
+            field_path="spec.containers{app}",
+        )
+    )
+    from_events = {
+        "FailedMount": pulling["metadata"]["name"],
+        "ReadinessProbeFailed": oom["metadata"]["name"],
+    }
+    wait_until(lambda: from_events.items() <= reasons().items(), timeout=30)
+    stop(agent)
+    nothing_refused(installed)
