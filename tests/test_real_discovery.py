@@ -466,3 +466,54 @@ def test_pod_errors_come_from_statuses_a_kubelet_writes_and_from_its_warning_eve
     wait_until(lambda: from_events.items() <= reasons().items(), timeout=30)
     stop(agent)
     nothing_refused(installed)
+
+
+def snapshots_of(platform: FakePlatform, kind: str) -> int:
+    return sum(
+        1
+        for r in platform.received_records()
+        if r["kind"] == "snapshot" and r["data"]["of"] == kind
+    )
+
+
+def test_after_etcd_compaction_and_an_api_server_restart_the_agent_relists_and_converges(
+    control_plane: ControlPlane,
+    installed: Installed,
+    platform: FakePlatform,
+    real_namespace: NewNamespace,
+) -> None:
+    ns = real_namespace("shop")
+    for name in ("web", "api"):
+        control_plane.create(objects.deployment(name=name, namespace=ns, replicas=1))
+        control_plane.create(objects.service(name=name, namespace=ns))
+    agent = discovery(installed, LEADER_ELECTION="false")
+    listed = {
+        (kind, f"{ns}/{name}") for kind in ("deployment", "service") for name in ("web", "api")
+    }
+    wait_until(lambda: listed <= set(view(platform)), timeout=30)
+    wait_until(lambda: snapshots_of(platform, "service") > 0)
+    snapshots = snapshots_of(platform, "service")
+
+    # Changes the agent cannot watch (it is frozen), etcd compacted past every
+    # resourceVersion it holds, and the API server restarted: every watch drops, and the
+    # new watch cache starts after them. Resuming from them answers 410.
+    agent.send_signal(signal.SIGSTOP)
+    try:
+        control_plane.delete("v1", "Service", ns, "api")
+        control_plane.delete("apps/v1", "Deployment", ns, "api", propagationPolicy="Background")
+        control_plane.create(objects.service(name="late", namespace=ns))
+        control_plane.compact()
+        control_plane.restart_apiserver()
+    finally:
+        agent.send_signal(signal.SIGCONT)
+    gone = {("service", f"{ns}/api"), ("deployment", f"{ns}/api")}
+    wait_until(lambda: gone <= deletes(platform), timeout=60)
+    wait_until(lambda: ("service", f"{ns}/late") in view(platform), timeout=30)
+    wait_until(lambda: snapshots_of(platform, "service") > snapshots, timeout=30)
+    current = set(view(platform))
+    assert not gone & current
+    assert {("service", f"{ns}/web"), ("deployment", f"{ns}/web")} <= current
+
+    relisted = {line["resource"] for line in stop(agent) if line["event"] == "informer_relist"}
+    assert {"services", "deployments"} <= relisted
+    nothing_refused(installed)
