@@ -16,18 +16,20 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from collector.leader import JITTER_FACTOR, LeaseSettings
 from sandbox import objects
 from sandbox.controlplane import ControlPlane
 from sandbox.platform import FakePlatform
 from tests import rbac_guard as guard
 from tests.agent_process import log_events, run_cli, stop_within
-from tests.chart_install import DISCOVERY, Installed, rendered_variants
-from tests.chart_render import Rendered
+from tests.chart_install import DISCOVERY, LEASE, Installed, rendered_variants
+from tests.chart_render import NAMESPACE, Rendered
 from tests.conftest import view
 from tests.real_cluster import NewNamespace, RealInstall
 from tests.waiting import wait_until
@@ -516,4 +518,57 @@ def test_after_etcd_compaction_and_an_api_server_restart_the_agent_relists_and_c
 
     relisted = {line["resource"] for line in stop(agent) if line["event"] == "informer_relist"}
     assert {"services", "deployments"} <= relisted
+    nothing_refused(installed)
+
+
+def lease_holder(control_plane: ControlPlane) -> str | None:
+    if not control_plane.exists("coordination.k8s.io/v1", "Lease", NAMESPACE, LEASE):
+        return None
+    lease = control_plane.get("coordination.k8s.io/v1", "Lease", NAMESPACE, LEASE)
+    holder: str | None = lease["spec"].get("holderIdentity")
+    return holder
+
+
+def test_a_standby_takes_the_real_lease_over_from_a_killed_leader_and_no_change_is_lost(
+    control_plane: ControlPlane,
+    installed: Installed,
+    platform: FakePlatform,
+    real_namespace: NewNamespace,
+) -> None:
+    ns = real_namespace("shop")
+    for name in ("web", "api"):
+        control_plane.create(objects.deployment(name=name, namespace=ns, replicas=1))
+        control_plane.create(objects.service(name=name, namespace=ns))
+    pods = ("discovery-0", "discovery-1")
+    agents = {pod: discovery(installed, pod) for pod in pods}
+    wait_until(lambda: lease_holder(control_plane) in pods, timeout=30)
+    leader = str(lease_holder(control_plane))
+    [standby] = set(pods) - {leader}
+    wait_until(lambda: ("service", f"{ns}/api") in view(platform), timeout=30)
+
+    agents[leader].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    # Changes while nobody leads: a create, an update, a delete.
+    control_plane.create(objects.deployment(name="during", namespace=ns, replicas=1))
+    control_plane.patch("apps/v1", "Deployment", ns, "web", {"spec": {"replicas": 3}})
+    control_plane.delete("v1", "Service", ns, "api")
+    settings = LeaseSettings(namespace=NAMESPACE, identity=standby)
+    bound = settings.lease_seconds + 2 * settings.retry_seconds * (1 + JITTER_FACTOR) + 10
+    wait_until(lambda: lease_holder(control_plane) == standby, timeout=bound)
+    takeover = time.monotonic() - killed
+    print(f"lease takeover after SIGKILL of the leader: {takeover:.1f} s")
+    control_plane.create(objects.service(name="after", namespace=ns))
+
+    def converged() -> bool:
+        current = view(platform)
+        web = current.get(("deployment", f"{ns}/web"), {}).get("data", {})
+        return (
+            web.get("desired_replicas") == 3
+            and {("deployment", f"{ns}/during"), ("service", f"{ns}/after")} <= set(current)
+            and ("service", f"{ns}/api") not in current
+        )
+
+    wait_until(converged, timeout=30)
+    wait_until(lambda: (platform.last_heartbeat or {})["metadata"]["leader"] == standby)
+    stop(agents[standby])
     nothing_refused(installed)
