@@ -47,6 +47,18 @@ def test_a_pod_uses_its_service_account_and_rereads_a_rotated_token(
     assert target.token() == "second"
 
 
+def test_a_token_file_the_server_refused_is_read_again_at_once(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    (tmp_path / "token").write_text("revoked\n")
+    target = load_target(IN_A_POD, service_account=tmp_path)
+    assert target.token() == "revoked"
+    (tmp_path / "token").write_text("rotated\n")
+    assert target.token() == "revoked"  # re-read only now and then
+    target.token_rejected()  # what a 401 does
+    assert target.token() == "rotated"
+
+
 def test_an_ipv6_service_address_is_bracketed(tmp_path: Path) -> None:
     trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.crt"))
     (tmp_path / "token").write_text("t")
