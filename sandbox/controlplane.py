@@ -430,7 +430,7 @@ class ControlPlane:
         stage), in the terms the fake's request log uses, optionally of one user."""
         latest: dict[str, dict[str, Any]] = {}
         for event in self.audit(since):
-            if user is None or event["user"]["username"] == user:
+            if user is None or event["user"].get("username", "") == user:
                 latest[event["auditID"]] = event
         return [record_of(event) for event in latest.values()]
 
@@ -478,6 +478,6 @@ def record_of(event: Mapping[str, Any]) -> RequestRecord:
         watch=verb == "watch",
         time=0.0,
         accept="",
-        user=event["user"]["username"],
+        user=event["user"].get("username", ""),
         info=info,
     )
