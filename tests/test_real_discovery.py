@@ -13,11 +13,13 @@ provoke.
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ import pytest
 from collector.leader import JITTER_FACTOR, LeaseSettings
 from sandbox import objects
 from sandbox.controlplane import ControlPlane
+from sandbox.kube.auth import service_account
 from sandbox.platform import FakePlatform
 from tests import rbac_guard as guard
 from tests.agent_process import log_events, run_cli, stop_within
@@ -572,3 +575,102 @@ def test_a_standby_takes_the_real_lease_over_from_a_killed_leader_and_no_change_
     wait_until(lambda: (platform.last_heartbeat or {})["metadata"]["leader"] == standby)
     stop(agents[standby])
     nothing_refused(installed)
+
+
+def token_id(token: str) -> str:
+    """The `jti` of a ServiceAccount token, which the audit log names it by."""
+    payload = token.split(".")[1]
+    return str(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["jti"])
+
+
+def credential_of(event: dict[str, Any]) -> str:
+    extra = event["user"].get("extra", {})
+    return " ".join(extra.get("authentication.kubernetes.io/credential-id", []))
+
+
+def test_a_token_file_rotated_while_running_is_used_once_the_old_token_is_revoked(
+    control_plane: ControlPlane,
+    installed: Installed,
+    platform: FakePlatform,
+    real_namespace: NewNamespace,
+    tmp_path: Path,
+) -> None:
+    ns = real_namespace("shop")
+    control_plane.create(objects.deployment(name="web", namespace=ns, replicas=1))
+    holders: list[str] = []
+
+    def bound_token() -> str:
+        """A token bound to a Secret of its own, so deleting the Secret revokes it."""
+        holder = control_plane.create(
+            objects.secret(name=f"token-holder-{len(holders)}", namespace=NAMESPACE, data={})
+        )
+        holders.append(holder["metadata"]["name"])
+        ref = {"kind": "Secret", "name": holders[-1], "uid": holder["metadata"]["uid"]}
+        return control_plane.token(NAMESPACE, DISCOVERY, bound_to=ref)
+
+    # The pod's token is a file the kubelet rotates; the kubeconfig names the file.
+    token_file = tmp_path / "token"
+    token_file.write_text(bound_token())
+    config = json.loads(control_plane.kubeconfig(tmp_path / "kubeconfig").read_text())
+    config["users"][0]["user"] = {"tokenFile": str(token_file)}
+    (tmp_path / "kubeconfig").write_text(json.dumps(config))
+    try:
+        agent = discovery(installed, KUBECONFIG=str(tmp_path / "kubeconfig"))
+        wait_until(lambda: ("deployment", f"{ns}/web") in view(platform), timeout=30)
+
+        # Rotated as the kubelet does it (the new file replaces the old at once), then the
+        # old token revoked.
+        rotated = bound_token()
+        staged = tmp_path / "token.new"
+        staged.write_text(rotated)
+        staged.replace(token_file)
+        mark = control_plane.audit_mark()
+        control_plane.delete("v1", "Secret", NAMESPACE, holders[0])
+        user = service_account(NAMESPACE, DISCOVERY)
+
+        def settled() -> bool:
+            return any(
+                event["user"].get("username", "") == user
+                and token_id(rotated) in credential_of(event)
+                and event.get("responseStatus", {}).get("code", 0) < 300
+                for event in control_plane.audit(mark)
+            )
+
+        wait_until(settled, timeout=30)
+        since = control_plane.audit_mark()
+        control_plane.create(objects.deployment(name="after", namespace=ns, replicas=1))
+        wait_until(lambda: ("deployment", f"{ns}/after") in view(platform), timeout=30)
+        assert lease_holder(control_plane) == "discovery-0"
+        logs = stop(agent)
+    finally:
+        for name in holders[1:]:
+            control_plane.delete("v1", "Secret", NAMESPACE, name)
+    lost = [line for line in logs if line["event"] == "leadership_lost"]
+    assert [line["reason"] for line in lost] == ["stopping"]  # at SIGTERM only
+    # The requests made once the rotation settled (not the watches begun before it).
+    assert control_plane.audit_log is not None
+    earlier = control_plane.audit_log.read_bytes()[:since].splitlines()
+    begun_before = {json.loads(line)["auditID"] for line in earlier}
+    after = [
+        event
+        for event in control_plane.audit(since)
+        if event["user"].get("username", "") == user and event["auditID"] not in begun_before
+    ]
+    assert after
+    assert all(token_id(rotated) in credential_of(event) for event in after)
+    assert [
+        e["requestURI"] for e in after if e.get("responseStatus", {}).get("code", 0) >= 400
+    ] == []
+    # A refused token names no user in the audit log; the agent's User-Agent does.
+    assert unauthorized(control_plane, since) == []
+    refused = unauthorized(control_plane, mark)
+    print(f"requests refused (401) while the rotation settled: {len(refused)}")
+
+
+def unauthorized(control_plane: ControlPlane, since: int) -> list[str]:
+    return [
+        event["requestURI"]
+        for event in control_plane.audit(since)
+        if event.get("userAgent", "").startswith("moonin-agent/")
+        and event.get("responseStatus", {}).get("code") == 401
+    ]
