@@ -11,7 +11,11 @@ import trustme
 import yaml
 
 from kube import cluster, official
+from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
+from kube.errors import KubeError
+from sandbox.kube import FakeKube
+from sandbox.kube.auth import DEFAULT_USER
 
 IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 
@@ -57,6 +61,27 @@ def test_a_token_file_the_server_refused_is_read_again_at_once(tmp_path: Path) -
     assert target.token() == "revoked"  # re-read only now and then
     target.token_rejected()  # what a 401 does
     assert target.token() == "rotated"
+
+
+def test_a_401_makes_the_client_read_a_rotated_token_file_for_its_next_request(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    kube.add_token("old-token", DEFAULT_USER)
+    token = tmp_path / "token"
+    token.write_text("old-token")
+    config = write_kubeconfig(tmp_path / "config", {"server": kube.url}, {"tokenFile": str(token)})
+    api = KubeApi(load_target({}, kubeconfig=str(config)))
+    try:
+        assert api.get("/api/v1/namespaces")
+        # Rotated, then the old token revoked, well within the minute between reads.
+        token.write_text(kube.token)
+        kube.remove_token("old-token")
+        with pytest.raises(KubeError) as refused:
+            api.get("/api/v1/namespaces")
+        assert refused.value.status == 401
+        assert api.get("/api/v1/namespaces")  # at once, with the rotated token
+    finally:
+        api.close()
 
 
 def test_an_ipv6_service_address_is_bracketed(tmp_path: Path) -> None:
