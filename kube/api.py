@@ -165,7 +165,7 @@ class KubeApi:
             if cancelled():
                 raise errors.Aborted(f"GET {path}: cancelled")
             if response.status_code >= 300:
-                raise _status_error(response, _error_body(response), "GET", path)
+                raise self._error(response, "GET", path)
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
                 raise KubeError(f"GET {path}: a watch sent with Content-Encoding {encoding[:40]!r}")
@@ -200,6 +200,12 @@ class KubeApi:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _error(self, response: httpx.Response, method: str, path: str) -> KubeError:
+        if response.status_code == 401:
+            # A revoked token: a rotated one may be in its file already.
+            self.target.token_rejected()
+        return _status_error(response, _error_body(response), method, path)
+
     def _auth(self) -> dict[str, str]:
         token = self.target.token()
         return {"Authorization": f"Bearer {token}"} if token else {}
@@ -231,7 +237,7 @@ class KubeApi:
                 response = self._client.send(request, stream=True)
                 try:
                     if response.status_code >= 300:
-                        raise _status_error(response, _error_body(response), method, path)
+                        raise self._error(response, method, path)
                     body = read_bounded(response, max_bytes)
                 finally:
                     limit.release()  # back to the pool: the deadline must not follow it

@@ -57,6 +57,8 @@ class KubeTarget:
     """The kubeconfig files the target was read from, merged in this order; none in a pod."""
     service_account: Path | None = None
     """In a pod: the service account's directory (`token`, `ca.crt`, `namespace`)."""
+    token_rejected: Callable[[], None] = lambda: None
+    """Called when the API server answers 401: a token read from a file is read again."""
 
 
 class TokenFile:
@@ -85,6 +87,12 @@ class TokenFile:
                 self._read_at = time.monotonic()
                 self._seen = seen
             return self._token
+
+    def rejected(self) -> None:
+        """The API server refused the token: read the file again at the next call. The
+        kubelet may have rotated it since, and the old token may be revoked already."""
+        with self._lock:
+            self._read_at = float("-inf")
 
 
 def load_target(
@@ -135,10 +143,12 @@ def _in_cluster(environ: Mapping[str, str], account: Path) -> KubeTarget:
         verify = ssl.create_default_context(cafile=str(ca))
     except (OSError, ssl.SSLError) as exc:
         raise KubeConfigError(f"in-cluster: cannot load the cluster CA {ca}: {exc}") from exc
+    token_file = TokenFile(token)
     return KubeTarget(
         server=f"https://{host}:{port}",
         verify=verify,
-        token=TokenFile(token),
+        token=token_file,
+        token_rejected=token_file.rejected,
         in_cluster=True,
         service_account=account,
     )
@@ -167,10 +177,12 @@ def _from_kubeconfig(paths: tuple[Path, ...], context_name: str | None) -> KubeT
     server = cluster.get("server")
     if not server:
         raise KubeConfigError(f"kubeconfig {shown}: cluster of context {name} has no server")
+    token, token_rejected = _token(user, user_dir)
     return KubeTarget(
         server=str(server).rstrip("/"),
         verify=_tls(cluster, cluster_dir, user, user_dir),
-        token=_token(user, user_dir),
+        token=token,
+        token_rejected=token_rejected,
         context=name,
         kubeconfig=paths,
     )
@@ -244,11 +256,15 @@ def _client_certificate(context: ssl.SSLContext, user: Mapping[str, Any], base: 
         )
 
 
-def _token(user: Mapping[str, Any], base: Path) -> Callable[[], str | None]:
+def _token(
+    user: Mapping[str, Any], base: Path
+) -> tuple[Callable[[], str | None], Callable[[], None]]:
+    """The user's token, and what to do when the server refuses it."""
     if user.get("tokenFile"):
-        return TokenFile(Path(_resolve(user["tokenFile"], base)))
+        token_file = TokenFile(Path(_resolve(user["tokenFile"], base)))
+        return token_file, token_file.rejected
     fixed = user.get("token")
-    return lambda: fixed
+    return (lambda: fixed), (lambda: None)
 
 
 def client_configuration(paths: tuple[Path, ...], context: str | None) -> Any:

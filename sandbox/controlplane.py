@@ -180,10 +180,11 @@ class ControlPlane:
             answer.raise_for_status()
         return revision
 
-    def restart_apiserver(self) -> None:
-        """Stop the API server and start it again with the same arguments and port: every
-        connection drops and its watch cache starts over from etcd."""
-        self._restart("kube-apiserver")
+    def restart_apiserver(self, *extra_args: str) -> None:
+        """Stop the API server and start it again with the same arguments and port, and
+        `extra_args` after them (a flag given twice takes the later value): every connection
+        drops and its watch cache starts over from etcd."""
+        self._restart("kube-apiserver", *extra_args)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -203,10 +204,10 @@ class ControlPlane:
         pid = self.pids[binary]
         command = self._command(binary) + list(extra_args)
         os.killpg(pid, signal.SIGTERM)
-        for _ in range(400):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+        # A graceful stop takes about a second; one started by an earlier restart may hang in
+        # it after its audit backend has shut down, so it gets five seconds, then SIGKILL.
+        for _ in range(100):
+            if _exited(pid):
                 break
             time.sleep(0.05)
         else:
@@ -438,6 +439,21 @@ class ControlPlane:
             ):
                 latest[event["auditID"]] = event
         return [record_of(event) for event in latest.values()]
+
+
+def _exited(pid: int) -> bool:
+    """Whether process `pid` is gone. One started by an earlier restart is this process's
+    child: it stays a zombie, alive to `kill(pid, 0)`, until it is reaped here."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass  # not our child: the control plane's script started it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def record_of(event: Mapping[str, Any]) -> RequestRecord:

@@ -542,15 +542,25 @@ def helm_release_secret(
     namespace: str,
     revision: int,
     storage: bytes,
+    status: str = "deployed",
     labels: Mapping[str, str] | None = None,
     created: str | None = None,
 ) -> Obj:
-    """The Secret Helm keeps revision `revision` of release `name` in; `storage` is
+    """The Secret Helm 3 keeps revision `revision` of release `name` in, labelled as Helm
+    labels it (`createdAt`, `name`, `owner`, `status`, `version`); `storage` is
     `helm_storage` of the release (or any bytes, to test what a reader does with them)."""
     metadata: Obj = {"name": f"sh.helm.release.v1.{name}.v{revision}", "namespace": namespace}
     if created is not None:
         metadata["creationTimestamp"] = created
-    metadata["labels"] = dict(labels or {"owner": "helm", "name": name, "version": str(revision)})
+    when = datetime.fromisoformat(created) if created is not None else datetime.now(UTC)
+    helm_labels = {
+        "createdAt": str(int(when.timestamp())),
+        "name": name,
+        "owner": "helm",
+        "status": status,
+        "version": str(revision),
+    }
+    metadata["labels"] = dict(labels or helm_labels)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

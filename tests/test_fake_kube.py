@@ -878,6 +878,13 @@ def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod_log("gone", NS, container="main")
     assert caught.value.status == 404
+    # A pod no node runs yet has no kubelet to ask: kube-apiserver answers 204, no body.
+    kube.create(pod("pending", node=None))
+    unscheduled = httpx.get(
+        f"{kube.url}/api/v1/namespaces/{NS}/pods/pending/log?container=app", headers=kube.headers
+    )
+    assert (unscheduled.status_code, unscheduled.content) == (204, b"")
+    assert "content-type" not in unscheduled.headers
 
 
 def test_leases_can_be_created_and_renewed_with_a_resource_version(

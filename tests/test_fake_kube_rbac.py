@@ -65,7 +65,7 @@ def cluster(kubectl_kube: FakeKube) -> FakeKube:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         kube.create(config_map("settings", namespace))
         kube.create(config_map("other", namespace))
-        kube.create(objects.pod(name="p", namespace=namespace))
+        kube.create(objects.pod(name="p", namespace=namespace, node="node-1"))
         kube.create(objects.deployment(name="web", namespace=namespace))
     kube.create(cluster_role("cluster-admin", rule(["*"], ["*"], groups=["*"])))
     kube.create(cluster_binding("cluster-admin", "cluster-admin", user(ADMIN)))

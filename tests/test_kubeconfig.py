@@ -12,7 +12,11 @@ import trustme
 import yaml
 
 from kube import cluster, official
+from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
+from kube.errors import KubeError
+from sandbox.kube import FakeKube
+from sandbox.kube.auth import DEFAULT_USER
 
 IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 
@@ -68,6 +72,44 @@ def test_a_token_file_rewritten_in_place_unnoticed_is_read_again_within_the_relo
     assert read() == "first-1"
     monkeypatch.setattr(cluster, "TOKEN_FILE_RELOAD_SECONDS", 0.0)
     assert read() == "other-2"
+
+
+def test_a_token_file_the_server_refused_is_read_again_at_once(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.crt"))
+    (tmp_path / "token").write_text("revoked\n")
+    target = load_target(IN_A_POD, service_account=tmp_path)
+    assert target.token() == "revoked"
+    seen = (tmp_path / "token").stat()
+    (tmp_path / "token").write_text("rotated\n")  # the same size and mtime: unnoticed
+    os.utime(tmp_path / "token", ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    assert target.token() == "revoked"
+    target.token_rejected()  # what a 401 does
+    assert target.token() == "rotated"
+
+
+def test_a_401_makes_the_client_read_a_rotated_token_file_for_its_next_request(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    old = "x" * len(kube.token)  # the rotated token's size, so the rewrite goes unnoticed
+    kube.add_token(old, DEFAULT_USER)
+    token = tmp_path / "token"
+    token.write_text(old)
+    config = write_kubeconfig(tmp_path / "config", {"server": kube.url}, {"tokenFile": str(token)})
+    api = KubeApi(load_target({}, kubeconfig=str(config)))
+    try:
+        assert api.get("/api/v1/namespaces")
+        # Rotated, then the old token revoked, well within the minute between reads.
+        seen = token.stat()
+        token.write_text(kube.token)
+        os.utime(token, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+        kube.remove_token(old)
+        with pytest.raises(KubeError) as refused:
+            api.get("/api/v1/namespaces")
+        assert refused.value.status == 401
+        assert api.get("/api/v1/namespaces")  # at once, with the rotated token
+    finally:
+        api.close()
 
 
 def test_an_ipv6_service_address_is_bracketed(tmp_path: Path) -> None:

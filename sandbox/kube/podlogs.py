@@ -2,7 +2,8 @@
 
 The real kubelet streams logs; here a log is a text set in advance (`set`), and a request
 reads it with the query options the agent uses: `container`, `previous`, `tailLines`,
-`limitBytes`. A pod whose log was never set has an empty log.
+`limitBytes`. A pod whose log was never set has an empty log; a pod on no node yet has
+none at all (204, as kube-apiserver answers when there is no kubelet to ask).
 """
 
 from __future__ import annotations

@@ -729,6 +729,10 @@ class Router:
             container = names[0]
         elif container not in names and container not in others:
             raise status.bad_request(f"container {container} is not valid for pod {route.name}")
+        if not spec.get("nodeName"):
+            # Upstream's LogLocation: no node, no kubelet to ask; the answer is empty.
+            handler.reply(204, b"", content_type="")
+            return
         previous = query.get("previous", "").lower() == "true"
         text = self.backend.pod_logs.get(namespace, route.name, container, previous)
         if text is None:
@@ -969,8 +973,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         for name, value in headers:
             self.send_header(name, value)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        if code != 204:  # no content, and so no length (RFC 9110)
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
         self.wfile.write(body)
