@@ -847,13 +847,6 @@ def test_create_fills_identity_and_honours_generate_name(
     assert created.metadata.uid != "forged"
     assert created.metadata.resource_version == str(kube.current_rv)
     assert kube.requests[-1].status == 201
-    # A resourceVersion is the server's to give: a create that carries one is refused
-    # (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, Create).
-    body["metadata"]["resourceVersion"] = "1"
-    with pytest.raises(ApiException) as refused:
-        core.create_namespaced_config_map(NS, body)
-    assert refused.value.status == 400
-    assert "resourceVersion should not be set" in refused.value.body
 
 
 def test_pod_logs_are_served_as_text_with_tail_lines_container_and_previous(
@@ -1114,45 +1107,6 @@ def test_a_fault_can_target_one_verb_so_a_write_fails_after_its_read(
         current.metadata.resource_version  # a faulted write changes nothing
     )
     apps.patch_namespaced_deployment("web", NS, fresh, _content_type="application/merge-patch+json")
-
-
-def test_horizontal_pod_autoscalers_v2_are_served_with_merge_patch_preconditions(
-    kube: FakeKube, api: client.ApiClient
-) -> None:
-    hpas = client.AutoscalingV2Api(api)
-    body = {
-        "metadata": {"name": "web", "annotations": {"a": "1", "b": "2"}},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "minReplicas": 2,
-            "maxReplicas": 5,
-        },
-    }
-    created = hpas.create_namespaced_horizontal_pod_autoscaler(NS, body)
-    assert created.metadata.generation == 1
-    merge = "application/merge-patch+json"
-    patch = {
-        "metadata": {
-            "resourceVersion": created.metadata.resource_version,
-            "annotations": {"a": None},
-        },
-        "spec": {"minReplicas": 4},
-    }
-    patched = hpas.patch_namespaced_horizontal_pod_autoscaler("web", NS, patch, _content_type=merge)
-    assert patched.metadata.annotations == {"b": "2"}
-    assert (patched.spec.min_replicas, patched.spec.max_replicas) == (4, 5)
-    assert patched.metadata.generation == 2
-    with pytest.raises(ApiException) as caught:  # the same precondition again is stale now
-        hpas.patch_namespaced_horizontal_pod_autoscaler("web", NS, patch, _content_type=merge)
-    assert caught.value.status == 409
-    stale = client.V1DeleteOptions(
-        preconditions=client.V1Preconditions(resource_version=created.metadata.resource_version)
-    )
-    with pytest.raises(ApiException) as caught:
-        hpas.delete_namespaced_horizontal_pod_autoscaler("web", NS, body=stale)
-    assert caught.value.status == 409
-    hpas.delete_namespaced_horizontal_pod_autoscaler("web", NS)
-    assert hpas.list_horizontal_pod_autoscaler_for_all_namespaces().items == []
 
 
 def test_a_forbidden_kind_keeps_failing_while_the_others_work(

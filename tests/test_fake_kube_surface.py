@@ -329,27 +329,6 @@ def test_a_body_without_a_content_type_is_json(kube: FakeKube, http: httpx.Clien
     assert answer.status_code == 201, answer.text
 
 
-def test_a_patch_in_a_type_that_is_no_patch_is_415_listing_the_patch_types(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    kube.create(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS}}
-    )
-    answer = http.patch(f"{CONFIGMAPS}/c", json={}, headers={"Content-Type": "application/json"})
-    assert answer.status_code == 415
-    assert answer.json()["message"] == (
-        "the body of the request was in an unknown format - accepted media types include: "
-        "application/json-patch+json, application/merge-patch+json, "
-        "application/strategic-merge-patch+json"
-    )
-
-
-def test_an_unknown_path_is_404_not_found(kube: FakeKube, http: httpx.Client) -> None:
-    for path in ("/apis/apps/v1/namespaces/shop/widgets", "/nothing", f"{DEPLOYMENTS}/web/bogus"):
-        answer = http.get(path)
-        assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound"), path
-
-
 # --- Table answers ---------------------------------------------------------------------------
 # https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables
 # Columns: pkg/printers/internalversion/printers.go; kinds without a printer:

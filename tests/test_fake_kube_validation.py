@@ -148,24 +148,6 @@ def test_a_value_of_the_wrong_type_is_refused_as_the_go_decoder_refuses_it(
     assert kube.list("deployments") == [] and kube.list("horizontalpodautoscalers") == []
 
 
-def test_a_micro_time_needs_exactly_six_fractional_digits_and_may_carry_an_offset(
-    http: httpx.Client,
-) -> None:
-    """metav1.MicroTime parses with RFC3339Micro, "2006-01-02T15:04:05.000000Z07:00"
-    (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/micro_time.go): a Lease renewTime
-    without microseconds is refused; a +00:00 offset, as Python clients send it, is fine."""
-    status = refusal(post(http, LEASES, lease("2026-12-04T10:00:00Z")), 400, "BadRequest")
-    assert status["message"] == (
-        'Lease in version "v1" cannot be handled as a Lease: parsing time '
-        '"2026-12-04T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse '
-        '"2026-12-04T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00"'
-    )
-    refusal(post(http, LEASES, lease("2026-12-04T10:00:00.123Z")), 400, "BadRequest")
-    created = post(http, LEASES, lease("2026-12-04T10:00:00.123456+00:00"))
-    assert created.status_code == 201, created.text
-    assert created.json()["spec"]["renewTime"] == "2026-12-04T10:00:00.123456+00:00"
-
-
 def test_a_time_is_rfc3339_to_the_second_with_or_without_a_fraction(http: httpx.Client) -> None:
     """metav1.Time parses with RFC3339 (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/
     time.go): seconds are required, a fraction and an offset are optional."""
@@ -328,27 +310,6 @@ def test_a_patch_that_is_not_json_or_not_the_right_shape_is_refused_in_go_words(
 
 
 # --- defaulting -------------------------------------------------------------------------------
-
-
-def test_an_hpa_gets_a_min_of_one_and_cpu_at_80_percent_when_they_are_left_out(
-    http: httpx.Client,
-) -> None:
-    """pkg/apis/autoscaling/v2/defaults.go SetDefaults_HorizontalPodAutoscaler: minReplicas 1,
-    and a CPU Utilization 80 metric when there are no metrics; the status's desiredReplicas
-    has no omitempty, so a new HPA reads back with 0 there."""
-    created = post(http, HPAS, hpa()).json()
-    assert created["spec"]["minReplicas"] == 1
-    assert created["spec"]["metrics"] == [
-        {
-            "type": "Resource",
-            "resource": {
-                "name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 80},
-            },
-        }
-    ]
-    assert "behavior" not in created["spec"]
-    assert created["status"] == {"desiredReplicas": 0}
 
 
 def test_an_hpa_behavior_gets_its_gaps_filled_per_direction(http: httpx.Client) -> None:

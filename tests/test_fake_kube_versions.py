@@ -314,27 +314,6 @@ def test_a_resource_version_with_a_continue_token_is_400(
     assert names(again) == ["b"]
 
 
-@pytest.mark.parametrize("watch", [False, True], ids=["list", "watch"])
-def test_a_resource_version_that_is_not_a_number_is_a_500_without_a_reason(
-    watch: bool, http: httpx.Client
-) -> None:
-    """The storage layer's invalid-value error is not an API status, so the API layer
-    answers 500 with reason Unknown, which is empty and left out (apiserver
-    endpoints/handlers/responsewriters/status.go, ErrorToAPIStatus)."""
-    params = {"resourceVersion": "abc"} | ({"watch": "1"} if watch else {})
-    answer = http.get(PODS, params=params)
-    assert answer.status_code == 500
-    assert answer.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": '
-        "invalid syntax",
-        "code": 500,
-    }
-
-
 # --- history that ages --------------------------------------------------------------------
 
 

@@ -215,8 +215,7 @@ RESOURCES: tuple[Resource, ...] = (
         True,
         "horizontalpodautoscaler",
         ("hpa",),
-        generation=True,
-        status=True,
+        status=True,  # no generation: upstream's HPA strategy never sets one
     ),
     # batch/v1
     Resource(

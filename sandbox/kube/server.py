@@ -87,7 +87,7 @@ WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for its 415
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
     "application/json-patch+json": json_patch,
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
@@ -165,11 +165,26 @@ def parse_route(path: str) -> Route | None:
     return Route(resource, namespace, name, subresource, watch_path)
 
 
+def _served_group_version(parts: list[str]) -> bool:
+    """Whether a path is under a group version the server serves (/api/v1/..., /apis/g/v/...),
+    where an unknown resource is a NotFound Status."""
+    if parts[0] == "api" and len(parts) >= 2:
+        return resources.api_resource_list("", parts[1]) is not None
+    if parts[0] == "apis" and len(parts) >= 3:
+        return resources.api_resource_list(parts[1], parts[2]) is not None
+    return False
+
+
 def version_info(git_version: str) -> dict[str, str]:
     major, minor = git_version.lstrip("v").split(".")[:2]
     return {
         "major": major,
         "minor": minor,
+        # The version it emulates (its own) and the oldest it stays compatible with.
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "minCompatibilityMajor": major,
+        "minCompatibilityMinor": str(int(minor) - 1),
         "gitVersion": git_version,
         "gitCommit": "39683505b630ff2121012f3c5b16215a1449d5ed",
         "gitTreeState": "clean",
@@ -298,7 +313,11 @@ class Router:
         handler.record = record
         handler.drip = None
         try:
-            user = self.backend.tokens.authenticate(path, handler.headers.get("Authorization"))
+            user = self.backend.tokens.authenticate(
+                path,
+                handler.headers.get("Authorization"),
+                authorized=self.backend.authorizer.enabled,
+            )
             self.backend.authorizer.check(user, info)
             fault = self.backend.faults.check(resource, info, user)
             if fault is not None:
@@ -317,8 +336,8 @@ class Router:
                 self._resource(handler, route, query, raw, watch)
         except ApiError as error:
             handler.reply(error.code, error.body(), headers=error.headers)
-        except PatchError as error:
-            failure = status.unprocessable(str(error))
+        except PatchError:
+            failure = status.unprocessable()
             handler.reply(failure.code, failure.body())
         except OSError:
             raise
@@ -338,7 +357,7 @@ class Router:
 
     def _non_resource(self, handler: _Handler, path: str) -> None:
         if handler.command != "GET":
-            raise status.method_not_allowed(handler.command)
+            raise status.method_not_allowed()
         settings = self.backend.settings
         doc: Any
         stripped = path.rstrip("/") or "/"
@@ -370,8 +389,13 @@ class Router:
                 doc = resources.api_group(parts[1])
             elif parts[0] == "apis" and len(parts) == 3:
                 doc = resources.api_resource_list(parts[1], parts[2])
-            if doc is None:
+            if doc is None and _served_group_version(parts):
                 raise status.path_not_found()
+            if doc is None:
+                # Outside every API group version the server serves: its mux's plain 404.
+                plain = "text/plain; charset=utf-8"
+                handler.reply(404, b"404 page not found\n", content_type=plain)
+                return
         handler.reply(200, _encode(doc))
 
     def stats(self) -> dict[str, Any]:
@@ -403,7 +427,7 @@ class Router:
                 return self._list(handler, route, query, choice)
             if method == "POST":
                 return self._create(handler, route, query, raw, choice)
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         store = self.backend.store
         warnings: list[str] = []
         if method == "GET":
@@ -415,7 +439,7 @@ class Router:
         elif method == "DELETE":
             return self._delete(handler, route, query, raw, choice)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
 
@@ -426,7 +450,7 @@ class Router:
         assert route.name is not None
         if route.subresource == "log" and resource.plural == "pods" and not resource.group:
             if method != "GET":
-                raise status.method_not_allowed(method)
+                raise status.method_not_allowed()
             return self._log(handler, route, query)
         if route.subresource == "scale" and resource.scale:
             return self._scale(handler, route, query, raw)
@@ -441,7 +465,7 @@ class Router:
         elif method == "PATCH":
             entry, warnings = self._patch(handler, route, query, raw, status_only=True)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
 
@@ -466,7 +490,7 @@ class Router:
             def change(current: dict[str, Any]) -> Any:
                 return patcher(current, patch)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             return scale.written(name, current, change(scale.of(current)))
@@ -529,7 +553,7 @@ class Router:
             metadata["namespace"] = namespace
         options = WriteOptions.parse(query, "CreateOptions")
         if str(metadata.get("resourceVersion") or "0") != "0":
-            raise status.bad_request("resourceVersion should not be set on objects to be created")
+            raise status.resource_version_on_create()
         for server_owned in (
             "uid",
             "resourceVersion",
@@ -588,7 +612,9 @@ class Router:
         def replace(current: dict[str, Any]) -> dict[str, Any]:
             uid, stored_uid = body["metadata"].get("uid"), current["metadata"].get("uid")
             if uid and uid != stored_uid:
-                raise status.uid_precondition_failed(resource, str(route.name), uid, stored_uid)
+                raise status.uid_precondition_failed(
+                    resource, route.namespace, str(route.name), uid, stored_uid
+                )
             new = body
             if status_only:
                 new = _with_status(current, body.get("status"), body["metadata"])
@@ -688,6 +714,10 @@ class Router:
             raise status.bad_request(f"container {container} is not valid for pod {route.name}")
         previous = query.get("previous", "").lower() == "true"
         text = self.backend.pod_logs.get(namespace, route.name, container, previous)
+        if text is None and not spec.get("nodeName"):
+            # No node, no kubelet to ask: upstream's log location is empty, the answer too.
+            handler.reply(204, b"", content_type="text/plain")
+            return
         if text is None:
             if previous:
                 raise status.bad_request(
@@ -774,7 +804,7 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     """The status a create starts with: Go's zero status as JSON (only fields without
     `omitempty` show), or what the kind's strategy sets in PrepareForCreate."""
     if resource.kind == "HorizontalPodAutoscaler":
-        return {"desiredReplicas": 0}
+        return {"currentMetrics": None, "desiredReplicas": 0}
     if resource.kind == "Pod":
         return {"phase": "Pending"}
     return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
@@ -788,7 +818,7 @@ def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
     content_type = (handler.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     patcher = _PATCHERS.get(content_type)
     if patcher is None:
-        raise status.unsupported_media_type(tuple(_PATCHERS))
+        raise status.unsupported_patch_type()
     return patcher
 
 
