@@ -43,6 +43,14 @@ STRICT = {"fieldValidation": "Strict"}
 # What a real control plane's controllers write on their own (Deployment and HPA status,
 # managed fields of their status writes): not an answer to the request.
 CONTROLLED = ("status", "metadata.managedFields")
+# Read back after a create, also the resourceVersion those writes move on.
+CONTROLLED_READ = (
+    *CONTROLLED,
+    "metadata.resourceVersion",
+    "items.status",
+    "items.metadata.managedFields",
+    "items.metadata.resourceVersion",
+)
 # A Scale's resourceVersion is its Deployment's, which the real controller moves on.
 SCALE_CONTROLLED = ("status", "metadata.resourceVersion")
 
@@ -58,7 +66,7 @@ class Request:
     token: str = "admin"
     # A watch: how many of its compared events to read (0: until the stream ends).
     watch_events: int | None = None
-    # Dotted paths of the answer left out of the comparison (`*.key`: anywhere).
+    # Dotted paths of the answer left out of the comparison.
     ignore: tuple[str, ...] = ()
     # Compare only the top-level keys of the answer (its values are the server's own).
     keys_only: bool = False
@@ -267,8 +275,13 @@ AGENT = [
     Case(
         "hpas list in pages of 500, in a namespace and across all",
         (
-            get(HPAS, query={"limit": "500"}, ignore=CONTROLLED),
-            get(f"{HPAS}/web", ignore=CONTROLLED),
+            get(HPAS, query={"limit": "500"}, ignore=CONTROLLED_READ),
+            get(
+                "/apis/autoscaling/v2/horizontalpodautoscalers",
+                query={"limit": "500", "fieldSelector": "metadata.namespace={ns}"},
+                ignore=CONTROLLED_READ,
+            ),
+            get(f"{HPAS}/web", ignore=CONTROLLED_READ),
         ),
         setup=HPA_SEEDED,
     ),
@@ -341,6 +354,7 @@ AGENT = [
                 query={**STRICT, "fieldManager": "moonin-agent"},
                 ignore=(*CONTROLLED, "metadata.annotations"),
             ),
+            get(f"{DEPLOYMENTS}/web", ignore=(*CONTROLLED_READ, "metadata.annotations")),
         ),
     ),
     Case(
@@ -367,8 +381,39 @@ AGENT = [
 
 BAD_BODIES = [
     Case(
-        "a value of the wrong type is a bad request",
-        (post(DEPLOYMENTS, {**deployment(), "spec": {**deployment()["spec"], "replicas": "two"}}),),
+        "a value of the wrong type is a bad request and nothing is stored",
+        (
+            post(
+                DEPLOYMENTS, {**deployment(), "spec": {**deployment()["spec"], "replicas": "two"}}
+            ),
+            post(HPAS, {**hpa(), "spec": {**hpa()["spec"], "maxReplicas": 2**31}}),
+            get(DEPLOYMENTS),
+            get(HPAS),
+        ),
+    ),
+    Case(
+        "unknown and duplicate fields under strict validation are named in document order",
+        (
+            post(
+                DEPLOYMENTS,
+                '{"apiVersion": "apps/v1", "kind": "Deployment",'
+                ' "metadata": {"name": "web", "name": "web", "unknownMeta": 1},'
+                ' "spec": {"foo": 1, "dupe": 1, "dupe": 2, "paused": true, "paused": false,'
+                ' "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata":'
+                ' {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app",'
+                ' "image": "web:1", "nested": 1, "imagePullPolicy": "Always",'
+                ' "imagePullPolicy": "Never"}]}}}}',
+                query=STRICT,
+            ),
+            get(DEPLOYMENTS),
+        ),
+    ),
+    Case(
+        "unknown fields are dropped with a warning by default",
+        (
+            post(DEPLOYMENTS, {**deployment(), "spec": {**deployment()["spec"], "foo": "bar"}}),
+            get(f"{DEPLOYMENTS}/web", ignore=CONTROLLED_READ),
+        ),
     ),
     Case(
         "unknown fields under strict field validation are a bad request",
@@ -380,7 +425,12 @@ BAD_BODIES = [
     ),
     Case(
         "unknown fields under ignore field validation are dropped silently",
-        (post(CONFIGMAPS, {**configmap("c"), "extra": True}, query={"fieldValidation": "Ignore"}),),
+        (
+            post(
+                CONFIGMAPS, {**configmap("c"), "extra": True}, query={"fieldValidation": "Ignore"}
+            ),
+            get(f"{CONFIGMAPS}/c"),
+        ),
     ),
     Case(
         "duplicate keys under strict field validation are a bad request",
@@ -393,12 +443,19 @@ BAD_BODIES = [
         ),
     ),
     Case(
-        "a body that is not json is a bad request",
-        (post(CONFIGMAPS, "xyz"),),
+        "a body that is not json or not an object is a bad request worded as go words it",
+        (
+            post(CONFIGMAPS, "xyz"),
+            post(DEPLOYMENTS, '{"metadata": x}'),
+            post(DEPLOYMENTS, '{"metadata": {'),
+            post(DEPLOYMENTS, "kind: Deployment"),
+            post(DEPLOYMENTS, "[1]"),
+            post(DEPLOYMENTS, {"metadata": "web"}),
+        ),
     ),
     Case(
-        "an invalid object name is invalid",
-        (post(CONFIGMAPS, configmap("Not_Valid")),),
+        "an invalid object name is invalid and nothing is stored",
+        (post(CONFIGMAPS, configmap("Not_Valid")), post(HPAS, hpa("Bad_Name")), get(HPAS)),
     ),
     Case(
         "an invalid label is invalid",
@@ -413,8 +470,14 @@ BAD_BODIES = [
         (post(CONFIGMAPS, configmap("c"), query={"fieldValidation": "Loose"}),),
     ),
     Case(
-        "an hpa whose bounds cross is invalid",
-        (post(HPAS, hpa(low=5, high=2)),),
+        "hpa bounds are held on create and on patch",
+        (
+            post(HPAS, hpa(low=7, high=5)),
+            post(HPAS, hpa(low=0, high=0)),
+            post(HPAS, hpa(low=2, high=5), ignore=CONTROLLED),
+            patch(f"{HPAS}/web", {"spec": {"minReplicas": 9}}),
+            get(f"{HPAS}/web", ignore=CONTROLLED_READ),
+        ),
     ),
     Case(
         "a body in an unknown media type is unsupported",
@@ -488,7 +551,14 @@ WRITES = [
     ),
     Case(
         "a create into a missing namespace is not found",
-        (post("/api/v1/namespaces/{ns}-missing/configmaps", configmap("c")),),
+        (
+            post("/api/v1/namespaces/{ns}-missing/configmaps", configmap("c")),
+            get("/api/v1/namespaces/{ns}-missing/configmaps"),
+        ),
+    ),
+    Case(
+        "a generated name is the prefix and five characters",
+        (post(CONFIGMAPS, {**configmap(""), "metadata": {"generateName": "job-"}}),),
     ),
     Case(
         "dry runs answer what would be stored and store nothing",
@@ -505,11 +575,24 @@ WRITES = [
         "an object with a finalizer is marked on delete and goes when it is removed",
         (
             delete(f"{CONFIGMAPS}/c"),
+            delete(f"{CONFIGMAPS}/c"),
             get(f"{CONFIGMAPS}/c"),
             patch(f"{CONFIGMAPS}/c", {"metadata": {"finalizers": None}}),
             get(f"{CONFIGMAPS}/c"),
+            watch(CONFIGMAPS, 2, resourceVersion="{first_rv}", fieldSelector="metadata.name=c"),
         ),
         setup=(post(CONFIGMAPS, configmap("c", finalizers=["example.com/hold"])),),
+    ),
+    Case(
+        "an object held by two finalizers goes with the update that removes the last",
+        (
+            delete(f"{CONFIGMAPS}/c"),
+            patch(f"{CONFIGMAPS}/c", {"metadata": {"finalizers": ["example.com/b"]}}),
+            put(f"{CONFIGMAPS}/c", configmap("c", finalizers=[])),
+            get(f"{CONFIGMAPS}/c"),
+            watch(CONFIGMAPS, 3, resourceVersion="{first_rv}", fieldSelector="metadata.name=c"),
+        ),
+        setup=(post(CONFIGMAPS, configmap("c", finalizers=["example.com/a", "example.com/b"])),),
     ),
     Case(
         "a deleted namespace answers terminating",
@@ -525,8 +608,21 @@ WRITES = [
 ]
 
 AUTH = [
-    Case("a request without a token is unauthorized", (get(CONFIGMAPS, token="none"),)),
-    Case("an unknown token is unauthorized", (get(CONFIGMAPS, token="unknown"),)),
+    Case(
+        "a request without a token is anonymous, allowed only the public paths",
+        (
+            get(CONFIGMAPS, token="none"),
+            get("/apis", token="none"),
+            get("/version", token="none", keys_only=True),
+            get("/healthz", token="none"),
+        ),
+    ),
+    Case(
+        "an unknown token is unauthorized everywhere",
+        tuple(
+            get(path, token="unknown") for path in (CONFIGMAPS, "/api/v1", "/version", "/healthz")
+        ),
+    ),
     Case(
         "a service account without rights is forbidden",
         (
@@ -601,10 +697,16 @@ VERSIONS = [
             get(SECRETS, query={"resourceVersion": "0", "resourceVersionMatch": "Exact"}),
             get(SECRETS, query={"resourceVersion": "{rv}", "resourceVersionMatch": "Newest"}),
             get(SECRETS, query={"resourceVersion": "{rv}", "continue": "{continue}"}),
+            get(SECRETS, query={"resourceVersion": "0", "continue": "{continue}", "limit": "1"}),
             get(SECRETS, query={"resourceVersion": "abc"}),
             get(SECRETS, query={"resourceVersion": "abc", "watch": "true"}),
         ),
         setup=(*SECRETS_SEEDED, get(SECRETS, query={"limit": "1"})),
+    ),
+    Case(
+        "a list at a resourceVersion the server has not reached times out",
+        (get(SECRETS, query={"resourceVersion": "{future_rv}"}),),
+        setup=SECRETS_SEEDED,
     ),
     Case(
         "a list at resourceVersion 0 is served whole",

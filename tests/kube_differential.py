@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,17 +156,15 @@ def _watch(
             answer.read()
             return answer.status_code, _warnings(answer), _decoded(answer)
         events: list[Any] = []
-        for line in _lines(answer.iter_lines()):
+        for line in answer.iter_lines():
+            if not line.strip():
+                continue
             event = json.loads(line)
             if _compared(event):
                 events.append(event)
             if len(events) >= (request.watch_events or 0) > 0:
                 break
         return 200, _warnings(answer), {"events": events}
-
-
-def _lines(lines: Iterator[str]) -> Iterator[str]:
-    return (line for line in lines if line.strip())
 
 
 def _compared(event: Mapping[str, Any]) -> bool:
@@ -216,10 +214,13 @@ def _collection(body: dict[str, Any], context: _Context, ignore: tuple[str, ...]
     rv = str(meta.pop("resourceVersion", "") or "")
     normal = _values({**body, "metadata": meta}, context, (), frozenset(ignore))
     if rv:
-        newest = max((int(seen) for seen in context.ordinals), default=0)
-        latest = int(rv) >= newest
+        latest = int(rv) >= _newest(context)
         normal["metadata"]["resourceVersion"] = "<latest>" if latest else context.ordinal(rv)
     return normal
+
+
+def _newest(context: _Context) -> int:
+    return max((int(seen) for seen in context.ordinals), default=0)
 
 
 def _status(body: Mapping[str, Any], context: _Context) -> dict[str, Any]:
@@ -233,13 +234,17 @@ def _status(body: Mapping[str, Any], context: _Context) -> dict[str, Any]:
 
 
 def _message(message: str, context: _Context) -> str:
-    """Resource versions named in a message become their ordinals (numbers the case never
-    saw, a compaction's revision, become `<rv>`)."""
+    """Resource versions named in a message become their ordinals, or `<latest>` when no
+    object of the case is newer (a server's current version); other numbers past 99 (a
+    revision the case never saw, a year) become `<number>`."""
     message = message.replace(context.values.get("uid", "\0"), "<uid>")
+    newest = _newest(context)
 
     def version(match: re.Match[str]) -> str:
         number = match.group(0)
-        return context.ordinals.get(number) or ("<rv>" if int(number) > 99 else number)
+        if newest and int(number) >= newest:
+            return "<latest>"
+        return context.ordinals.get(number) or ("<number>" if int(number) > 99 else number)
 
     return re.sub(r"\d+", version, message)
 
@@ -247,9 +252,12 @@ def _message(message: str, context: _Context) -> str:
 def _values(value: Any, context: _Context, path: tuple[str, ...], ignore: frozenset[str]) -> Any:
     if isinstance(value, dict):
         kept = {}
+        prefix = value.get("generateName")
+        if isinstance(prefix, str) and str(value.get("name", "")).startswith(prefix):
+            value = {**value, "name": f"{prefix}<generated>"}
         for key, item in value.items():
             at = (*path, key)
-            if ".".join(at) in ignore or _anywhere(at, ignore):
+            if ".".join(step for step in at if step != "[]") in ignore:
                 continue
             kept[key] = _value(key, item, context, at, ignore)
         return kept
@@ -262,11 +270,6 @@ def _values(value: Any, context: _Context, path: tuple[str, ...], ignore: frozen
     return value
 
 
-def _anywhere(path: tuple[str, ...], ignore: frozenset[str]) -> bool:
-    """`*.key` in `ignore` drops `key` wherever it is."""
-    return f"*.{path[-1]}" in ignore
-
-
 def _value(
     key: str, item: Any, context: _Context, at: tuple[str, ...], ignore: frozenset[str]
 ) -> Any:
@@ -276,16 +279,9 @@ def _value(
         return "<uid>"
     if key == "continue" and isinstance(item, str) and item:
         return "<continue>"
-    if key == "name" and at[-2:-1] == ("metadata",) and isinstance(item, str):
-        return _generated(item, context)
     if key == "fieldsV1":
         return "<fields>"
     return _values(item, context, at, ignore)
-
-
-def _generated(name: str, context: _Context) -> str:
-    prefix = context.values.get("generate_prefix")
-    return f"{prefix}<generated>" if prefix and name.startswith(prefix) else name
 
 
 # -- comparing ------------------------------------------------------------------------------

@@ -62,26 +62,6 @@ def summary(changes: list[Change]) -> list[tuple[str, str, str]]:
 # --- namespaces ----------------------------------------------------------------------------
 
 
-def test_a_create_into_a_missing_namespace_is_404_naming_the_namespace(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """NamespaceLifecycle admission: plugin/pkg/admission/namespace/lifecycle/admission.go
-    answers errors.NewNotFound(namespaces, ns) before anything is stored."""
-    answer = http.post(CONFIGMAPS, json=configmap())
-    assert answer.status_code == 404
-    assert answer.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": 'namespaces "shop" not found',
-        "reason": "NotFound",
-        "details": {"name": "shop", "kind": "namespaces"},
-        "code": 404,
-    }
-    assert kube.list("configmaps") == []
-
-
 def test_a_python_side_create_may_seed_into_a_namespace_that_does_not_exist(
     kube: FakeKube,
 ) -> None:
@@ -217,54 +197,6 @@ def test_system_namespaces_exist_from_the_start_and_after_a_reset_when_asked() -
 
 
 # --- finalizers ----------------------------------------------------------------------------
-
-
-def test_deleting_an_object_with_finalizers_marks_it_and_answers_it(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/: the
-    object gets deletionTimestamp (and deletionGracePeriodSeconds 0: markAsDeleting in
-    staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go), a MODIFIED event,
-    and the answer is the object itself, 200, even for kinds that answer a Status."""
-    kube.create(configmap(namespace=NS, finalizers=["example.com/hold"]))
-    since = kube.current_rv
-    answer = delete(http, f"{CONFIGMAPS}/settings")
-    assert answer.status_code == 200
-    body = answer.json()
-    assert body["kind"] == "ConfigMap"
-    assert body["metadata"]["deletionGracePeriodSeconds"] == 0
-    assert body["metadata"]["finalizers"] == ["example.com/hold"]
-    [(kind, _, _, obj)] = events(kube, since, {CONFIGMAPS: 1})
-    assert kind == "MODIFIED"
-    assert obj["metadata"]["deletionTimestamp"] == body["metadata"]["deletionTimestamp"]
-    again = delete(http, f"{CONFIGMAPS}/settings")
-    assert (again.status_code, again.json()["metadata"]) == (200, body["metadata"])
-
-
-def test_removing_the_last_finalizer_deletes_the_object(kube: FakeKube, http: httpx.Client) -> None:
-    """The object is deleted by the update that removes its last finalizer (finalizers
-    docs; shouldDeleteDuringUpdate in the generic registry store): one DELETED event."""
-    kube.create(configmap(namespace=NS, finalizers=["example.com/a", "example.com/b"]))
-    delete(http, f"{CONFIGMAPS}/settings")
-    since = kube.current_rv
-    kube.patch(
-        "configmaps",
-        NS,
-        "settings",
-        {"metadata": {"finalizers": ["example.com/b"]}},
-        patch_type="merge",
-    )
-    still = http.get(f"{CONFIGMAPS}/settings").json()
-    answer = http.put(
-        f"{CONFIGMAPS}/settings",
-        json={**still, "metadata": {**still["metadata"], "finalizers": []}},
-    )
-    assert answer.status_code == 200
-    assert summary(events(kube, since, {CONFIGMAPS: 2})) == [
-        ("MODIFIED", "ConfigMap", "settings"),
-        ("DELETED", "ConfigMap", "settings"),
-    ]
-    assert http.get(f"{CONFIGMAPS}/settings").status_code == 404
 
 
 def test_no_finalizer_may_be_added_and_the_deletion_may_not_be_undone_once_deleting(

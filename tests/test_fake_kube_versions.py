@@ -87,10 +87,6 @@ def too_large(requested: int, current: int) -> dict[str, Any]:
     }
 
 
-def forbidden(field: str, detail: str) -> dict[str, Any]:
-    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
-
-
 # --- lists at a resourceVersion --------------------------------------------------------------
 
 
@@ -251,67 +247,6 @@ def test_an_exact_list_older_than_the_history_kept_is_410_expired(
         "reason": "Expired",
         "code": 410,
     }
-
-
-@pytest.mark.parametrize(
-    ("params", "cause"),
-    [
-        (
-            {"resourceVersionMatch": "NotOlderThan"},
-            forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ),
-        ),
-        (
-            {"resourceVersion": "0", "resourceVersionMatch": "Exact"},
-            forbidden(
-                "resourceVersionMatch",
-                'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
-            ),
-        ),
-        (
-            {"resourceVersion": "1", "resourceVersionMatch": "Newest"},
-            {
-                "reason": "FieldValueNotSupported",
-                "message": 'Unsupported value: "Newest": supported values: "Exact", '
-                '"NotOlderThan", ""',
-                "field": "resourceVersionMatch",
-            },
-        ),
-    ],
-    ids=["match without version", "exact 0", "unknown match"],
-)
-def test_list_options_that_do_not_go_together_are_422_invalid(
-    params: dict[str, str], cause: dict[str, str], http: httpx.Client
-) -> None:
-    """ListOptions validation (staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/
-    validation/validation.go, ValidateListOptions)."""
-    answer = http.get(PODS, params=params)
-    assert answer.status_code == 422
-    body = answer.json()
-    assert (body["reason"], body["details"]["causes"]) == ("Invalid", [cause])
-    assert body["message"] == (
-        f'ListOptions.meta.k8s.io "" is invalid: {cause["field"]}: {cause["message"]}'
-    )
-
-
-def test_a_resource_version_with_a_continue_token_is_400(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """etcd3 store list: "specifying resource version is not allowed when using continue";
-    "0" is allowed (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go)."""
-    for name in ("a", "b"):
-        kube.create(objects.pod(name=name, namespace=NS))
-    token = http.get(PODS, params={"limit": "1"}).json()["metadata"]["continue"]
-    answer = http.get(PODS, params={"limit": "1", "continue": token, "resourceVersion": "3"})
-    assert answer.status_code == 400
-    assert answer.json()["reason"] == "BadRequest"
-    assert answer.json()["message"] == (
-        "specifying resource version is not allowed when using continue"
-    )
-    again = http.get(PODS, params={"limit": "1", "continue": token, "resourceVersion": "0"})
-    assert names(again) == ["b"]
 
 
 # --- history that ages --------------------------------------------------------------------

@@ -73,11 +73,12 @@ def compact_and_restart(control_plane: ControlPlane) -> None:
     control_plane.restart_apiserver()
 
 
-def fake_server(kube: FakeKube, client: httpx.Client, namespace: str) -> Server:
+def fake_server(kube: FakeKube, client: httpx.Client, case: Case, namespace: str) -> Server:
     """The fake with RBAC on, as a cluster is: the admin through a `*` ClusterRole (the
     fake has no `system:masters`), the ServiceAccount `nobody` through nothing."""
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    kube.create(_service_account(namespace))
+    if NOBODY in case.tokens:
+        kube.create(_service_account(namespace))
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}
     kube.create({**role, "metadata": {"name": "admin"}, "rules": ADMIN_RULES})
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding"}
@@ -111,7 +112,7 @@ def test_the_fake_answers_as_kube_apiserver(
 ) -> None:
     namespace = real_namespace("diff")
     real = real_server(control_plane, real_client, case, namespace)
-    fake = fake_server(kube, fake_client, namespace)
+    fake = fake_server(kube, fake_client, case, namespace)
     try:
         real_answers = play(real, case, namespace)
     finally:

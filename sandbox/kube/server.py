@@ -521,8 +521,8 @@ class Router:
             at = rv
         elif rv:
             self._wait_for_rv(rv)
-        elif options.resource_version == "0" and not token:
-            limit = None
+        elif options.resource_version == "0":
+            limit = None  # the watch cache serves the rest whole, a continue token or not
         page = backend.pager.page(
             resource, route.namespace, matcher(labels, fields), limit, token, at
         )
