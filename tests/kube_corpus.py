@@ -363,8 +363,27 @@ AGENT = [
             get(f"{DEPLOYMENTS}/web/scale", ignore=SCALE_CONTROLLED),
             patch(f"{DEPLOYMENTS}/web/scale", {"spec": {"replicas": 1}}, ignore=SCALE_CONTROLLED),
             patch(f"{DEPLOYMENTS}/web/scale", {"spec": {"replicas": -1}}),
+            put(f"{DEPLOYMENTS}/web/scale", {"spec": {"replicas": 9}}),
+            put(
+                f"{DEPLOYMENTS}/web/scale",
+                {
+                    "metadata": {"name": "web", "resourceVersion": "{first_rv}"},
+                    "spec": {"replicas": 9},
+                },
+            ),
+            put(
+                f"{DEPLOYMENTS}/web/scale",
+                {"metadata": {"name": "web"}, "spec": {"replicas": 6}},
+                query={"dryRun": "All"},
+                ignore=SCALE_CONTROLLED,
+            ),
+            get(f"{DEPLOYMENTS}/web", ignore=(*CONTROLLED_READ, "metadata.annotations")),
+            get(f"{DEPLOYMENTS}/gone/scale"),
         ),
-        setup=DEPLOYMENT_SEEDED,
+        setup=(
+            *DEPLOYMENT_SEEDED,
+            patch(f"{DEPLOYMENTS}/web", {"metadata": {"labels": {"touched": "yes"}}}),
+        ),
     ),
     Case(
         "a pod's log is asked for its last lines",
@@ -487,6 +506,15 @@ BAD_BODIES = [
 ]
 
 WRITES = [
+    Case(
+        "an update must name the object of its path and carry its uid",
+        (
+            put(f"{CONFIGMAPS}/c", {"data": {"k": "w"}}),
+            put(f"{CONFIGMAPS}/c", configmap("d", resourceVersion="{first_rv}")),
+            put(f"{CONFIGMAPS}/c", configmap("c", uid="not-its-uid")),
+        ),
+        setup=CONFIGMAP_SEEDED,
+    ),
     Case(
         "an update with a stale resourceVersion conflicts",
         (put(f"{CONFIGMAPS}/c", configmap("c", resourceVersion="{first_rv}")),),

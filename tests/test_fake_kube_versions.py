@@ -103,18 +103,6 @@ def test_a_list_without_a_resource_version_is_the_most_recent_and_honours_limit(
     assert metadata["continue"] and metadata["remainingItemCount"] == 1
 
 
-def test_a_list_at_resource_version_0_is_served_whole_ignoring_limit(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """ "0": "Any", served from the watch cache, which does not paginate: `limit` is
-    ignored and no continue token comes (#semantics-for-get-and-list; cacher)."""
-    for name in ("a", "b", "c"):
-        kube.create(objects.pod(name=name, namespace=NS))
-    answer = http.get(PODS, params={"resourceVersion": "0", "limit": "2"})
-    assert names(answer) == ["a", "b", "c"]
-    assert answer.json()["metadata"] == {"resourceVersion": str(kube.current_rv)}
-
-
 def test_a_list_not_older_than_a_version_reached_is_served_now(
     kube: FakeKube, http: httpx.Client
 ) -> None:

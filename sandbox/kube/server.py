@@ -478,6 +478,7 @@ class Router:
             return
         if method == "PUT":
             body = _json_body(raw)
+            _check_name(body, name)
             options = WriteOptions.parse(query, "UpdateOptions")
 
             def change(_: dict[str, Any]) -> Any:
@@ -604,6 +605,7 @@ class Router:
     ) -> tuple[Any, list[str]]:
         resource = route.resource
         body = _object_body(raw, resource)
+        _check_name(body, str(route.name))
         options = WriteOptions.parse(query, "UpdateOptions")
         duplicates = _duplicates(raw, options)
         keep_status = resource.status and not status_only
@@ -808,6 +810,22 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     if resource.kind == "Pod":
         return {"phase": "Pending"}
     return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
+
+
+def _check_name(body: Any, name: str) -> None:
+    """What an update's handler checks first, before any precondition: the body names the
+    object of the URL (checkName in staging/src/k8s.io/apiserver/pkg/endpoints/handlers)."""
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    given = metadata.get("name") if isinstance(metadata, dict) else None
+    if not given:
+        raise status.bad_request(
+            f"the name of the object ({name} based on URL) was undeterminable: "
+            "name must be provided"
+        )
+    if given != name:
+        raise status.bad_request(
+            f"the name of the object ({given}) does not match the name on the URL ({name})"
+        )
 
 
 def _manager(handler: _Handler, query: dict[str, str]) -> str:
