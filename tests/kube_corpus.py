@@ -169,6 +169,16 @@ def event(name: str, kind: str) -> dict[str, Any]:
     }
 
 
+def two_container_deployment() -> dict[str, Any]:
+    """A Deployment of `app` (with one env var) and a `proxy`, for patches to merge into."""
+    obj = deployment()
+    obj["spec"]["template"]["spec"]["containers"] = [
+        {"name": "app", "image": "shop/web:1", "env": [{"name": "A", "value": "1"}]},
+        {"name": "proxy", "image": "envoy:1"},
+    ]
+    return obj
+
+
 SECRETS_SEEDED = (
     post(SECRETS, secret("a", "helm.sh/release.v1")),
     post(SECRETS, secret("b")),
@@ -219,6 +229,20 @@ AGENT = [
             ),
         ),
         setup=SECRETS_SEEDED,
+    ),
+    Case(
+        "warning events come by a streaming list narrowed by type",
+        (
+            watch(
+                EVENTS,
+                2,
+                sendInitialEvents="true",
+                resourceVersionMatch="NotOlderThan",
+                allowWatchBookmarks="true",
+                fieldSelector="type=Warning",
+            ),
+        ),
+        setup=(post(EVENTS, event("w", "Warning")), post(EVENTS, event("n", "Normal"))),
     ),
     Case(
         "a watch from a resourceVersion sends the changes after it",
@@ -541,6 +565,106 @@ WRITES = [
         setup=CONFIGMAP_SEEDED,
     ),
     Case(
+        "a strategic merge patch merges containers by name and deletes by directive",
+        (
+            patch(
+                f"{DEPLOYMENTS}/web",
+                {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "app",
+                                        "image": "shop/web:2",
+                                        "env": [{"name": "B", "value": "2"}],
+                                    },
+                                    {"name": "new", "image": "sidecar:1"},
+                                    {"name": "proxy", "$patch": "delete"},
+                                ]
+                            }
+                        }
+                    }
+                },
+                STRATEGIC,
+                ignore=(*CONTROLLED, "metadata.annotations"),
+            ),
+        ),
+        setup=(post(DEPLOYMENTS, two_container_deployment()),),
+    ),
+    Case(
+        "a merge patch replaces lists and removes what is null",
+        (
+            patch(
+                f"{DEPLOYMENTS}/web",
+                {
+                    "metadata": {"labels": {"app": None, "team": "shop"}},
+                    "spec": {
+                        "template": {"spec": {"containers": [{"name": "only", "image": "x:1"}]}}
+                    },
+                },
+                ignore=(*CONTROLLED, "metadata.annotations"),
+            ),
+        ),
+        setup=(post(DEPLOYMENTS, two_container_deployment()),),
+    ),
+    Case(
+        "a json patch applies its operations and a failed test changes nothing",
+        (
+            patch(
+                f"{DEPLOYMENTS}/web",
+                [
+                    {"op": "test", "path": "/spec/replicas", "value": 2},
+                    {"op": "replace", "path": "/spec/replicas", "value": 4},
+                    {"op": "add", "path": "/metadata/annotations/a~1b", "value": "1"},
+                    {
+                        "op": "copy",
+                        "from": "/metadata/annotations/a~1b",
+                        "path": "/metadata/labels/copied",
+                    },
+                    {
+                        "op": "move",
+                        "from": "/metadata/labels/app",
+                        "path": "/metadata/labels/moved",
+                    },
+                    {"op": "remove", "path": "/spec/template/spec/containers/1"},
+                ],
+                JSON_PATCH,
+                ignore=CONTROLLED,
+            ),
+            patch(
+                f"{DEPLOYMENTS}/web",
+                [
+                    {"op": "test", "path": "/spec/replicas", "value": 2},
+                    {"op": "replace", "path": "/spec/replicas", "value": 9},
+                ],
+                JSON_PATCH,
+            ),
+            get(f"{DEPLOYMENTS}/web", ignore=CONTROLLED_READ),
+        ),
+        setup=(post(DEPLOYMENTS, two_container_deployment()),),
+    ),
+    Case(
+        "a patch of any type carrying a stale resourceVersion conflicts",
+        (
+            patch(
+                f"{DEPLOYMENTS}/web",
+                {"metadata": {"resourceVersion": "{first_rv}"}, "spec": {"replicas": 9}},
+                STRATEGIC,
+            ),
+            patch(
+                f"{DEPLOYMENTS}/web",
+                {"metadata": {"resourceVersion": "{first_rv}"}, "spec": {"replicas": 9}},
+            ),
+            patch(
+                f"{DEPLOYMENTS}/web",
+                [{"op": "replace", "path": "/metadata/resourceVersion", "value": "{first_rv}"}],
+                JSON_PATCH,
+            ),
+        ),
+        setup=(*DEPLOYMENT_SEEDED, patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": 3}})),
+    ),
+    Case(
         "a merge patch that is not json is a bad request",
         (patch(f"{CONFIGMAPS}/c", "{not json"),),
         setup=CONFIGMAP_SEEDED,
@@ -700,6 +824,7 @@ VERSIONS = [
         "a watch, an exact list and a continue token from before a compaction are expired",
         (
             get(SECRETS, query={"limit": "1"}),
+            post(SECRETS, secret("d")),  # so the compaction passes the continue token's version
             COMPACT,
             watch(SECRETS, 1, resourceVersion="{first_rv}"),
             get(SECRETS, query={"resourceVersion": "{first_rv}", "resourceVersionMatch": "Exact"}),
