@@ -40,6 +40,9 @@ CONFIGMAPS = f"{CORE}/configmaps"
 EVENTS = f"{CORE}/events"
 PODS = f"{CORE}/pods"
 STRICT = {"fieldValidation": "Strict"}
+HELM = "helm.sh/release.v1"
+# How discovery selects Helm's release Secrets (collector/resources.py).
+HELM_RELEASES = {"labelSelector": "owner=helm", "fieldSelector": f"type={HELM}"}
 # What a real control plane's controllers write on their own (Deployment and HPA status,
 # managed fields of their status writes): not an answer to the request.
 CONTROLLED = ("status", "metadata.managedFields")
@@ -108,14 +111,23 @@ def delete(path: str, body: Any = None, **options: Any) -> Request:
     return Request("DELETE", path, body=body, **options)
 
 
-def watch(path: str, events: int, token: str = "admin", **query: str) -> Request:
+def watch(
+    path: str, events: int, token: str = "admin", accept: str | None = None, **query: str
+) -> Request:
     """A watch ending after `timeoutSeconds` (2 unless given) or `events` compared events."""
     query = {"watch": "true", "timeoutSeconds": "2", **query}
-    return get(path, query=query, watch_events=events, token=token)
+    return get(path, query=query, watch_events=events, token=token, accept=accept)
 
 
 def secret(name: str, kind: str = "Opaque") -> dict[str, Any]:
     return objects.secret(name=name, namespace="{ns}", data={"k": b"v"}, type=kind)
+
+
+def helm_secret(name: str) -> dict[str, Any]:
+    """A Secret as Helm stores a release: labelled `owner: helm`, of its type."""
+    obj = secret(name, HELM)
+    obj["metadata"]["labels"] = {"owner": "helm", "name": name}
+    return obj
 
 
 def configmap(name: str, **metadata: Any) -> dict[str, Any]:
@@ -215,6 +227,29 @@ AGENT = [
         "events narrowed to warnings by type",
         (get(EVENTS, query={"fieldSelector": "type=Warning", "limit": "500"}),),
         setup=(post(EVENTS, event("w", "Warning")), post(EVENTS, event("n", "Normal"))),
+    ),
+    Case(
+        "helm releases are listed, streamed and watched as metadata, then read one by one",
+        (
+            get(SECRETS, query={**HELM_RELEASES, "limit": "500"}, accept=PARTIAL_LIST),
+            watch(
+                SECRETS,
+                2,
+                accept=PARTIAL,
+                sendInitialEvents="true",
+                resourceVersionMatch="NotOlderThan",
+                allowWatchBookmarks="true",
+                **HELM_RELEASES,
+            ),
+            post(SECRETS, helm_secret("r2")),
+            watch(SECRETS, 1, accept=PARTIAL, resourceVersion="{first_rv}", **HELM_RELEASES),
+            get(f"{SECRETS}/r1"),
+        ),
+        setup=(
+            post(SECRETS, helm_secret("r1")),
+            post(SECRETS, secret("unlabelled", HELM)),
+            post(SECRETS, secret("opaque")),
+        ),
     ),
     Case(
         "a streaming list sends each object then the initial-events-end bookmark",
