@@ -759,6 +759,37 @@ WRITES = [
         setup=CONFIGMAP_SEEDED,
     ),
     Case(
+        "a dry-run delete, by query or by body, answers as a delete would and keeps all",
+        (
+            delete(f"{CONFIGMAPS}/c", query={"dryRun": "All"}),
+            delete(f"{CONFIGMAPS}/held", {"dryRun": ["All"]}),
+            get(f"{CONFIGMAPS}/c"),
+            get(f"{CONFIGMAPS}/held"),
+        ),
+        setup=(
+            *CONFIGMAP_SEEDED,
+            post(CONFIGMAPS, configmap("held", finalizers=["example.com/a"])),
+        ),
+    ),
+    Case(
+        "delete options come from the body or else the query and must hold",
+        (
+            delete(f"{CONFIGMAPS}/c", query={"dryRun": "Some"}),
+            delete(f"{CONFIGMAPS}/c", {"propagationPolicy": "Sideways"}),
+            delete(f"{CONFIGMAPS}/c", {"propagationPolicy": "Orphan", "orphanDependents": True}),
+            get(f"{CONFIGMAPS}/c"),
+            # A body's options are the options: the query's are not read at all.
+            delete(f"{CONFIGMAPS}/c", {"dryRun": ["All"]}, query={"dryRun": "Some"}),
+            get(f"{CONFIGMAPS}/c"),
+        ),
+        setup=CONFIGMAP_SEEDED,
+    ),
+    Case(
+        "a delete that waits on a finalizer and said orphanDependents false is accepted",
+        (delete(f"{CONFIGMAPS}/held", {"orphanDependents": False}),),
+        setup=(post(CONFIGMAPS, configmap("held", finalizers=["example.com/a"])),),
+    ),
+    Case(
         "an object with a finalizer is marked on delete and goes when it is removed",
         (
             delete(f"{CONFIGMAPS}/c"),

@@ -681,7 +681,7 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
     ) -> None:
         resource = route.resource
-        options = DeleteOptions.parse(query, _json_body(raw) if raw.strip() else {})
+        options = DeleteOptions.parse(query, _json_body(raw) if raw.strip() else None)
         assert route.name is not None
         namespaces.check_delete(resource, route.name)
         entry, deleted = self.backend.store.delete(resource, route.namespace, route.name, options)

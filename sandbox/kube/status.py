@@ -214,7 +214,7 @@ def go_value(value: Any) -> str:
     return str(value)
 
 
-def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> FieldError:
+def unsupported_field(field: str, value: Any, supported: tuple[str, ...]) -> FieldError:
     quoted = ", ".join(msgspec.json.encode(v).decode() for v in supported)
     body = f"Unsupported value: {msgspec.json.encode(value).decode()}: supported values: {quoted}"
     return FieldError(field, "FieldValueNotSupported", body)
