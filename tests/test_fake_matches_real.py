@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +21,8 @@ from tests.kube_corpus import CASES, Case
 from tests.kube_differential import Server, cleanup, differences, play
 from tests.real_cluster import NewNamespace
 
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "fake-kube.md"
+KEPT_SECTION = "Differences from kube-apiserver that stay"
 ADMIN = "admin"
 NOBODY = "nobody"  # a ServiceAccount of the case's namespace, bound to nothing
 UNKNOWN = "not-a-token-any-server-issued"
@@ -118,12 +121,15 @@ def test_the_fake_answers_as_kube_apiserver(
     finally:
         cleanup(real, case, namespace)
     fake_answers = play(fake, case, namespace)
+    pairs = enumerate(zip(real_answers, fake_answers, strict=True), start=1)
     found = [
-        f"request {i + 1}: {line}"
-        for i, (mine, theirs) in enumerate(zip(real_answers, fake_answers, strict=True))
-        for line in differences(vars(mine), vars(theirs))
+        f"request {i}: {line}"
+        for i, (real_answer, fake_answer) in pairs
+        for line in differences(vars(real_answer), vars(fake_answer))
     ]
     if case.expected_difference is None:
         assert not found, "\n".join(found)
     else:
+        kept = DOCS.read_text().partition(f"## {KEPT_SECTION}")[2]
+        assert f"- {case.expected_difference}." in kept, f"{KEPT_SECTION} lacks the entry"
         assert found, f"no longer differs: {case.expected_difference}"
