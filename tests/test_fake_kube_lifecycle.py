@@ -62,26 +62,6 @@ def summary(changes: list[Change]) -> list[tuple[str, str, str]]:
 # --- namespaces ----------------------------------------------------------------------------
 
 
-def test_a_create_into_a_missing_namespace_is_404_naming_the_namespace(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """NamespaceLifecycle admission: plugin/pkg/admission/namespace/lifecycle/admission.go
-    answers errors.NewNotFound(namespaces, ns) before anything is stored."""
-    answer = http.post(CONFIGMAPS, json=configmap())
-    assert answer.status_code == 404
-    assert answer.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": 'namespaces "shop" not found',
-        "reason": "NotFound",
-        "details": {"name": "shop", "kind": "namespaces"},
-        "code": 404,
-    }
-    assert kube.list("configmaps") == []
-
-
 def test_a_python_side_create_may_seed_into_a_namespace_that_does_not_exist(
     kube: FakeKube,
 ) -> None:
@@ -219,54 +199,6 @@ def test_system_namespaces_exist_from_the_start_and_after_a_reset_when_asked() -
 # --- finalizers ----------------------------------------------------------------------------
 
 
-def test_deleting_an_object_with_finalizers_marks_it_and_answers_it(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """https://kubernetes.io/docs/concepts/overview/working-with-objects/finalizers/: the
-    object gets deletionTimestamp (and deletionGracePeriodSeconds 0: markAsDeleting in
-    staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go), a MODIFIED event,
-    and the answer is the object itself, 200, even for kinds that answer a Status."""
-    kube.create(configmap(namespace=NS, finalizers=["example.com/hold"]))
-    since = kube.current_rv
-    answer = delete(http, f"{CONFIGMAPS}/settings")
-    assert answer.status_code == 200
-    body = answer.json()
-    assert body["kind"] == "ConfigMap"
-    assert body["metadata"]["deletionGracePeriodSeconds"] == 0
-    assert body["metadata"]["finalizers"] == ["example.com/hold"]
-    [(kind, _, _, obj)] = events(kube, since, {CONFIGMAPS: 1})
-    assert kind == "MODIFIED"
-    assert obj["metadata"]["deletionTimestamp"] == body["metadata"]["deletionTimestamp"]
-    again = delete(http, f"{CONFIGMAPS}/settings")
-    assert (again.status_code, again.json()["metadata"]) == (200, body["metadata"])
-
-
-def test_removing_the_last_finalizer_deletes_the_object(kube: FakeKube, http: httpx.Client) -> None:
-    """The object is deleted by the update that removes its last finalizer (finalizers
-    docs; shouldDeleteDuringUpdate in the generic registry store): one DELETED event."""
-    kube.create(configmap(namespace=NS, finalizers=["example.com/a", "example.com/b"]))
-    delete(http, f"{CONFIGMAPS}/settings")
-    since = kube.current_rv
-    kube.patch(
-        "configmaps",
-        NS,
-        "settings",
-        {"metadata": {"finalizers": ["example.com/b"]}},
-        patch_type="merge",
-    )
-    still = http.get(f"{CONFIGMAPS}/settings").json()
-    answer = http.put(
-        f"{CONFIGMAPS}/settings",
-        json={**still, "metadata": {**still["metadata"], "finalizers": []}},
-    )
-    assert answer.status_code == 200
-    assert summary(events(kube, since, {CONFIGMAPS: 2})) == [
-        ("MODIFIED", "ConfigMap", "settings"),
-        ("DELETED", "ConfigMap", "settings"),
-    ]
-    assert http.get(f"{CONFIGMAPS}/settings").status_code == 404
-
-
 def test_no_finalizer_may_be_added_and_the_deletion_may_not_be_undone_once_deleting(
     kube: FakeKube, http: httpx.Client
 ) -> None:
@@ -312,80 +244,6 @@ def test_marking_a_kind_with_a_generation_for_deletion_bumps_its_generation(
     )
     assert made["metadata"]["generation"] == 1
     assert delete(http, f"{DEPLOYMENTS}/web").json()["metadata"]["generation"] == 2
-
-
-# --- delete options and dry run --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("where", ["query", "body"])
-def test_a_dry_run_delete_answers_as_a_delete_would_and_changes_nothing(
-    where: str, kube: FakeKube, http: httpx.Client
-) -> None:
-    """https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run: dryRun=All
-    (the query or DeleteOptions.dryRun) goes through every stage but persists nothing."""
-    kube.create(configmap(namespace=NS))
-    kube.create(configmap("held", namespace=NS, finalizers=["example.com/a"]))
-    since = kube.current_rv
-
-    def dry(name: str) -> httpx.Response:
-        if where == "query":
-            return http.request("DELETE", f"{CONFIGMAPS}/{name}", params={"dryRun": "All"})
-        return delete(http, f"{CONFIGMAPS}/{name}", dryRun=["All"])
-
-    gone = dry("settings")
-    assert (gone.status_code, gone.json()["status"]) == (200, "Success")
-    held = dry("held")
-    assert held.status_code == 200
-    assert "deletionTimestamp" in held.json()["metadata"]
-    assert kube.current_rv == since
-    assert [c["metadata"].get("deletionTimestamp") for c in kube.list("configmaps")] == [None, None]
-
-
-@pytest.mark.parametrize(
-    ("query", "body", "message"),
-    [
-        (
-            {"dryRun": "Some"},
-            {},
-            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Some": '
-            'supported values: "All"',
-        ),
-        (
-            {},
-            {"propagationPolicy": "Sideways"},
-            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
-            '"Sideways": supported values: "Foreground", "Background", "Orphan", "nil"',
-        ),
-        (
-            {},
-            {"propagationPolicy": "Orphan", "orphanDependents": True},
-            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: '
-            '"Orphan": orphanDependents and deletionPropagation cannot be both set',
-        ),
-    ],
-)
-def test_delete_options_that_do_not_hold_are_422(
-    query: dict[str, str], body: dict[str, Any], message: str, kube: FakeKube, http: httpx.Client
-) -> None:
-    """ValidateDeleteOptions (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation)."""
-    kube.create(configmap(namespace=NS))
-    answer = http.request(
-        "DELETE", f"{CONFIGMAPS}/settings", params=query, content=msgspec.json.encode(body)
-    )
-    assert (answer.status_code, answer.json()["message"]) == (422, message)
-    assert answer.json()["details"]["kind"] == "DeleteOptions"
-    assert kube.get("configmaps", NS, "settings")
-
-
-def test_a_waiting_delete_that_said_orphan_dependents_false_is_202(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go: 202 Accepted when the
-    object was not deleted at once and the legacy orphanDependents=false was sent."""
-    kube.create(configmap(namespace=NS, finalizers=["example.com/a"]))
-    answer = delete(http, f"{CONFIGMAPS}/settings", orphanDependents=False)
-    assert answer.status_code == 202
-    assert answer.json()["metadata"]["finalizers"] == ["example.com/a"]
 
 
 # --- garbage collection --------------------------------------------------------------------

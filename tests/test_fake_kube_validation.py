@@ -91,81 +91,6 @@ def refusal(answer: httpx.Response, code: int, reason: str) -> dict[str, Any]:
 # --- decoding: what Go's decoder refuses -----------------------------------------------------
 
 
-def test_a_body_that_is_not_json_is_a_bad_request_worded_as_go_words_it(
-    http: httpx.Client,
-) -> None:
-    """k8s.io/apiserver/pkg/endpoints/handlers/rest.go transformDecodeError: a body whose
-    kind cannot be read names the expected type, the parse error and the body's start."""
-    status = refusal(post(http, DEPLOYMENTS, b'{"metadata": x}'), 400, "BadRequest")
-    assert status["message"] == (
-        "the object provided is unrecognized (must be of type Deployment): couldn't get "
-        "version/kind; json parse error: invalid character 'x' looking for beginning of value "
-        '({"metadata": x})'
-    )
-    status = refusal(post(http, DEPLOYMENTS, b'{"metadata": {'), 400, "BadRequest")
-    assert "json parse error: unexpected end of JSON input" in status["message"]
-    status = refusal(post(http, DEPLOYMENTS, b"kind: Deployment"), 400, "BadRequest")
-    assert status["message"].endswith(
-        "invalid character 'k' looking for beginning of value (6b696e643a204465706c6f796d656e74)"
-    )
-
-
-def test_a_body_that_is_json_but_not_an_object_is_refused_as_upstream(
-    http: httpx.Client,
-) -> None:
-    """k8s.io/apimachinery/pkg/runtime/serializer/json/meta.go reads apiVersion and kind
-    into a struct first; an array cannot fill it. A metadata that is not an object cannot
-    fill ObjectMeta."""
-    status = refusal(post(http, DEPLOYMENTS, b"[1]"), 400, "BadRequest")
-    assert status["message"] == (
-        "the object provided is unrecognized (must be of type Deployment): couldn't get "
-        "version/kind; json parse error: json: cannot unmarshal array into Go value of type "
-        'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
-        '"json:\\"kind,omitempty\\"" } (5b315d)'
-    )
-    status = refusal(post(http, DEPLOYMENTS, {"metadata": "web"}), 400, "BadRequest")
-    assert status["message"] == (
-        'Deployment in version "v1" cannot be handled as a Deployment: json: cannot unmarshal '
-        "string into Go struct field Deployment.metadata of type v1.ObjectMeta"
-    )
-
-
-def test_a_value_of_the_wrong_type_is_refused_as_the_go_decoder_refuses_it(
-    http: httpx.Client, kube: FakeKube
-) -> None:
-    """A value Go cannot unmarshal into the field's type is a 400 naming the Go struct field
-    (encoding/json UnmarshalTypeError, wrapped by transformDecodeError)."""
-    status = refusal(post(http, DEPLOYMENTS, deployment(replicas="three")), 400, "BadRequest")
-    assert status["message"] == (
-        'Deployment in version "v1" cannot be handled as a Deployment: json: cannot unmarshal '
-        "string into Go struct field DeploymentSpec.spec.replicas of type int32"
-    )
-    status = refusal(post(http, HPAS, hpa(maxReplicas=2**31)), 400, "BadRequest")
-    assert status["message"].endswith(
-        "json: cannot unmarshal number 2147483648 into Go struct field "
-        "HorizontalPodAutoscalerSpec.spec.maxReplicas of type int32"
-    )
-    assert kube.list("deployments") == [] and kube.list("horizontalpodautoscalers") == []
-
-
-def test_a_micro_time_needs_exactly_six_fractional_digits_and_may_carry_an_offset(
-    http: httpx.Client,
-) -> None:
-    """metav1.MicroTime parses with RFC3339Micro, "2006-01-02T15:04:05.000000Z07:00"
-    (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/micro_time.go): a Lease renewTime
-    without microseconds is refused; a +00:00 offset, as Python clients send it, is fine."""
-    status = refusal(post(http, LEASES, lease("2026-12-04T10:00:00Z")), 400, "BadRequest")
-    assert status["message"] == (
-        'Lease in version "v1" cannot be handled as a Lease: parsing time '
-        '"2026-12-04T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse '
-        '"2026-12-04T10:00:00Z" as "2006-01-02T15:04:05.000000Z07:00"'
-    )
-    refusal(post(http, LEASES, lease("2026-12-04T10:00:00.123Z")), 400, "BadRequest")
-    created = post(http, LEASES, lease("2026-12-04T10:00:00.123456+00:00"))
-    assert created.status_code == 201, created.text
-    assert created.json()["spec"]["renewTime"] == "2026-12-04T10:00:00.123456+00:00"
-
-
 def test_a_time_is_rfc3339_to_the_second_with_or_without_a_fraction(http: httpx.Client) -> None:
     """metav1.Time parses with RFC3339 (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/
     time.go): seconds are required, a fraction and an offset are optional."""
@@ -184,65 +109,6 @@ def test_a_time_is_rfc3339_to_the_second_with_or_without_a_fraction(http: httpx.
 
 
 # --- fieldValidation: unknown and duplicate fields -------------------------------------------
-
-
-def test_strict_field_validation_refuses_unknown_and_duplicate_fields_in_document_order(
-    http: httpx.Client, kube: FakeKube
-) -> None:
-    """https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation: Strict
-    fails the request on unknown or duplicate fields; a field both unknown and duplicated is
-    named as unknown (test/integration/apiserver/apply/field_validation_test.go)."""
-    body = (
-        b'{"apiVersion": "apps/v1", "kind": "Deployment",'
-        b' "metadata": {"name": "web", "name": "web", "unknownMeta": 1},'
-        b' "spec": {"foo": 1, "dupe": 1, "dupe": 2, "paused": true, "paused": false,'
-        b' "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels":'
-        b' {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "web:1",'
-        b' "nested": 1, "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}'
-    )
-    status = refusal(post(http, DEPLOYMENTS, body, fieldValidation="Strict"), 400, "BadRequest")
-    assert status["message"] == (
-        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
-        'duplicate field "metadata.name", unknown field "metadata.unknownMeta", '
-        'unknown field "spec.foo", unknown field "spec.dupe", duplicate field "spec.paused", '
-        'unknown field "spec.template.spec.containers[0].nested", '
-        'duplicate field "spec.template.spec.containers[0].imagePullPolicy"'
-    )
-    assert kube.list("deployments") == []
-
-
-def test_warn_is_the_default_it_drops_unknown_fields_and_names_each_in_a_warning_header(
-    http: httpx.Client, kube: FakeKube
-) -> None:
-    """api-concepts#field-validation: Warn (the default) drops unknown fields and sends a
-    `Warning: 299 - "..."` header per problem (RFC 7234, as the server's warning recorder)."""
-    for params in ({}, {"fieldValidation": "Warn"}):
-        kube.reset()
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        created = post(http, DEPLOYMENTS, deployment(foo="bar"), **params)
-        assert created.status_code == 201, created.text
-        assert created.headers.get_list("Warning") == ['299 - "unknown field \\"spec.foo\\""']
-        assert "foo" not in created.json()["spec"]
-        assert "foo" not in kube.get("deployments", NS, "web")["spec"]
-
-
-def test_ignore_drops_unknown_fields_without_a_word(http: httpx.Client, kube: FakeKube) -> None:
-    """api-concepts#field-validation: Ignore drops unknown fields silently."""
-    created = post(http, DEPLOYMENTS, deployment(foo="bar"), fieldValidation="Ignore")
-    assert created.status_code == 201 and "Warning" not in created.headers
-    assert "foo" not in kube.get("deployments", NS, "web")["spec"]
-
-
-def test_a_field_validation_the_server_does_not_know_is_invalid_options(
-    http: httpx.Client,
-) -> None:
-    """staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go
-    ValidateFieldValidation: a NotSupported cause listing "", Ignore, Strict and Warn."""
-    status = refusal(post(http, DEPLOYMENTS, deployment(), fieldValidation="Loud"), 422, "Invalid")
-    assert status["message"] == (
-        'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loud": '
-        'supported values: "", "Ignore", "Strict", "Warn"'
-    )
 
 
 def test_a_patch_is_held_to_field_validation_after_it_is_applied(
@@ -330,27 +196,6 @@ def test_a_patch_that_is_not_json_or_not_the_right_shape_is_refused_in_go_words(
 # --- defaulting -------------------------------------------------------------------------------
 
 
-def test_an_hpa_gets_a_min_of_one_and_cpu_at_80_percent_when_they_are_left_out(
-    http: httpx.Client,
-) -> None:
-    """pkg/apis/autoscaling/v2/defaults.go SetDefaults_HorizontalPodAutoscaler: minReplicas 1,
-    and a CPU Utilization 80 metric when there are no metrics; the status's currentMetrics
-    and desiredReplicas have no omitempty, so a new HPA reads back with null and 0 there."""
-    created = post(http, HPAS, hpa()).json()
-    assert created["spec"]["minReplicas"] == 1
-    assert created["spec"]["metrics"] == [
-        {
-            "type": "Resource",
-            "resource": {
-                "name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 80},
-            },
-        }
-    ]
-    assert "behavior" not in created["spec"]
-    assert created["status"] == {"currentMetrics": None, "desiredReplicas": 0}
-
-
 def test_an_hpa_behavior_gets_its_gaps_filled_per_direction(http: httpx.Client) -> None:
     """defaults.go SetDefaults_HorizontalPodAutoscalerBehavior: scale up 0 s window, Max of
     4 Pods or 100 Percent per 15 s; scale down Max of 100 Percent per 15 s (its window 300 s);
@@ -419,31 +264,6 @@ def test_a_service_and_a_namespace_get_their_defaults(http: httpx.Client) -> Non
 # --- validation: 422 Invalid with causes ------------------------------------------------------
 
 
-def test_an_invalid_name_is_422_with_a_cause_worded_as_upstream(
-    http: httpx.Client, kube: FakeKube
-) -> None:
-    """staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go IsDNS1123Subdomain,
-    reported by ValidateObjectMeta as a FieldValueInvalid cause on metadata.name."""
-    status = refusal(post(http, HPAS, hpa("Bad_Name")), 422, "Invalid")
-    message = (
-        'Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case '
-        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-        "character (e.g. 'example.com', regex used for validation is "
-        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-    )
-    assert (
-        status["message"]
-        == f'HorizontalPodAutoscaler.autoscaling "Bad_Name" is invalid: metadata.name: {message}'
-    )
-    assert status["details"] == {
-        "name": "Bad_Name",
-        "group": "autoscaling",
-        "kind": "HorizontalPodAutoscaler",
-        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": "metadata.name"}],
-    }
-    assert kube.list("horizontalpodautoscalers") == []
-
-
 def test_namespaces_and_services_are_named_by_dns_labels(http: httpx.Client) -> None:
     """pkg/apis/core/validation: ValidateNamespaceName and ValidateServiceName are
     IsDNS1123Label (no dots), where most kinds take a subdomain."""
@@ -487,27 +307,6 @@ def test_label_and_annotation_keys_and_values_are_checked(http: httpx.Client) ->
             "field": "metadata.annotations",
         }
     ]
-
-
-def test_an_hpa_min_above_its_max_is_invalid(http: httpx.Client, kube: FakeKube) -> None:
-    """pkg/apis/autoscaling/validation/validation.go validateHorizontalPodAutoscalerSpec:
-    minReplicas >= 1, maxReplicas > 0, maxReplicas >= minReplicas; on a patch too."""
-    status = refusal(post(http, HPAS, hpa(minReplicas=7)), 422, "Invalid")
-    assert status["message"] == (
-        'HorizontalPodAutoscaler.autoscaling "web" is invalid: spec.maxReplicas: Invalid value: 5: '
-        "must be greater than or equal to `minReplicas`"
-    )
-    causes = refusal(post(http, HPAS, hpa(minReplicas=0, maxReplicas=0)), 422, "Invalid")[
-        "details"
-    ]["causes"]
-    assert [(c["field"], c["message"]) for c in causes] == [
-        ("spec.minReplicas", "Invalid value: 0: must be greater than or equal to 1"),
-        ("spec.maxReplicas", "Invalid value: 0: must be greater than 0"),
-    ]
-    assert post(http, HPAS, hpa(minReplicas=2)).status_code == 201
-    answer = http.patch(f"{HPAS}/web", content=b'{"spec": {"minReplicas": 9}}', headers=MERGE)
-    refusal(answer, 422, "Invalid")
-    assert kube.get("horizontalpodautoscalers", NS, "web")["spec"]["minReplicas"] == 2
 
 
 def test_an_hpa_without_a_target_name_is_missing_a_required_value(http: httpx.Client) -> None:

@@ -87,10 +87,6 @@ def too_large(requested: int, current: int) -> dict[str, Any]:
     }
 
 
-def forbidden(field: str, detail: str) -> dict[str, Any]:
-    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
-
-
 # --- lists at a resourceVersion --------------------------------------------------------------
 
 
@@ -105,18 +101,6 @@ def test_a_list_without_a_resource_version_is_the_most_recent_and_honours_limit(
     metadata = answer.json()["metadata"]
     assert metadata["resourceVersion"] == str(kube.current_rv)
     assert metadata["continue"] and metadata["remainingItemCount"] == 1
-
-
-def test_a_list_at_resource_version_0_is_served_whole_ignoring_limit(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """ "0": "Any", served from the watch cache, which does not paginate: `limit` is
-    ignored and no continue token comes (#semantics-for-get-and-list; cacher)."""
-    for name in ("a", "b", "c"):
-        kube.create(objects.pod(name=name, namespace=NS))
-    answer = http.get(PODS, params={"resourceVersion": "0", "limit": "2"})
-    assert names(answer) == ["a", "b", "c"]
-    assert answer.json()["metadata"] == {"resourceVersion": str(kube.current_rv)}
 
 
 def test_a_list_not_older_than_a_version_reached_is_served_now(
@@ -250,88 +234,6 @@ def test_an_exact_list_older_than_the_history_kept_is_410_expired(
         "message": "The resourceVersion for the provided list is too old.",
         "reason": "Expired",
         "code": 410,
-    }
-
-
-@pytest.mark.parametrize(
-    ("params", "cause"),
-    [
-        (
-            {"resourceVersionMatch": "NotOlderThan"},
-            forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ),
-        ),
-        (
-            {"resourceVersion": "0", "resourceVersionMatch": "Exact"},
-            forbidden(
-                "resourceVersionMatch",
-                'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
-            ),
-        ),
-        (
-            {"resourceVersion": "1", "resourceVersionMatch": "Newest"},
-            {
-                "reason": "FieldValueNotSupported",
-                "message": 'Unsupported value: "Newest": supported values: "Exact", '
-                '"NotOlderThan", ""',
-                "field": "resourceVersionMatch",
-            },
-        ),
-    ],
-    ids=["match without version", "exact 0", "unknown match"],
-)
-def test_list_options_that_do_not_go_together_are_422_invalid(
-    params: dict[str, str], cause: dict[str, str], http: httpx.Client
-) -> None:
-    """ListOptions validation (staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/
-    validation/validation.go, ValidateListOptions)."""
-    answer = http.get(PODS, params=params)
-    assert answer.status_code == 422
-    body = answer.json()
-    assert (body["reason"], body["details"]["causes"]) == ("Invalid", [cause])
-    assert body["message"] == (
-        f'ListOptions.meta.k8s.io "" is invalid: {cause["field"]}: {cause["message"]}'
-    )
-
-
-def test_a_resource_version_with_a_continue_token_is_400(
-    kube: FakeKube, http: httpx.Client
-) -> None:
-    """etcd3 store list: "specifying resource version is not allowed when using continue";
-    "0" is allowed (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go)."""
-    for name in ("a", "b"):
-        kube.create(objects.pod(name=name, namespace=NS))
-    token = http.get(PODS, params={"limit": "1"}).json()["metadata"]["continue"]
-    answer = http.get(PODS, params={"limit": "1", "continue": token, "resourceVersion": "3"})
-    assert answer.status_code == 400
-    assert answer.json()["reason"] == "BadRequest"
-    assert answer.json()["message"] == (
-        "specifying resource version is not allowed when using continue"
-    )
-    again = http.get(PODS, params={"limit": "1", "continue": token, "resourceVersion": "0"})
-    assert names(again) == ["b"]
-
-
-@pytest.mark.parametrize("watch", [False, True], ids=["list", "watch"])
-def test_a_resource_version_that_is_not_a_number_is_a_500_without_a_reason(
-    watch: bool, http: httpx.Client
-) -> None:
-    """The storage layer's invalid-value error is not an API status, so the API layer
-    answers 500 with reason Unknown, which is empty and left out (apiserver
-    endpoints/handlers/responsewriters/status.go, ErrorToAPIStatus)."""
-    params = {"resourceVersion": "abc"} | ({"watch": "1"} if watch else {})
-    answer = http.get(PODS, params=params)
-    assert answer.status_code == 500
-    assert answer.json() == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": '
-        "invalid syntax",
-        "code": 500,
     }
 
 

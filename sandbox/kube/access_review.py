@@ -30,7 +30,7 @@ _NON_RESOURCE_ATTRIBUTES = ("path", "verb")
 def review(authorizer: Authorizer, user: str, method: str, content_type: str, raw: bytes) -> bytes:
     """The answer to one review request (its JSON body, status 201), or `ApiError`."""
     if method != "POST":
-        raise status.method_not_allowed(method)
+        raise status.method_not_allowed()
     spec = _spec(content_type, raw)
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     _validate(resource, non_resource)

@@ -2,9 +2,10 @@
 
 kube-apiserver authenticates every request before anything else: a bearer token it does
 not know is 401 `Unauthorized` whatever the path. A request with no credentials at all is
-also 401 here, except on the paths a cluster's anonymous access is commonly limited to
-(`/version` and the health checks, the paths the `system:public-info-viewer` role covers),
-where it is served as `system:anonymous`. ServiceAccount tokens name
+`system:anonymous` (kube-apiserver's default `--anonymous-auth=true`) when an authorizer
+judges it (RBAC on: 403 but for the paths `system:public-info-viewer` opens); with no
+authorizer it would be allowed everything, so then it is 401 but for `/version` and the
+health checks. ServiceAccount tokens name
 `system:serviceaccount:NAMESPACE:NAME`; which token maps to whom is the test's choice, and
 a rotated token works as soon as the fake is told (`FakeKube.add_token`).
 """
@@ -50,11 +51,12 @@ class Tokens:
         with self._lock:
             self._users = dict(tokens)
 
-    def authenticate(self, path: str, authorization: str | None) -> str:
-        """The user a request comes from; `ApiError` 401 when it cannot be told."""
+    def authenticate(self, path: str, authorization: str | None, *, authorized: bool) -> str:
+        """The user a request comes from; `ApiError` 401 when it cannot be told.
+        `authorized`: whether an authorizer will judge what the user may do."""
         scheme, _, token = (authorization or "").strip().partition(" ")
         if not scheme:
-            if (path.rstrip("/") or "/") in ANONYMOUS_PATHS:
+            if authorized or (path.rstrip("/") or "/") in ANONYMOUS_PATHS:
                 return ANONYMOUS
             raise status.unauthorized()
         with self._lock:

@@ -4,7 +4,8 @@ Each function mirrors the `SetDefaults_*` functions of the kind's versioned API 
 (pkg/apis/autoscaling/v2/defaults.go, pkg/apis/apps/v1/defaults.go,
 pkg/apis/core/v1/defaults.go), which run on every decoded create and update body, so a
 field left out reads back with its default. Kinds without an entry get no defaults (a
-Lease or an Event has none the agent could notice).
+Lease has none the agent could notice); a core Event reads back with `eventTime: null`, the
+zero MicroTime Go writes for a field without `omitempty`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _containers(containers: Any) -> None:
     for container in containers if isinstance(containers, list) else ():
         if not isinstance(container, dict):
             continue
+        # A struct Go's encoder writes even when empty, `omitempty` notwithstanding.
+        container.setdefault("resources", {})
         container.setdefault("terminationMessagePath", "/dev/termination-log")
         container.setdefault("terminationMessagePolicy", "File")
         if isinstance(container.get("image"), str):
@@ -158,6 +161,10 @@ def _secret(obj: Object) -> None:
     obj.setdefault("type", "Opaque")  # SetDefaults_Secret: an unset type is Opaque
 
 
+def _event(obj: Object) -> None:
+    obj.setdefault("eventTime", None)
+
+
 _BY_KIND: dict[tuple[str, str], Callable[[Object], None]] = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"): _hpa,
     ("apps/v1", "Deployment"): _deployment,
@@ -166,4 +173,5 @@ _BY_KIND: dict[tuple[str, str], Callable[[Object], None]] = {
     ("v1", "Service"): _service,
     ("v1", "Namespace"): _namespace,
     ("v1", "Secret"): _secret,
+    ("v1", "Event"): _event,
 }

@@ -33,18 +33,22 @@ class DeleteOptions:
     resource_version: str | None = None
 
     @classmethod
-    def parse(cls, query: dict[str, str], body: Any) -> DeleteOptions:
-        """From the query and the (already decoded, possibly empty) body; 422 when they
-        do not hold, as `DeleteOptions.meta.k8s.io` errors read upstream."""
-        if not isinstance(body, dict):
-            body = {}
-        policy = query.get("propagationPolicy") or body.get("propagationPolicy")
-        orphan = body.get("orphanDependents")
-        if "orphanDependents" in query:
-            orphan = query["orphanDependents"].lower() == "true"
-        dry_run = body.get("dryRun") or []
-        if "dryRun" in query:
-            dry_run = [query["dryRun"]]
+    def parse(cls, query: dict[str, str], body: Any | None) -> DeleteOptions:
+        """From the body when the request has one (`{}` too), else from the query: upstream
+        reads one or the other, never both (handlers/delete.go); 422 when they do not hold,
+        as `DeleteOptions.meta.k8s.io` errors read upstream."""
+        if body is not None:
+            source = body if isinstance(body, dict) else {}
+            policy = source.get("propagationPolicy")
+            orphan = source.get("orphanDependents")
+            dry_run = source.get("dryRun") or []
+        else:
+            source = {}
+            policy = query.get("propagationPolicy")
+            orphan = None
+            if "orphanDependents" in query:
+                orphan = query["orphanDependents"].lower() == "true"
+            dry_run = [query["dryRun"]] if "dryRun" in query else []
         errors = []
         if orphan is not None and policy is not None:
             errors.append(
@@ -56,14 +60,11 @@ class DeleteOptions:
             )
         if policy is not None and policy not in POLICIES:
             errors.append(status.unsupported_field("propagationPolicy", policy, (*POLICIES, "nil")))
-        errors.extend(
-            status.unsupported_field("dryRun", value, ("All",))
-            for value in dry_run
-            if value not in ("All", "")
-        )
+        if any(value not in ("All", "") for value in dry_run):
+            errors.append(status.unsupported_field("dryRun", dry_run, ("All",)))
         if errors:
             raise status.invalid_options("DeleteOptions", errors)
-        preconditions = body.get("preconditions")
+        preconditions = source.get("preconditions")
         preconditions = preconditions if isinstance(preconditions, dict) else {}
         return cls(
             propagation=policy,

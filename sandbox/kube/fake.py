@@ -415,7 +415,7 @@ class FakeKube:
             try:
                 return patcher(current, body)
             except PatchError as error:
-                raise unprocessable(str(error)) from None
+                raise unprocessable() from error
 
         return self._full(target, self._store.modify(target, namespace, name, apply))
 

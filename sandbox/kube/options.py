@@ -67,13 +67,13 @@ class ListOptions:
 
     @property
     def resource_version_number(self) -> int:
-        """The resourceVersion as a number, 0 when unset; a value that is not one is what the
-        storage layer refuses (500, see `status.invalid_resource_version`)."""
+        """The resourceVersion as a number, 0 when unset; a value that is not one is 400 for
+        a list and 500 for a watch (`status.invalid_resource_version`)."""
         text = self.resource_version
         if text in ("", "0"):
             return 0
         if not (text.isascii() and text.isdigit()):
-            raise status.invalid_resource_version(text)
+            raise status.invalid_resource_version(text, watch=self.watch)
         return int(text)
 
     @property

@@ -139,7 +139,28 @@ def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
             result.append(strategic_merge_patch(None, item))
         else:
             result[position] = strategic_merge_patch(result[position], item)
-    return result
+    return _in_upstream_order(result, patch, current, key)
+
+
+def _in_upstream_order(
+    merged: list[Any], patch: list[Any], current: list[Any], key: str
+) -> list[Any]:
+    """The merged items in the order upstream gives them (normalizeElementOrder in
+    apimachinery's strategicpatch): the patch's items in patch order and the others in
+    their old order, interleaved so that two items the old list had keep its order, and
+    a new item goes before the old one it meets."""
+    named = [item.get(key) for item in patch if item.get(_DIRECTIVE) != "delete"]
+    patched = sorted(
+        (item for item in merged if item.get(key) in named), key=lambda i: named.index(i.get(key))
+    )
+    others = [item for item in merged if item.get(key) not in named]
+    old = {item.get(key): index for index, item in enumerate(current)}
+    ordered: list[Any] = []
+    while patched and others:
+        mine, theirs = old.get(patched[0].get(key)), old[others[0].get(key)]
+        source = others if mine is not None and theirs < mine else patched
+        ordered.append(source.pop(0))
+    return ordered + patched + others
 
 
 def _strip_directives(value: Any) -> Any:

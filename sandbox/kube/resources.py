@@ -215,7 +215,7 @@ RESOURCES: tuple[Resource, ...] = (
         True,
         "horizontalpodautoscaler",
         ("hpa",),
-        status=True,
+        status=True,  # no generation: upstream's HPA strategy never sets one
     ),
     # batch/v1
     Resource(

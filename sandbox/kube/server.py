@@ -88,7 +88,7 @@ WATCH_EXPIRED_MODES = ("event", "http")
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {  # in upstream's order, for its 415
+_PATCHERS: dict[str, Callable[[Any, Any], Any]] = {
     "application/json-patch+json": json_patch,
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
@@ -166,11 +166,26 @@ def parse_route(path: str) -> Route | None:
     return Route(resource, namespace, name, subresource, watch_path)
 
 
+def _served_group_version(parts: list[str]) -> bool:
+    """Whether a path is under a group version the server serves (/api/v1/..., /apis/g/v/...),
+    where an unknown resource is a NotFound Status."""
+    if parts[0] == "api" and len(parts) >= 2:
+        return resources.api_resource_list("", parts[1]) is not None
+    if parts[0] == "apis" and len(parts) >= 3:
+        return resources.api_resource_list(parts[1], parts[2]) is not None
+    return False
+
+
 def version_info(git_version: str) -> dict[str, str]:
     major, minor = git_version.lstrip("v").split(".")[:2]
     return {
         "major": major,
         "minor": minor,
+        # The version it emulates (its own) and the oldest it stays compatible with.
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "minCompatibilityMajor": major,
+        "minCompatibilityMinor": str(int(minor) - 1),
         "gitVersion": git_version,
         "gitCommit": "39683505b630ff2121012f3c5b16215a1449d5ed",
         "gitTreeState": "clean",
@@ -299,7 +314,11 @@ class Router:
         handler.record = record
         handler.drip = None
         try:
-            user = self.backend.tokens.authenticate(path, handler.headers.get("Authorization"))
+            user = self.backend.tokens.authenticate(
+                path,
+                handler.headers.get("Authorization"),
+                authorized=self.backend.authorizer.enabled,
+            )
             self.backend.authorizer.check(user, info)
             fault = self.backend.faults.check(resource, info, user)
             if fault is not None:
@@ -318,8 +337,8 @@ class Router:
                 self._resource(handler, route, query, raw, watch)
         except ApiError as error:
             handler.reply(error.code, error.body(), headers=error.headers)
-        except PatchError as error:
-            failure = status.unprocessable(str(error))
+        except PatchError:
+            failure = status.unprocessable()
             handler.reply(failure.code, failure.body())
         except OSError:
             raise
@@ -339,7 +358,7 @@ class Router:
 
     def _non_resource(self, handler: _Handler, path: str) -> None:
         if handler.command != "GET":
-            raise status.method_not_allowed(handler.command)
+            raise status.method_not_allowed()
         settings = self.backend.settings
         doc: Any
         stripped = path.rstrip("/") or "/"
@@ -371,8 +390,13 @@ class Router:
                 doc = resources.api_group(parts[1])
             elif parts[0] == "apis" and len(parts) == 3:
                 doc = resources.api_resource_list(parts[1], parts[2])
-            if doc is None:
+            if doc is None and _served_group_version(parts):
                 raise status.path_not_found()
+            if doc is None:
+                # Outside every API group version the server serves: its mux's plain 404.
+                plain = "text/plain; charset=utf-8"
+                handler.reply(404, b"404 page not found\n", content_type=plain)
+                return
         handler.reply(200, _encode(doc))
 
     def stats(self) -> dict[str, Any]:
@@ -404,7 +428,7 @@ class Router:
                 return self._list(handler, route, query, choice)
             if method == "POST":
                 return self._create(handler, route, query, raw, choice)
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         store = self.backend.store
         warnings: list[str] = []
         if method == "GET":
@@ -418,7 +442,7 @@ class Router:
         elif method == "DELETE":
             return self._delete(handler, route, query, raw, choice)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
 
@@ -429,7 +453,7 @@ class Router:
         assert route.name is not None
         if route.subresource == "log" and resource.plural == "pods" and not resource.group:
             if method != "GET":
-                raise status.method_not_allowed(method)
+                raise status.method_not_allowed()
             return self._log(handler, route, query)
         if route.subresource == "scale" and resource.scale:
             return self._scale(handler, route, query, raw)
@@ -444,7 +468,7 @@ class Router:
         elif method == "PATCH":
             entry, warnings = self._patch(handler, route, query, raw, status_only=True)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
         body = choice.for_object(resource).entry(resource, entry)
         handler.reply(200, body, headers=admission.warning_headers(warnings))
 
@@ -457,6 +481,7 @@ class Router:
             return
         if method == "PUT":
             body = _json_body(raw)
+            _check_name(body, name)
             options = WriteOptions.parse(query, "UpdateOptions")
 
             def change(_: dict[str, Any]) -> Any:
@@ -469,7 +494,7 @@ class Router:
             def change(current: dict[str, Any]) -> Any:
                 return patcher(current, patch)
         else:
-            raise status.method_not_allowed(method)
+            raise status.method_not_allowed()
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             return scale.written(name, current, change(scale.of(current)))
@@ -500,8 +525,8 @@ class Router:
             at = rv
         elif rv:
             self._wait_for_rv(rv)
-        elif options.resource_version == "0" and not token:
-            limit = None
+        elif options.resource_version == "0":
+            limit = None  # the watch cache serves the rest whole, a continue token or not
         page = backend.pager.page(
             resource, route.namespace, matcher(labels, fields), limit, token, at
         )
@@ -523,7 +548,7 @@ class Router:
         body = _object_body(raw, resource)
         options = WriteOptions.parse(query, "CreateOptions")
         if str(body["metadata"].get("resourceVersion") or "0") != "0":
-            raise status.bad_request("resourceVersion should not be set on objects to be created")
+            raise status.resource_version_on_create()
         warnings = self._admit_new(route, body, options, _duplicates(raw, options))
         managed_fields.on_create(resource, body, _manager(handler, query))
         entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
@@ -623,6 +648,7 @@ class Router:
     ) -> tuple[Any, list[str]]:
         resource = route.resource
         body = _object_body(raw, resource)
+        _check_name(body, str(route.name))
         options = WriteOptions.parse(query, "UpdateOptions")
         duplicates = _duplicates(raw, options)
         keep_status = resource.status and not status_only
@@ -631,7 +657,9 @@ class Router:
         def replace(current: dict[str, Any]) -> dict[str, Any]:
             uid, stored_uid = body["metadata"].get("uid"), current["metadata"].get("uid")
             if uid and uid != stored_uid:
-                raise status.uid_precondition_failed(resource, str(route.name), uid, stored_uid)
+                raise status.uid_precondition_failed(
+                    resource, route.namespace, str(route.name), uid, stored_uid
+                )
             new = body
             if status_only:
                 new = _with_status(current, body.get("status"), body["metadata"])
@@ -696,7 +724,7 @@ class Router:
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice
     ) -> None:
         resource = route.resource
-        options = DeleteOptions.parse(query, _json_body(raw) if raw.strip() else {})
+        options = DeleteOptions.parse(query, _json_body(raw) if raw.strip() else None)
         assert route.name is not None
         namespaces.check_delete(resource, route.name)
         entry, deleted = self.backend.store.delete(resource, route.namespace, route.name, options)
@@ -827,6 +855,22 @@ def _initial_status(resource: Resource) -> dict[str, Any]:
     return {}  # a Namespace's phase is the store's strategy's (Active, Python-side too)
 
 
+def _check_name(body: Any, name: str) -> None:
+    """What an update's handler checks first, before any precondition: the body names the
+    object of the URL (checkName in staging/src/k8s.io/apiserver/pkg/endpoints/handlers)."""
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    given = metadata.get("name") if isinstance(metadata, dict) else None
+    if not given:
+        raise status.bad_request(
+            f"the name of the object ({name} based on URL) was undeterminable: "
+            "name must be provided"
+        )
+    if given != name:
+        raise status.bad_request(
+            f"the name of the object ({given}) does not match the name on the URL ({name})"
+        )
+
+
 def _manager(handler: _Handler, query: dict[str, str]) -> str:
     return managed_fields.manager(query, handler.headers.get("User-Agent"))
 
@@ -848,7 +892,7 @@ def _media_type(handler: _Handler) -> str:
 def _patcher(handler: _Handler) -> Callable[[Any, Any], Any]:
     patcher = _PATCHERS.get(_media_type(handler))
     if patcher is None:
-        raise status.unsupported_media_type(tuple(_PATCHERS))
+        raise status.unsupported_patch_type()
     return patcher
 
 

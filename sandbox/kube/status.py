@@ -98,10 +98,48 @@ def conflict(resource: Resource, name: str, why: str | None = None) -> ApiError:
     )
 
 
-def uid_precondition_failed(resource: Resource, name: str, given: str, stored: str) -> ApiError:
-    """409 for a write whose uid (a precondition, or a PUT body's) is not the object's."""
-    why = f"Precondition failed: UID in precondition: {given}, UID in object meta: {stored}"
-    return conflict(resource, name, why)
+def uid_precondition_failed(
+    resource: Resource, namespace: str | None, name: str, given: str, stored: str
+) -> ApiError:
+    """409 for a PUT whose body's uid is not the object's: the storage layer's error, which
+    names the object's etcd key."""
+    where = "/".join(part for part in (resource.plural, namespace, name) if part)
+    return conflict(
+        resource,
+        name,
+        f"StorageError: invalid object, Code: 4, Key: /registry/{where}, ResourceVersion: 0, "
+        f"AdditionalErrorMsg: Precondition failed: UID in precondition: {given}, "
+        f"UID in object meta: {stored}",
+    )
+
+
+def delete_precondition_failed(
+    resource: Resource, name: str, field: str, given: str, stored: str
+) -> ApiError:
+    """409 for a delete whose `uid` or `resourceVersion` precondition does not hold: named
+    by kind, as the registry's precondition check words it."""
+    after = {
+        "UID": "The object might have been deleted and then recreated",
+        "ResourceVersion": "The object might have been modified",
+    }[field]
+    qualified = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+    details: dict[str, Any] = {"name": name}
+    if resource.group:
+        details["group"] = resource.group
+    details["kind"] = resource.kind
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified} "{name}": the {field} in the '
+        f"precondition ({given}) does not match the {field} in record ({stored}). {after}",
+        details=details,
+    )
+
+
+def resource_version_on_create() -> ApiError:
+    """What the real server answers a create carrying `metadata.resourceVersion`: the
+    storage layer's error, unclassified, so a 500 without a reason."""
+    return ApiError(500, "", "resourceVersion should not be set on objects to be created")
 
 
 def bad_request(message: str) -> ApiError:
@@ -176,7 +214,7 @@ def go_value(value: Any) -> str:
     return str(value)
 
 
-def unsupported_field(field: str, value: str, supported: tuple[str, ...]) -> FieldError:
+def unsupported_field(field: str, value: Any, supported: tuple[str, ...]) -> FieldError:
     quoted = ", ".join(msgspec.json.encode(v).decode() for v in supported)
     body = f"Unsupported value: {msgspec.json.encode(value).decode()}: supported values: {quoted}"
     return FieldError(field, "FieldValueNotSupported", body)
@@ -238,9 +276,15 @@ def too_large_resource_version(requested: int, current: int) -> ApiError:
     )
 
 
-def unprocessable(message: str) -> ApiError:
-    # What the real server answers when a patch cannot be applied (failed JSON patch test).
-    return ApiError(422, "UnprocessableEntity", message)
+def unprocessable() -> ApiError:
+    """What the real server answers for a patch it cannot apply (a failed JSON patch `test`,
+    a missing path): 422 Invalid, the patch's own complaint withheld."""
+    return ApiError(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+        details={},
+    )
 
 
 def list_expired() -> ApiError:
@@ -248,16 +292,16 @@ def list_expired() -> ApiError:
     return ApiError(410, "Expired", "The resourceVersion for the provided list is too old.")
 
 
-def invalid_resource_version(value: str) -> ApiError:
-    """What a resourceVersion that is not a number meets: the storage layer's invalid-value
-    error, which the API layer does not classify, so a 500 without a reason."""
+def invalid_resource_version(value: str, *, watch: bool) -> ApiError:
+    """A resourceVersion that is not a number: a list's options are checked first (400), a
+    watch meets the storage layer's invalid-value error, which the API layer does not
+    classify (500 without a reason)."""
     quoted = msgspec.json.encode(value).decode()
-    return ApiError(
-        500,
-        "",
-        f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: "
-        "invalid syntax",
-    )
+    error = f"resourceVersion: Invalid value: {quoted}: strconv.ParseUint: parsing {quoted}: "
+    error += "invalid syntax"
+    if watch:
+        return ApiError(500, "", error)
+    return bad_request(f"invalid resource version: {error}")
 
 
 def resource_version_with_continue() -> ApiError:
@@ -324,8 +368,18 @@ def unsupported_media_type(accepted: tuple[str, ...]) -> ApiError:
     )
 
 
-def method_not_allowed(method: str) -> ApiError:
-    return ApiError(405, "MethodNotAllowed", f"the server does not allow this method ({method})")
+def unsupported_patch_type() -> ApiError:
+    """415 for a PATCH whose Content-Type is no patch type: the patch handler's terse words."""
+    return ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", details={})
+
+
+def method_not_allowed() -> ApiError:
+    return ApiError(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+        details={},
+    )
 
 
 def path_not_found() -> ApiError:

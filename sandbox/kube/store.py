@@ -311,7 +311,7 @@ class Store:
         (name, namespace, uid, creationTimestamp) is kept and the kind's rules apply
         (`strategy`: generation, deletion fields, finalizers); a result equal to the current
         object writes nothing, as the real server does. An object being deleted that the
-        result leaves without finalizers is removed (DELETED), and its last state returned.
+        result leaves without finalizers is removed (DELETED), and that result returned.
         """
         scope = _scope(resource, namespace)
         with self.lock:
@@ -353,7 +353,10 @@ class Store:
             if new == before:
                 return old
             if strategy.finalized(new):  # the last finalizer went: so does the object
-                return old if dry_run else self._remove(kind, old)
+                if not dry_run:
+                    self._remove(kind, old)
+                # The answer is the object as the write left it, at its last stored version.
+                return self._stamp(resource, new, scope, name, old.rv)
             if dry_run:
                 return self._stamp(resource, new, scope, name, old.rv)
             entry = self._stamp(resource, new, scope, name, self._next_rv())
@@ -378,14 +381,11 @@ class Store:
             if old is None:
                 raise status.not_found(resource, name)
             if options.uid and options.uid != old.uid:
-                raise status.uid_precondition_failed(resource, name, options.uid, old.uid)
+                raise status.delete_precondition_failed(resource, name, "UID", options.uid, old.uid)
             given = options.resource_version
             if given and given != str(old.rv):
-                raise status.conflict(
-                    resource,
-                    name,
-                    f"Precondition failed: ResourceVersion in precondition: {given}, "
-                    f"ResourceVersion in object meta: {old.rv}",
+                raise status.delete_precondition_failed(
+                    resource, name, "ResourceVersion", given, str(old.rv)
                 )
             obj = old.decode()
             metadata = obj["metadata"]

@@ -1,6 +1,8 @@
 """Per-kind rules the store applies to every write, as upstream's registry strategies and
 `rest.BeforeCreate`/`BeforeUpdate`/`BeforeDelete` do.
 
+- Create and update: empty `labels`, `annotations`, `finalizers` and `ownerReferences` are
+  left out, as Go's encoder leaves ObjectMeta's empty `omitempty` fields.
 - Create: a Namespace starts `Active` with the `kubernetes` finalizer in `spec.finalizers`
   (pkg/registry/core/namespace/strategy.go); kinds with a generation start at 1.
 - Update: the generation counts spec changes, and for Deployments annotation changes too
@@ -31,7 +33,18 @@ def is_namespace(resource: Resource) -> bool:
     return resource.plural == "namespaces" and not resource.group
 
 
+# ObjectMeta's lists and maps are `omitempty`: an empty one is not stored.
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _omit_empty(metadata: dict[str, Any]) -> None:
+    for field in _OMITTED_WHEN_EMPTY:
+        if field in metadata and metadata[field] in ({}, []):
+            del metadata[field]
+
+
 def prepare_create(resource: Resource, obj: dict[str, Any]) -> None:
+    _omit_empty(obj["metadata"])
     if resource.generation and not obj["metadata"].get("generation"):
         obj["metadata"]["generation"] = 1
     if is_namespace(resource):
@@ -45,6 +58,7 @@ def prepare_create(resource: Resource, obj: dict[str, Any]) -> None:
 def prepare_update(resource: Resource, new: dict[str, Any], old: dict[str, Any]) -> None:
     """`new` as the server would store it over `old` (identity already carried over)."""
     metadata, kept = new["metadata"], old["metadata"]
+    _omit_empty(metadata)
     for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in kept:
             metadata[field] = kept[field]

@@ -21,43 +21,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from sandbox.kube import table_columns
 from sandbox.kube.resources import Resource
 from sandbox.kube.scale import selector_string
 
 Cells = Callable[[dict[str, Any], datetime], list[Any]]
-
-_NAME = {
-    "name": "Name",
-    "type": "string",
-    "format": "name",
-    "description": "Name must be unique within a namespace.",
-    "priority": 0,
-}
-_AGE = {
-    "name": "Age",
-    "type": "string",
-    "format": "",
-    "description": "CreationTimestamp is a timestamp representing the server time when this "
-    "object was created.",
-    "priority": 0,
-}
-
-
-def _column(name: str, description: str, kind: str = "string", priority: int = 0) -> dict:
-    return {
-        "name": name,
-        "type": kind,
-        "format": "",
-        "description": description,
-        "priority": priority,
-    }
-
-
-_WORKLOAD_WIDE = [
-    _column("Containers", "Names of each container in the template.", priority=1),
-    _column("Images", "Images referenced by each container in the template.", priority=1),
-    _column("Selector", "Label selector for pods.", priority=1),
-]
 
 
 def human_duration(seconds: float) -> str:
@@ -264,101 +232,17 @@ def _service(obj: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
-_PRINTERS: dict[tuple[str, str], tuple[list[dict], Cells]] = {
-    ("apps", "deployments"): (
-        [
-            _column("Ready", "Number of the pod with ready state"),
-            _column(
-                "Up-to-date",
-                "Total number of non-terminated pods targeted by this "
-                "deployment that have the desired template spec.",
-            ),
-            _column("Available", "Total number of available pods targeted by this deployment."),
-            _AGE,
-            *_WORKLOAD_WIDE,
-        ],
-        _deployment,
-    ),
-    ("apps", "replicasets"): (
-        [
-            _column("Desired", "Number of desired pods.", "integer"),
-            _column("Current", "The most recently observed number of replicas.", "integer"),
-            _column("Ready", "The number of ready replicas for this replica set.", "integer"),
-            _AGE,
-            *_WORKLOAD_WIDE,
-        ],
-        _replica_set,
-    ),
-    ("", "pods"): (
-        [
-            _column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
-            _column("Status", "The aggregate status of the containers in this pod."),
-            _column(
-                "Restarts",
-                "The number of times the containers in this pod have been "
-                "restarted and when the last container in this pod has restarted.",
-            ),
-            _AGE,
-            _column("IP", "IP address allocated to the pod.", priority=1),
-            _column("Node", "Name of the node the pod runs on.", priority=1),
-            _column("Nominated Node", "The node the pod is nominated to.", priority=1),
-            _column("Readiness Gates", "The readiness gates met of the pod.", priority=1),
-        ],
-        _pod,
-    ),
-    ("", "namespaces"): (
-        [_column("Status", "The status of the namespace"), _AGE],
-        _namespace,
-    ),
-    ("", "configmaps"): (
-        [_column("Data", "Data contains the configuration data.", "integer"), _AGE],
-        _config_map,
-    ),
-    ("", "secrets"): (
-        [
-            _column("Type", "Used to facilitate programmatic handling of secret data."),
-            _column("Data", "Data contains the secret data."),
-            _AGE,
-        ],
-        _secret,
-    ),
-    ("coordination.k8s.io", "leases"): (
-        [
-            _column(
-                "Holder", "holderIdentity contains the identity of the holder of a current lease."
-            ),
-            _AGE,
-        ],
-        _lease,
-    ),
-    ("", "services"): (
-        [
-            _column("Type", "type determines how the Service is exposed."),
-            _column("Cluster-IP", "clusterIP is the IP address of the service."),
-            _column("External-IP", "The external IPs of the service."),
-            _column("Port(s)", "The list of ports that are exposed by this service."),
-            _AGE,
-            _column(
-                "Selector",
-                "Route service traffic to pods with label keys and values matching this selector.",
-                priority=1,
-            ),
-        ],
-        _service,
-    ),
-    ("autoscaling", "horizontalpodautoscalers"): (
-        [
-            _column("Reference", "The target resource to scale."),
-            _column("Targets", "The metrics used to calculate the desired replica count."),
-            _column("MinPods", "The lower limit of replicas the autoscaler can scale down to."),
-            _column("MaxPods", "The upper limit of replicas the autoscaler can scale up to."),
-            _column(
-                "Replicas", "The current number of replicas of pods managed by this autoscaler."
-            ),
-            _AGE,
-        ],
-        _hpa,
-    ),
+# The cells of each kind with a printer of its own (its columns: `table_columns`).
+_PRINTERS: dict[tuple[str, str], Cells] = {
+    ("apps", "deployments"): _deployment,
+    ("apps", "replicasets"): _replica_set,
+    ("", "pods"): _pod,
+    ("", "namespaces"): _namespace,
+    ("", "configmaps"): _config_map,
+    ("", "secrets"): _secret,
+    ("coordination.k8s.io", "leases"): _lease,
+    ("", "services"): _service,
+    ("autoscaling", "horizontalpodautoscalers"): _hpa,
 }
 
 
@@ -367,23 +251,20 @@ def _default(obj: dict[str, Any], now: datetime) -> list[Any]:
     return [created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else None]
 
 
-_DEFAULT: tuple[list[dict], Cells] = (
-    [_column("Created At", _AGE["description"], "date")],
-    _default,
-)
-
-
 def printed(resource: Resource) -> bool:
     """Whether the kind has a printer of its own (not the default convertor)."""
     return (resource.group, resource.plural) in _PRINTERS
 
 
 def columns(resource: Resource) -> list[dict[str, Any]]:
-    return [_NAME, *_PRINTERS.get((resource.group, resource.plural), _DEFAULT)[0]]
+    return [
+        table_columns.NAME,
+        *table_columns.COLUMNS.get((resource.group, resource.plural), table_columns.DEFAULT),
+    ]
 
 
 def cells(resource: Resource, obj: dict[str, Any], now: datetime | None = None) -> list[Any]:
     """One row's cells for `obj` (decoded), its name first."""
-    printer = _PRINTERS.get((resource.group, resource.plural), _DEFAULT)[1]
+    printer = _PRINTERS.get((resource.group, resource.plural), _default)
     name = (obj.get("metadata") or {}).get("name", "")
     return [name, *printer(obj, now or datetime.now(UTC))]

@@ -180,16 +180,29 @@ def _hpa(obj: Object) -> list[FieldError]:
     high = spec.get("maxReplicas") or 0
     if low is not None and low < 1:
         errors.append(invalid_field("spec.minReplicas", low, "must be greater than or equal to 1"))
-    if high < 1:
-        errors.append(invalid_field("spec.maxReplicas", high, "must be greater than 0"))
+    if high == 0:
+        errors.append(required_field("spec.maxReplicas", "must be set and greater than 0"))
+    elif high < 1:
+        errors.append(invalid_field("spec.maxReplicas", high, "must be greater than or equal to 1"))
     if low is not None and high < low:
         errors.append(
             invalid_field(
                 "spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"
             )
         )
-    for index, metric in enumerate(spec.get("metrics") or ()):
+    metrics = spec.get("metrics") or ()
+    for index, metric in enumerate(metrics):
         errors += _metric(metric, f"spec.metrics[{index}]")
+    if low == 0 and not any(
+        isinstance(m, dict) and m.get("type") in ("Object", "External") for m in metrics
+    ):
+        errors.append(
+            forbidden_field(
+                "spec.metrics",
+                "must specify at least one Object or External metric to support scaling to "
+                "zero replicas",
+            )
+        )
     return errors
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Protocol
 
+from sandbox.kube import empty_objects
 from sandbox.kube.lists import Matcher
 from sandbox.kube.negotiation import Unencodable, View
 from sandbox.kube.resources import Resource
@@ -87,7 +88,7 @@ def bookmark_object(
     metadata: dict[str, object] = {"resourceVersion": str(rv)}
     if initial_events_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-    return view.decoded(resource, {"metadata": metadata})
+    return view.decoded(resource, {"metadata": metadata, **empty_objects.empty(resource)})
 
 
 @dataclass(slots=True)
