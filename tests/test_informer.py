@@ -99,6 +99,32 @@ def test_a_resource_without_bookmarks_ends_quiet_watches_and_moves_on_by_one_obj
     assert all("as=PartialObjectMetadataList" in r.accept for r in probes)  # no Event's text
 
 
+def test_a_resource_version_read_during_a_watch_cut_short_is_not_resumed_from(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    # A watch ended before its timeout, cleanly or not, may not have delivered every change
+    # up to the read.
+    settings = dataclasses.replace(FAST, read_timeout_seconds=3.0, progress_probe_seconds=0.5)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}})
+    informer, _ = running(api, resource=EVENTS, settings=settings)
+    assert informer.wait_synced(10)
+    held = informer.resource_version
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+
+    def counted(name: str) -> int:
+        return int(informer.reporter.snapshot().counters.get(name, 0))
+
+    wait_until(lambda: counted("progress_probes") >= 1)
+    assert kube.end_watches("events") == 1
+    wait_until(lambda: counted("progress_probes") >= 2)  # the next watch, from `held`
+    assert informer.resource_version == held
+    assert kube.drop_watches("events") == 1
+    wait_until(lambda: counted("failures") >= 1)
+    assert informer.resource_version == held
+    # A later watch that runs its course after its own read moves it on.
+    wait_until(lambda: informer.resource_version == str(kube.current_rv))
+
+
 def test_a_silently_stalled_watch_is_abandoned_and_nothing_is_missed(
     kube: FakeKube, api: KubeApi, running: Callable[..., Any]
 ) -> None:

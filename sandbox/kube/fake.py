@@ -510,6 +510,11 @@ class FakeKube:
             ),
         )
 
+    def end_watches(self, resource: ResourceName | None = None) -> int:
+        """End open watches cleanly now, before their timeout, as a server going away ends
+        them; returns how many."""
+        return self._store.post(_maybe(resource), lambda _: STOP)
+
     def drop_watches(self, resource: ResourceName | None = None) -> int:
         """Shut down open watch connections mid-stream (no clean end); returns how many."""
         return self._store.post(_maybe(resource), lambda _: DROP)
