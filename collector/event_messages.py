@@ -12,6 +12,11 @@ names), an exec probe's output and a hook's command go whole, and the rest goes 
 the change-cause filter (`collector.sanitize.change_cause`): plain words stay, quoted
 values, assignments and what follows them become `[REDACTED]`.
 
+client-go's event correlator merges ten Events of one object and reason that differ only in
+their message, within ten minutes, into one Event of its own whose message is the latest
+one after `(combined from similar events): `; such a message is read as the one after the
+prefix, and keeps the prefix.
+
 Pure and total: any text gives a result, the same text the same result.
 """
 
@@ -87,22 +92,32 @@ _QUOTA = re.compile(
 )
 _WEBHOOK = re.compile(r'admission webhook "(?P<hook>[^"]*)" denied the request(?P<why>:.*)?', re.S)
 _FORBIDDEN = re.compile(r'pods "(?P<pod>[^"]*)" is forbidden: (?P<why>.*)', re.S)
+# What client-go's EventAggregator puts before the message of an Event it merged others into.
+COMBINED = "(combined from similar events): "
 
 
 def redact(message: str | None) -> str:
     """The message as it may leave the cluster (see the module docstring)."""
-    text = (message or "").strip()
+    prefix, text = _merged(message)
     for pattern, rewrite in _FORMATS:
         found = pattern.fullmatch(text)
         if found is not None:
-            return truncate(rewrite(found))
-    return truncate(_free(text))
+            return truncate(prefix + rewrite(found))
+    return truncate(prefix + _free(text))
 
 
 def probe_kind(message: str | None) -> str | None:
     """`Liveness`, `Readiness` or `Startup`: which probe an `Unhealthy` message is about."""
-    found = _PROBE.match((message or "").strip())
+    found = _PROBE.match(_merged(message)[1])
     return found.group("kind") if found else None
+
+
+def _merged(message: str | None) -> tuple[str, str]:
+    """(the merged Event's prefix or "", the message as its writer wrote it)."""
+    text = (message or "").strip()
+    if not text.startswith(COMBINED):
+        return "", text
+    return COMBINED, text[len(COMBINED) :].strip()
 
 
 # -- the formats --------------------------------------------------------------------------

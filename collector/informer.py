@@ -13,7 +13,15 @@ client read timeout ends a silent stream: a quiet watch, not a failure (a resour
 quiet for long, and a real server sends bookmarks only about once a minute), so it is
 counted (`quiet_watches`) and the watch resumes at once from the same resourceVersion,
 without backoff or degraded health. The resourceVersion advances on every event,
-bookmarks included, so a reconnect replays nothing twice, and never moves backwards: an
+bookmarks included, so a reconnect replays nothing twice. A resource whose watches get no
+bookmarks at all (`Resource.bookmarks`: Events, which kube-apiserver watches straight from
+etcd) asks for a server timeout shorter than the read timeout, so its quiet watches end
+cleanly, and keeps its resourceVersion younger than etcd's compaction: once it has not
+moved for `progress_probe_seconds`, the next watch reads the resource's current
+resourceVersion with a one-object list as it opens, and resumes from there if that watch
+then ran its whole course (it started before the read, so everything up to it came
+through). Without that, each compaction would answer the quiet watch with a 410 and a
+full relist. The resourceVersion never moves backwards: an
 event or bookmark older than the version held (a lagging server) leaves it as it is
 (`collector.resource_version`; counted as `stale_resource_versions`). A list sets it
 outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
@@ -39,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 import types
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
@@ -51,7 +60,7 @@ import structlog
 from collector.model import ObjectMeta
 from collector.paging import PageSize
 from collector.resource_version import is_behind
-from collector.resources import Resource
+from collector.resources import METADATA_LIST, Resource
 from kube.api import ANSWER_LIMIT, KubeApi
 from kube.errors import MESSAGE_LIMIT, Aborted, AnswerTooLarge, Forbidden, Gone, KubeError, TimedOut
 from runtime.backoff import Backoff
@@ -93,6 +102,12 @@ class InformerSettings:
     """The server ends a watch after a random time in this range; the informer resumes."""
     read_timeout_seconds: float = 75.0
     """Silence longer than this (no event, no bookmark) means a stalled watch."""
+    progress_probe_seconds: float = 60.0
+    """On a resource whose watches get no bookmarks (`Resource.bookmarks`): a
+    resourceVersion held this long without moving is brought forward by a one-object list
+    read while a watch is open. kube-apiserver's compactor keeps 5 minutes of etcd's
+    history; a watch from an older resourceVersion answers 410, which only a full list
+    answers. With the watches' 45-60 s, what is held is never more than ~4 minutes old."""
     forbidden_retry_seconds: float = 300.0
     """The longest pause between two retries of a forbidden resource."""
     backoff_initial_seconds: float = 1.0
@@ -113,8 +128,13 @@ class _Bookmark(msgspec.Struct):
     metadata: ObjectMeta
 
 
+class _ListHead(msgspec.Struct):
+    metadata: _ListMeta
+
+
 _decode_event = msgspec.json.Decoder(_WatchEvent).decode
 _decode_bookmark = msgspec.json.Decoder(_Bookmark).decode
+_decode_list_head = msgspec.json.Decoder(_ListHead).decode
 
 
 class _Status(msgspec.Struct):
@@ -156,6 +176,7 @@ class Informer(Generic[T]):
         self.settings = settings or InformerSettings()
         self._page_gate = page_gate or contextlib.nullcontext()
         self.resource_version = ""
+        self._moved_at = time.monotonic()  # when the resourceVersion held last changed
         # The longest quiet a working informer has: a pause (forbidden retry or backoff)
         # followed by a watch that hears nothing until its read timeout.
         quiet = self.settings.read_timeout_seconds + max(
@@ -398,21 +419,22 @@ class Informer(Generic[T]):
         self._listed(resource_version, listed_at, seen)
 
     def _listed(self, resource_version: str, listed_at: str, keys: set[str]) -> None:
-        self.resource_version = resource_version
+        self._hold(resource_version)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
         self._healthy()
 
     def _watch(self) -> None:
-        low, high = self.settings.watch_timeout_seconds
+        timeout = self._watch_timeout()
         params = {
             "watch": "1",
             "allowWatchBookmarks": "true",
             "resourceVersion": self.resource_version,
-            "timeoutSeconds": str(random.randint(low, high)),
+            "timeoutSeconds": str(timeout),
             **self.resource.selectors(),
         }
         self.reporter.count("watches")
+        started = time.monotonic()
         with self.api.stream_lines(
             self.resource.path,
             params,
@@ -420,6 +442,7 @@ class Informer(Generic[T]):
             cancelled=lambda: self._stopped.is_set() or self._relist.is_set(),
             accept=self.resource.watch_accept,
         ) as lines:
+            probed = self._progress_probe()
             try:
                 for line in lines:
                     self._check_stop()
@@ -431,6 +454,36 @@ class Informer(Generic[T]):
                 self.reporter.count("quiet_watches")
                 self._healthy()
         # The server's timeout ended the watch cleanly; the loop resumes from our RV.
+        ran_its_course = time.monotonic() - started >= timeout
+        if probed is not None and ran_its_course and is_behind(self.resource_version, probed):
+            # This watch, from the RV held before the probe, stayed open its whole time
+            # after it: every change up to the probe's RV has come through it, so the
+            # next one resumes there (a bookmark of the client's own).
+            self._hold(probed)
+
+    def _watch_timeout(self) -> int:
+        """The server's timeout for the next watch, at random within the settings' range.
+        Where no bookmark comes, it ends the watch before the client's read timeout would:
+        a quiet resource then ends its watches cleanly, keeping the connection."""
+        low, high = self.settings.watch_timeout_seconds
+        if not self.resource.bookmarks:
+            read = self.settings.read_timeout_seconds
+            low = min(low, max(1, int(read * 0.6)))
+            high = max(low, min(high, int(read * 0.8)))
+        return random.randint(low, high)
+
+    def _progress_probe(self) -> str | None:
+        """The resource's resourceVersion now, read while a watch is open, where no bookmark
+        moves the one held and it has not moved for `progress_probe_seconds`. One object's
+        metadata without selectors: the cheapest read the server has (a selector would
+        have it scan etcd for a match), and nothing of a Normal Event's contents."""
+        if self.resource.bookmarks:
+            return None
+        if time.monotonic() - self._moved_at < self.settings.progress_probe_seconds:
+            return None
+        self.reporter.count("progress_probes")
+        raw = self.api.get(self.resource.path, {"limit": "1"}, accept=METADATA_LIST)
+        return _decode_list_head(raw).metadata.resource_version
 
     def _status_error(self, event: _WatchEvent) -> KubeError:
         """What an ERROR event means (410: the history to resume from is gone)."""
@@ -466,7 +519,12 @@ class Informer(Generic[T]):
         if is_behind(resource_version, self.resource_version):
             self.reporter.count("stale_resource_versions")
             return
-        self.resource_version = resource_version
+        self._hold(resource_version)
+
+    def _hold(self, resource_version: str) -> None:
+        if resource_version != self.resource_version:
+            self.resource_version = resource_version
+            self._moved_at = time.monotonic()
 
     # -- helpers -----------------------------------------------------------------------
 

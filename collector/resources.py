@@ -21,6 +21,10 @@ class Resource:
     field_selector: str | None = None
     metadata_only: bool = False
     """Listed and watched as PartialObjectMetadata: bodies are fetched one at a time."""
+    bookmarks: bool = True
+    """Its watches get bookmarks. kube-apiserver serves them from its watch cache, which
+    sends one about once a minute; Events are kept out of that cache and watched straight
+    from etcd, which sends none (only the one ending a streaming list's initial events)."""
 
     @property
     def list_accept(self) -> str | None:
@@ -65,7 +69,7 @@ HELM_RELEASE_SECRETS = Resource(
     metadata_only=True,
 )
 # Only Warnings: Normal Events are most of an Event stream and never become records.
-EVENTS = Resource("events", "v1", field_selector="type=Warning")
+EVENTS = Resource("events", "v1", field_selector="type=Warning", bookmarks=False)
 DEPLOYMENTS = Resource("deployments", "apps/v1")
 REPLICASETS = Resource("replicasets", "apps/v1")
 HPAS = Resource("horizontalpodautoscalers", "autoscaling/v2")

@@ -167,13 +167,16 @@ class ControlPlane:
                 return arg.partition("=")[2]
         raise RuntimeError("etcd has no client URL")
 
-    def compact(self) -> int:
-        """Compact etcd's history up to its current revision (what kube-apiserver does every
-        `--etcd-compaction-interval`); returns that revision. Watches the API server serves
-        from etcd (Events) and exact reads older than it then answer 410."""
+    def compact(self, revision: int | None = None) -> int:
+        """Compact etcd's history up to `revision`, by default its current one; returns the
+        revision. Watches the API server serves from etcd (Events) and exact reads older than
+        it then answer 410. kube-apiserver's own compactor, every
+        `--etcd-compaction-interval` (5 min), compacts up to the revision it saw at its
+        previous run, so the last interval's history stays."""
         with httpx.Client(base_url=self.etcd_url, trust_env=False, timeout=10) as etcd:
-            header = etcd.post("/v3/kv/range", json={"key": "AA=="}).json()["header"]
-            revision = int(header["revision"])
+            if revision is None:
+                header = etcd.post("/v3/kv/range", json={"key": "AA=="}).json()["header"]
+                revision = int(header["revision"])
             answer = etcd.post(
                 "/v3/kv/compaction", json={"revision": str(revision), "physical": True}
             )

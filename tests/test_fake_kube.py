@@ -536,6 +536,39 @@ def test_bookmarks_arrive_periodically_and_on_demand_with_the_current_resource_v
     w.stop()
 
 
+def test_event_watches_get_no_bookmark_but_the_one_ending_their_initial_events(
+    kube: FakeKube, core: client.CoreV1Api
+) -> None:
+    # kube-apiserver watches Events straight from etcd, outside its watch cache.
+    rv = core.list_namespaced_event(NS).metadata.resource_version
+    kube.create(namespace("elsewhere"))  # news a bookmark could carry
+    w = watch.Watch()
+    quiet = w.stream(
+        core.list_namespaced_event,
+        NS,
+        resource_version=rv,
+        allow_watch_bookmarks=True,
+        timeout_seconds=3,  # a cached resource would get its last bookmark 2 s before it
+        _request_timeout=(5, 30),
+    )
+    assert kube.bookmark_now("events") == 0
+    assert list(quiet) == []  # 0.3 s periodic bookmarks elsewhere on this server
+    streamed = httpx.get(
+        f"{kube.url}/api/v1/namespaces/{NS}/events",
+        params={
+            "watch": "1",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "1",
+        },
+        headers=kube.headers,
+    )
+    [end] = [json.loads(line) for line in streamed.text.splitlines()]
+    assert end["type"] == "BOOKMARK"
+    assert end["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
 def test_timeout_seconds_ends_the_stream_cleanly(kube: FakeKube, core: client.CoreV1Api) -> None:
     rv = core.list_namespaced_pod(NS).metadata.resource_version
     started = time.monotonic()

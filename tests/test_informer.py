@@ -15,7 +15,7 @@ import pytest
 import structlog.testing
 
 from collector.informer import Informer, _WatchEvent
-from collector.resources import DEPLOYMENTS, NAMESPACES, NODES
+from collector.resources import DEPLOYMENTS, EVENTS, NAMESPACES, NODES
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
@@ -76,6 +76,53 @@ def test_a_watch_ended_by_the_server_resumes_without_a_relist(
     kube.create(deployment("late"))
     wait_until(lambda: sink.seen(("apply", "shop/late", 1)))
     assert informer.reporter.snapshot().counters["lists"] == 1
+
+
+def test_a_resource_without_bookmarks_ends_quiet_watches_and_moves_on_by_one_object_lists(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    # Events: the fake, like kube-apiserver, sends their watches no bookmark.
+    settings = dataclasses.replace(FAST, read_timeout_seconds=3.0, progress_probe_seconds=0.5)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}})
+    informer, _ = running(api, resource=EVENTS, settings=settings)
+    assert informer.wait_synced(10)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+    moved_to = str(kube.current_rv)
+    wait_until(lambda: informer.resource_version == moved_to)
+    counters = informer.reporter.snapshot().counters
+    assert counters.get("bookmarks", 0) == 0 and counters.get("quiet_watches", 0) == 0
+    reads = [r for r in kube.requests if r.path == "/api/v1/events"]
+    watches = [r.query for r in reads if r.watch and "sendInitialEvents" not in r.query]
+    assert watches and all(int(query["timeoutSeconds"]) <= 2 for query in watches)
+    probes = [r for r in reads if not r.watch]
+    assert probes and all(r.query == {"limit": "1"} for r in probes)
+    assert all("as=PartialObjectMetadataList" in r.accept for r in probes)  # no Event's text
+
+
+def test_a_resource_version_read_during_a_watch_cut_short_is_not_resumed_from(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    # A watch ended before its timeout, cleanly or not, may not have delivered every change
+    # up to the read.
+    settings = dataclasses.replace(FAST, read_timeout_seconds=3.0, progress_probe_seconds=0.5)
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}})
+    informer, _ = running(api, resource=EVENTS, settings=settings)
+    assert informer.wait_synced(10)
+    held = informer.resource_version
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+
+    def counted(name: str) -> int:
+        return int(informer.reporter.snapshot().counters.get(name, 0))
+
+    wait_until(lambda: counted("progress_probes") >= 1)
+    assert kube.end_watches("events") == 1
+    wait_until(lambda: counted("progress_probes") >= 2)  # the next watch, from `held`
+    assert informer.resource_version == held
+    assert kube.drop_watches("events") == 1
+    wait_until(lambda: counted("failures") >= 1)
+    assert informer.resource_version == held
+    # A later watch that runs its course after its own read moves it on.
+    wait_until(lambda: informer.resource_version == str(kube.current_rv))
 
 
 def test_a_silently_stalled_watch_is_abandoned_and_nothing_is_missed(

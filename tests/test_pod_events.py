@@ -516,6 +516,91 @@ def test_a_relist_forgets_the_series_whose_events_are_gone() -> None:
     assert setup.events.missing(set()) == {kept}
 
 
+# -- Events client-go's correlator merged ---------------------------------------------------
+
+COMBINED = "(combined from similar events): "
+
+
+def test_a_merged_probe_event_is_the_failed_probe_of_its_last_message() -> None:
+    # The correlator's own Event: named after the pod and the time it merged, counting up.
+    merged = kubelet_event(
+        "Unhealthy",
+        f"{COMBINED}Readiness probe failed: HTTP probe failed with statuscode: 503",
+        field_path="spec.containers{app}",
+        series="187d2a9c4e5f6a7b",
+        count=37,
+    )
+    data = Setup().one(merged)
+    assert (data["reason"], data["details"]["container"], data["details"]["count"]) == (
+        "ReadinessProbeFailed",
+        "app",
+        37,
+    )
+    assert data["message"] == (
+        f"{COMBINED}Readiness probe failed: HTTP probe failed with statuscode: 503"
+    )
+
+
+def test_a_merged_failed_create_keeps_what_the_quota_message_fixes() -> None:
+    refused = kubelet_event(
+        "FailedCreate",
+        COMBINED + QUOTA,
+        name="web-7d4b9c6f5",
+        kind="ReplicaSet",
+        component="replicaset-controller",
+        host=None,
+    )
+    assert Setup().one(refused)["message"] == COMBINED + QUOTA
+
+
+def test_a_merged_message_is_redacted_like_the_message_after_its_prefix() -> None:
+    hidden = f"Liveness probe failed: {EXEC_OUTPUT_SECRET}"
+    kept = f"{COMBINED}Liveness probe failed: [REDACTED]"
+    assert event_messages.redact(COMBINED + hidden) == kept
+    assert event_messages.redact(f"{COMBINED}password={EXEC_OUTPUT_SECRET}") == (
+        f"{COMBINED}password=[REDACTED]"
+    )
+
+
+# -- series seen for the first time long after they went quiet -----------------------------
+
+PROBE_REFUSED = (
+    'Readiness probe failed: Get "http://10.8.2.17:8080/ready": dial tcp 10.8.2.17:8080:'
+    " connect: connection refused"
+)
+PROBE_503 = "Readiness probe failed: HTTP probe failed with statuscode: 503"
+
+
+def old_probe_series(*, last: str = "2026-12-02T11:10:00Z") -> dict[str, Any]:
+    """A series of the incident that went quiet 40 minutes before NOW."""
+    return kubelet_event(
+        "Unhealthy",
+        PROBE_REFUSED,
+        field_path="spec.containers{app}",
+        first="2026-12-02T10:55:00Z",
+        last=last,
+        series="17e0aaaa00000001",
+        count=12,
+    )
+
+
+def test_an_old_series_does_not_hide_a_live_series_of_the_same_incident() -> None:
+    setup = Setup()
+    assert setup.see(old_probe_series()) == []
+    live = kubelet_event("Unhealthy", PROBE_503, field_path="spec.containers{app}", count=37)
+    [record] = setup.see(live)
+    assert (record.data["reason"], record.data["message"]) == ("ReadinessProbeFailed", PROBE_503)
+    assert record.data["occurred_at"] == "2026-12-02T11:40:00Z"  # the live series' start
+
+
+def test_an_old_series_that_comes_back_to_life_is_reported_once() -> None:
+    setup = Setup()
+    assert setup.see(old_probe_series()) == []
+    [record] = setup.see(old_probe_series(last="2026-12-02T11:49:00Z"))
+    assert record.data["occurred_at"] == "2026-12-02T10:55:00Z"
+    assert setup.see(old_probe_series(last="2026-12-02T11:49:30Z")) == []
+
+
 def test_a_series_quiet_for_long_before_first_sight_is_history_not_an_error() -> None:
     setup = Setup()
     old = kubelet_event(

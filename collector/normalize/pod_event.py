@@ -28,9 +28,11 @@ De-duplication: one Event object is one series (its count rises in place), remem
 the state store (`collector.state.EventSeries`) with its incident (object, reason,
 container); an incident gives one record while any of its series is remembered. A series
 is forgotten when its Event is deleted (an hour after its last update), so nothing about
-Events lives on the heap, and a restart re-sends nothing. A series first seen after its
-last activity went quiet for `STALE_SECONDS` is history, not a current state: remembered,
-not reported (the rule for pods seen the first time).
+Events lives on the heap, and a restart re-sends nothing. A series whose last activity is
+more than `STALE_SECONDS` old when it is first seen is history, not a current state (the
+rule for pods seen the first time): it gives no record and opens no incident, so a live
+series of the same incident beside it (a correlator's merged Event, say) is reported; it is
+not remembered either, and is judged again when its count rises.
 """
 
 from __future__ import annotations
@@ -169,11 +171,16 @@ class PodEventNormalizer:
         container, init = _container(target.field_path)
         record_reason = f"Init:{signal}" if init else signal
         incident = f"{namespace}/{target.kind}/{target.name}/{container or '-'}/{record_reason}"
+        if _stale(obj, now):
+            # History, not a current state: it neither reports nor opens the incident (a
+            # live series of the same incident beside it is reported). Not remembered, so it
+            # counts again if it comes back to life.
+            return []
         key = obj.metadata.key
         with self._lock:
             if self._series.known(key):
                 return []  # the same series counting up
-            report = not self._series.open(incident) and not _stale(obj, now)
+            report = not self._series.open(incident)
             self._series.add(key, incident)
         if not report:
             return []

@@ -92,7 +92,8 @@ class FakeKube:
     `bookmark_interval`: seconds between BOOKMARK events on watches that allow them (0
     disables them; `bookmark_now()` still works); a bookmark is sent only when the
     resourceVersion moved past what the watch already told, and once more
-    `bookmark_before_timeout` seconds before the watch times out. `history`: changes kept
+    `bookmark_before_timeout` seconds before the watch times out. Events get none: the real
+    server watches them from etcd, outside its watch cache. `history`: changes kept
     per resource for watches to replay and exact lists to rebuild from; `history_seconds`:
     how long each is kept (a real server compacts about every 5 minutes) on `clock`
     (monotonic seconds; tests pass one they move); older resourceVersions answer 410.
@@ -504,12 +505,20 @@ class FakeKube:
 
     def bookmark_now(self, resource: ResourceName | None = None) -> int:
         """Send a BOOKMARK now on every watch that allows them; returns how many. A watch
-        already told of the current resourceVersion skips it, as a real one would."""
+        already told of the current resourceVersion skips it, as a real one would, and so
+        does one of a resource outside the watch cache (Events), which never gets one."""
         store = self._store
         return store.post(
             _maybe(resource),
-            lambda sub: Bookmark(store.current_rv) if sub.bookmarks else None,
+            lambda sub: (
+                Bookmark(store.current_rv) if sub.bookmarks and sub.resource.watch_cache else None
+            ),
         )
+
+    def end_watches(self, resource: ResourceName | None = None) -> int:
+        """End open watches cleanly now, before their timeout, as a server going away ends
+        them; returns how many."""
+        return self._store.post(_maybe(resource), lambda _: STOP)
 
     def drop_watches(self, resource: ResourceName | None = None) -> int:
         """Shut down open watch connections mid-stream (no clean end); returns how many."""

@@ -44,6 +44,9 @@ class Resource:
     status: bool = False  # has a status subresource; main-resource writes keep .status
     returns_deleted: bool = False  # DELETE answers the object instead of a Status
     scale: bool = False  # has a scale subresource (an autoscaling/v1 Scale)
+    # In kube-apiserver's watch cache, whose watches get bookmarks. Events are not (watched
+    # straight from etcd): their watches get none but the one ending a streaming list.
+    watch_cache: bool = True
     prefix: bytes = field(init=False, repr=False, compare=False)
     field_paths: tuple[tuple[str, tuple[str, ...]], ...] = field(
         init=False, repr=False, compare=False
@@ -169,7 +172,9 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "endpoints", "Endpoints", True, "endpoints", ("ep",)),
     Resource("", "v1", "configmaps", "ConfigMap", True, "configmap", ("cm",)),
     Resource("", "v1", "secrets", "Secret", True, "secret", fields=(("type", "type"),)),
-    Resource("", "v1", "events", "Event", True, "event", ("ev",), fields=_EVENT_FIELDS),
+    Resource(
+        "", "v1", "events", "Event", True, "event", ("ev",), fields=_EVENT_FIELDS, watch_cache=False
+    ),
     Resource(
         "",
         "v1",
@@ -296,6 +301,7 @@ RESOURCES: tuple[Resource, ...] = (
             ("reportingController", "reportingController"),
             ("type", "type"),
         ),
+        watch_cache=False,
     ),
 )
 

@@ -14,7 +14,9 @@ sends anything at or below the resourceVersion it started from, nor a bookmark t
 not move past what it already told the client: a watch from a resourceVersion ahead of the
 server stays silent until the server passes it. Bookmarks go to watches that allow them,
 every `bookmark_interval` (when the RV moved) and once `bookmark_before_timeout` seconds
-before the watch's timeout, so a client can resume from a fresh resourceVersion.
+before the watch's timeout, so a client can resume from a fresh resourceVersion; except on
+a resource kube-apiserver keeps out of its watch cache (Events), whose watches it serves
+from etcd with no bookmark but the one ending the initial events.
 
 It ends in one of these ways, each meant to be observable by a client under test:
 - `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
@@ -159,10 +161,11 @@ class WatchStream:
             self._change(change)
         self._flush()
 
-        periodic = subscription.bookmarks and spec.bookmark_interval > 0
+        progress = subscription.bookmarks and spec.resource.watch_cache
+        periodic = progress and spec.bookmark_interval > 0
         next_bookmark = started + spec.bookmark_interval if periodic else None
         last_bookmark = None
-        if subscription.bookmarks and deadline is not None:
+        if progress and deadline is not None:
             last_bookmark = deadline - spec.bookmark_before_timeout
             if last_bookmark <= started:
                 last_bookmark = None  # too late already, as upstream
