@@ -422,11 +422,7 @@ class ControlPlane:
         once it ended; one still open is there with stage `ResponseStarted`)."""
         if self.audit_log is None:
             raise RuntimeError("the control plane was started without an audit log")
-        with self.audit_log.open("rb") as log:
-            log.seek(since)
-            for line in log:
-                if line.endswith(b"\n"):
-                    yield json.loads(line)
+        return audit_events(self.audit_log, since)
 
     def requests(
         self, since: int = 0, *, user: str | None = None, agent: str | None = None
@@ -457,6 +453,19 @@ def _exited(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def audit_events(path: Path, since: int = 0) -> Iterator[dict[str, Any]]:
+    """The complete audit events of the log at `path` written after the offset `since`."""
+    with path.open("rb") as log:
+        if since > 0:
+            log.seek(since - 1)
+            if log.read(1) != b"\n":
+                # The offset fell inside an event being written: that event was before it.
+                log.readline()
+        for line in log:
+            if line.endswith(b"\n"):
+                yield json.loads(line)
 
 
 def record_of(event: Mapping[str, Any]) -> RequestRecord:

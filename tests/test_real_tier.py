@@ -3,6 +3,7 @@ back as request records, and where no control plane can run its tests skip with 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -74,3 +75,17 @@ def test_without_a_control_plane_the_real_tier_skips_with_one_line_saying_why(
     [reason] = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
     assert f"{missing / 'controlplane.py'} not found (set {controlplane.ENVIRONMENT})" in reason
     assert "1 skipped" in done.stdout
+
+
+def test_a_mark_inside_an_audit_event_being_written_reads_from_the_next_event(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "audit.log"
+    first = json.dumps({"auditID": "1", "verb": "get"}).encode()
+    log.write_bytes(first[:10])  # the API server is halfway through writing an event
+    mark = log.stat().st_size  # what `audit_mark` takes
+    with log.open("ab") as writing:
+        writing.write(first[10:] + b"\n" + json.dumps({"auditID": "2", "verb": "list"}).encode())
+        writing.write(b"\n")
+    assert [event["auditID"] for event in controlplane.audit_events(log, mark)] == ["2"]
+    assert [event["auditID"] for event in controlplane.audit_events(log)] == ["1", "2"]
