@@ -11,10 +11,6 @@ server's history up to that point (on the real server: etcd compacted and the AP
 restarted, so that its watch cache, which outlives a compaction, starts over). Tokens:
 `admin`, `nobody` (a ServiceAccount of the namespace bound to nothing), `unknown` (a token
 no server issued) and `none`.
-
-`expected_difference` names the entry of docs/fake-kube.md's "Differences from
-kube-apiserver that stay" that the case shows: the test then requires the answers to
-differ, so a difference that goes away (or changes into another) is noticed.
 """
 
 from __future__ import annotations
@@ -81,7 +77,6 @@ class Case:
     requests: tuple[Request, ...]
     setup: tuple[Request, ...] = ()
     cleanup: tuple[str, ...] = ()  # paths of cluster-scoped objects the case made
-    expected_difference: str | None = None
 
     @property
     def tokens(self) -> set[str]:
