@@ -139,6 +139,16 @@ def writes_since(plane: ControlPlane, mark: int, account: str) -> list[str]:
     return [f"{r.info.verb} {r.path}" for r in made if r.info and r.info.verb in WRITES]
 
 
+@pytest.fixture
+def installed(real_install: RealInstall, chart: Rendered) -> Installed:
+    return real_install(chart)
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane, real_namespace: NewNamespace) -> Cluster:
+    return Cluster(control_plane, real_namespace("shop"))
+
+
 def revert_all(installed: Installed, component: str, container: str, *options: str) -> Any:
     done = run_cli(
         "scaling", "revert-all", *options, env=installed.env(component, container, "revert-all")
@@ -149,13 +159,10 @@ def revert_all(installed: Installed, component: str, container: str, *options: s
 
 def test_a_window_bounds_a_real_hpa_the_controller_acts_on_and_restores_it_exactly(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
-    chart: Rendered,
+    installed: Installed,
+    cluster: Cluster,
     platform: FakePlatform,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)  # under its HPA, below the window's min
     # A partial behavior: the server fills in the rest of it, and the revert keeps all of it.
     behavior = {"scaleDown": {"stabilizationWindowSeconds": 30}}
@@ -205,13 +212,10 @@ def test_a_window_bounds_a_real_hpa_the_controller_acts_on_and_restores_it_exact
 
 def test_dry_runs_of_run_and_revert_all_write_nothing_where_the_real_ones_apply_and_revert(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
-    chart: Rendered,
+    installed: Installed,
+    cluster: Cluster,
     platform: FakePlatform,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)
     before = cluster.hpa_on("web", 2, 5)
     cluster.deployment("api", 1)
@@ -305,15 +309,12 @@ def hpa_webhook(control_plane: ControlPlane) -> Iterator[Webhook]:
 
 def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_window(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
+    installed: Installed,
+    cluster: Cluster,
     scaling_workload: Callable[[dict[str, Any]], None],
     hpa_webhook: Webhook,
-    chart: Rendered,
     platform: FakePlatform,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)
     before = cluster.hpa_on("web", 2, 5)
     cluster.deployment("api", 1)
@@ -383,13 +384,10 @@ def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_
 
 def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_overridden(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
-    chart: Rendered,
+    installed: Installed,
+    cluster: Cluster,
     platform: FakePlatform,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)
     cluster.hpa_on("web", 2, 5)
     window(platform, "t-1", 3600, action("a-1", "web", 4, 6, ns=cluster.ns))
@@ -420,14 +418,11 @@ def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_ove
 
 def test_a_write_between_the_agents_read_and_its_revert_is_kept_and_the_hpa_released(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
+    installed: Installed,
+    cluster: Cluster,
     hpa_webhook: Webhook,
-    chart: Rendered,
     platform: FakePlatform,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)
     cluster.hpa_on("web", 2, 5)
     agent_user = service_account(NAMESPACE, SCALING)
@@ -492,15 +487,12 @@ def authenticated(plane: ControlPlane, token: str) -> bool:
 
 def test_a_token_rotated_and_the_old_one_revoked_while_running_leaves_reconcile_going(
     control_plane: ControlPlane,
-    real_namespace: NewNamespace,
-    real_install: RealInstall,
-    chart: Rendered,
+    installed: Installed,
+    cluster: Cluster,
     bound_token: Callable[[str], str],
     platform: FakePlatform,
     tmp_path: Path,
 ) -> None:
-    installed = real_install(chart)
-    cluster = Cluster(control_plane, real_namespace("shop"))
     cluster.deployment("web", 2)
     cluster.hpa_on("web", 2, 5)
     # The account's token in a file the kubeconfig names, as a kubelet projects it.
