@@ -484,6 +484,13 @@ def snapshots_of(platform: FakePlatform, kind: str) -> int:
     )
 
 
+def web_and_api(control_plane: ControlPlane, ns: str) -> None:
+    """Two small applications: a Deployment and a Service each, named web and api."""
+    for name in ("web", "api"):
+        control_plane.create(objects.deployment(name=name, namespace=ns, replicas=1))
+        control_plane.create(objects.service(name=name, namespace=ns))
+
+
 def test_after_etcd_compaction_and_an_api_server_restart_the_agent_relists_and_converges(
     control_plane: ControlPlane,
     installed: Installed,
@@ -491,9 +498,7 @@ def test_after_etcd_compaction_and_an_api_server_restart_the_agent_relists_and_c
     real_namespace: NewNamespace,
 ) -> None:
     ns = real_namespace("shop")
-    for name in ("web", "api"):
-        control_plane.create(objects.deployment(name=name, namespace=ns, replicas=1))
-        control_plane.create(objects.service(name=name, namespace=ns))
+    web_and_api(control_plane, ns)
     agent = discovery(installed, LEADER_ELECTION="false")
     listed = {
         (kind, f"{ns}/{name}") for kind in ("deployment", "service") for name in ("web", "api")
@@ -542,9 +547,7 @@ def test_a_standby_takes_the_real_lease_over_from_a_killed_leader_and_no_change_
     real_namespace: NewNamespace,
 ) -> None:
     ns = real_namespace("shop")
-    for name in ("web", "api"):
-        control_plane.create(objects.deployment(name=name, namespace=ns, replicas=1))
-        control_plane.create(objects.service(name=name, namespace=ns))
+    web_and_api(control_plane, ns)
     pods = ("discovery-0", "discovery-1")
     agents = {pod: discovery(installed, pod) for pod in pods}
     wait_until(lambda: lease_holder(control_plane) in pods, timeout=30)
