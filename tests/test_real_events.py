@@ -26,7 +26,7 @@ from collector.state import StateStore
 from kube.api import KubeApi
 from kube.cluster import load_target
 from sandbox import objects
-from sandbox.controlplane import ControlPlane, record_of
+from sandbox.controlplane import ControlPlane, ControlPlaneError, record_of
 from shipper.records import Record
 from tests.informer_harness import FAST
 from tests.pod_status import CTX
@@ -121,6 +121,17 @@ def merged_failed_create(control_plane: ControlPlane, namespace: str) -> dict[st
         "spec": {"hard": {"pods": "0"}},
     }
     control_plane.create(quota)
+
+    def quota_admitted() -> bool:
+        # The quota admission reads quotas from a cache of its own: until the new one is
+        # there, a pod gets in, and the Deployment would never be refused.
+        try:
+            control_plane.create(objects.pod(name="probe", namespace=namespace), dryRun="All")
+        except ControlPlaneError as refused:
+            return refused.status == 403
+        return False
+
+    wait_until(quota_admitted, poll=0.1)
     web = objects.deployment(name="web", namespace=namespace, replicas=1)
     del web["status"]
     control_plane.create(web)
