@@ -122,16 +122,20 @@ def merged_failed_create(control_plane: ControlPlane, namespace: str) -> dict[st
     }
     control_plane.create(quota)
 
+    answers: list[str] = []
+
     def quota_admitted() -> bool:
         # The quota admission reads quotas from a cache of its own: until the new one is
         # there, a pod gets in, and the Deployment would never be refused.
         try:
             control_plane.create(objects.pod(name="probe", namespace=namespace), dryRun="All")
         except ControlPlaneError as refused:
-            return refused.status == 403
+            answers.append(str(refused))
+            return refused.status == 403 and "exceeded quota" in str(refused)
+        answers.append("admitted")
         return False
 
-    wait_until(quota_admitted, poll=0.1)
+    wait_until(quota_admitted, timeout=60, poll=0.2, explain=lambda: answers[-1])
     web = objects.deployment(name="web", namespace=namespace, replicas=1)
     del web["status"]
     control_plane.create(web)
