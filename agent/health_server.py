@@ -11,7 +11,8 @@
   discovery replica is ready.
 - `/metrics`: the Prometheus text format (`agent.metrics`).
 
-Both checks answer JSON `{"ok": bool, "problems": [...]}` with 200 or 503.
+Both checks answer JSON `{"ok": bool, "problems": [...]}` with 200 or 503; `/readyz` adds
+`"details"`: what an operator should know that fails no check (objects skipped).
 """
 
 from __future__ import annotations
@@ -32,11 +33,18 @@ Check = Callable[[], list[str]]  # the problems found; none means healthy
 
 class HealthServer:
     def __init__(
-        self, host: str, port: int, *, live: Check, ready: Check, metrics: Callable[[], bytes]
+        self,
+        host: str,
+        port: int,
+        *,
+        live: Check,
+        ready: Check,
+        metrics: Callable[[], bytes],
+        details: Check = list,
     ) -> None:
         routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
             "/healthz": lambda: _check(live),
-            "/readyz": lambda: _check(ready),
+            "/readyz": lambda: _check(ready, details),
             "/metrics": lambda: (200, CONTENT_TYPE, metrics()),
         }
         # Binding here, not in start(): a taken port stops start-up with a clear error.
@@ -59,12 +67,15 @@ class HealthServer:
         self._server.server_close()
 
 
-def _check(check: Check) -> tuple[int, str, bytes]:
+def _check(check: Check, details: Check | None = None) -> tuple[int, str, bytes]:
     try:
         problems = check()
     except Exception as exc:  # a check that cannot tell is a failing check
         problems = [f"health check failed: {exc}"]
-    body = msgspec.json.encode({"ok": not problems, "problems": problems})
+    answer: dict[str, object] = {"ok": not problems, "problems": problems}
+    if details is not None:
+        answer["details"] = details()
+    body = msgspec.json.encode(answer)
     return (503 if problems else 200), "application/json", body
 
 

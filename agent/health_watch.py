@@ -51,14 +51,19 @@ class HealthWatch:
                 found.append(f"{snap.component}: no progress" + (f" ({parts})" if parts else ""))
         return found
 
-    def denied(self) -> list[str]:
-        """What readiness reports beyond start-up: components refused a permission they
-        need (`Health.forbidden`), each with the permission named."""
+    def not_ready(self) -> list[str]:
+        """What readiness fails on beyond start-up: components refused a permission they
+        need (`Health.forbidden`, the permission named) or holding their place until
+        something outside recovers (`Health.not_ready`)."""
         return [
             f"{snap.component}: {snap.health.reason}"
             for snap in self.snapshot()
-            if snap.health.denied
+            if snap.health.unready
         ]
+
+    def notes(self) -> list[str]:
+        """What readiness shows without failing: every component's notes."""
+        return [f"{snap.component}: {note}" for snap in self.snapshot() for note in snap.notes]
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

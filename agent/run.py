@@ -194,8 +194,9 @@ def _health_server(
             *split_host_port(settings.health_addr),
             live=lambda: [*watch.problems(), *(p for role in roles for p in role.problems())],
             ready=lambda: (
-                watch.denied() if running.is_set() else ["not running (starting or stopping)"]
+                watch.not_ready() if running.is_set() else ["not running (starting or stopping)"]
             ),
+            details=watch.notes,
             metrics=metrics.exposition,
         )
     except OSError as exc:

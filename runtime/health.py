@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 class Health:
     """One component's state: ok, degraded with a short machine-friendly reason (it keeps
     trying: an unreachable API, a forbidden resource), or failed (`fatal`: its thread is
-    gone and only a restart of the process brings it back). `denied`: degraded because the
-    cluster refuses a permission it needs (the reason names it), which lasts until someone
-    changes RBAC or a policy, so readiness reports it too."""
+    gone and only a restart of the process brings it back). `unready`: degraded in a way
+    an operator must see in readiness too: the cluster refuses a permission it needs (the
+    reason names it, and it lasts until someone changes RBAC or a policy), or the component
+    is holding its place until something outside it recovers (a full disk)."""
 
     ok: bool
     reason: str | None = None
     fatal: bool = False
-    denied: bool = False
+    unready: bool = False
 
     @classmethod
     def healthy(cls) -> Health:
@@ -36,7 +37,11 @@ class Health:
 
     @classmethod
     def forbidden(cls, reason: str) -> Health:
-        return cls(ok=False, reason=reason, denied=True)
+        return cls(ok=False, reason=reason, unready=True)
+
+    @classmethod
+    def not_ready(cls, reason: str) -> Health:
+        return cls(ok=False, reason=reason, unready=True)
 
     @classmethod
     def failed(cls, reason: str) -> Health:
@@ -51,6 +56,9 @@ class HealthSnapshot:
     stalled_parts: tuple[str, ...] = ()
     """The parts (loops) that made no progress for longer than the component said they may
     go without; `("",)` for a component with one loop."""
+    notes: tuple[str, ...] = ()
+    """What an operator should know that fails no check (objects skipped), shown as
+    `/readyz` details."""
 
     @property
     def stalled(self) -> bool:
@@ -78,6 +86,7 @@ class HealthReporter:
         self._lock = threading.Lock()
         self._health = Health.healthy()
         self._counters: Counter[str] = Counter()
+        self._notes: dict[str, str] = {}
         started = time.monotonic()
         self._progress_at = dict.fromkeys(parts, started)
 
@@ -101,10 +110,24 @@ class HealthReporter:
         with self._lock:
             self._counters[name] += amount
 
+    def note(self, topic: str, text: str | None) -> None:
+        """Set (or, with None, clear) the note on `topic`; one note per topic."""
+        with self._lock:
+            if text is None:
+                self._notes.pop(topic, None)
+            else:
+                self._notes[topic] = text
+
     def snapshot(self) -> HealthSnapshot:
         with self._lock:
             stalled: tuple[str, ...] = ()
             if self.stalled_after is not None:
                 oldest = time.monotonic() - self.stalled_after
                 stalled = tuple(part for part, at in self._progress_at.items() if at < oldest)
-            return HealthSnapshot(self.component, self._health, dict(self._counters), stalled)
+            return HealthSnapshot(
+                self.component,
+                self._health,
+                dict(self._counters),
+                stalled,
+                tuple(self._notes.values()),
+            )

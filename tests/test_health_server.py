@@ -95,10 +95,10 @@ def test_readiness_names_a_refused_permission_but_not_a_passing_failure() -> Non
     denied = 'forbidden: cannot list resource "nodes" in API group "" at the cluster scope'
     refused.set(Health.forbidden(denied))
     watch = HealthWatch(lambda: [transient, refused])
-    assert watch.denied() == [f"informer.nodes: {denied}"]
+    assert watch.not_ready() == [f"informer.nodes: {denied}"]
     assert watch.problems() == []  # a restart would not fix RBAC: liveness stays
     refused.set(Health.healthy())
-    assert watch.denied() == []
+    assert watch.not_ready() == []
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

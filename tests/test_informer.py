@@ -207,7 +207,7 @@ def test_a_403_disables_one_resource_naming_the_permission_while_others_keep_wor
         wait_until(lambda: ns_sink.seen(("apply", "new", None)))
         wait_until(lambda: blocked.reporter.snapshot().counters.get("forbidden", 0) >= 3)
         health = blocked.reporter.health
-        assert (health.ok, health.reason, health.denied) == (False, denied, True)
+        assert (health.ok, health.reason, health.unready) == (False, denied, True)
         assert not blocked.wait_synced(0)
 
         kube.allow("nodes")  # RBAC fixed: picked up at the next retry, minutes before 300 s

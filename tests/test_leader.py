@@ -401,7 +401,7 @@ def test_a_forbidden_lease_names_the_permission_once_and_clears_when_allowed(
         a.elector._round()
         a.elector._round()
         health = a.elector.reporter.health
-        assert (health.reason, health.denied, a.elector.is_leader) == (denied, True, False)
+        assert (health.reason, health.unready, a.elector.is_leader) == (denied, True, False)
         a.elector._round()  # allowed again
     assert a.elector.is_leader and a.elector.reporter.health.ok
     said = [(e["event"], e["permission"]) for e in logs if e["event"] == "lease_forbidden"]

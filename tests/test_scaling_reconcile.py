@@ -459,7 +459,7 @@ def test_a_forbidden_cluster_wide_hpa_list_names_the_permission_and_applies_go_o
         'kubernetes: forbidden: cannot list resource "horizontalpodautoscalers" in API group '
         '"autoscaling" at the cluster scope: reverts are waiting'
     )
-    assert health.denied
+    assert health.unready
     # One line for the change, not one per cycle.
     said = [e for e in logs if e["event"] == "scaling_hpa_list_failed"]
     assert [e["log_level"] for e in said] == ["warning", "debug"]
