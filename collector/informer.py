@@ -32,7 +32,8 @@ and one log line name the permission the request needed (`kube.permission`: verb
 group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
 to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
 RBAC rule is picked up soon. Other failures back off with full jitter up to
-`backoff_max_seconds`.
+`backoff_max_seconds`; a full or failing disk under the sink's store
+(`runtime.storage_errors`) too, its health unready, and the list starts over.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
@@ -65,6 +66,7 @@ from kube.api import ANSWER_LIMIT, KubeApi
 from kube.errors import MESSAGE_LIMIT, Aborted, AnswerTooLarge, Forbidden, Gone, KubeError, TimedOut
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
+from runtime.storage_errors import is_passing_storage_error
 from shipper.records import utc_timestamp
 
 log = structlog.get_logger("collector.informer")
@@ -284,9 +286,16 @@ class Informer(Generic[T]):
                 self._degraded(f"failing: {type(exc).__name__}", exc)
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))
-            except Exception:
+            except Exception as exc:
                 if self._stopped.is_set():
                     return
+                if is_passing_storage_error(exc):
+                    # A full or failing disk under what the sink writes: hold the place and
+                    # list again once it may have passed (the sink's writes were rolled back).
+                    self._storage_failing(exc)
+                    need_list = True
+                    self._pause(self._backoff.next_delay())
+                    continue
                 log.exception("informer_crashed", resource=self.resource.plural)
                 self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
                 return
@@ -548,6 +557,11 @@ class Informer(Generic[T]):
             log.warning(
                 "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
             )
+
+    def _storage_failing(self, exc: Exception) -> None:
+        self.reporter.count("failures")
+        if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
+            log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
 
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")

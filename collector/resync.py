@@ -5,6 +5,10 @@ forgets what was sent and relists every resource; the outbox mark is cleared onc
 informer has listed again and what that produced is committed. Anti-entropy, in case the
 platform lost something nobody noticed, does the same one resource at a time, waiting for
 room in the outbox between them.
+
+A full or failing disk that rolled back the state store (`collector.state`) is a gap
+nobody can measure: `AfterRollback` holds the collector unready until a write goes through
+again, then resyncs, anew even if one was running (what it had forgotten may be back).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import structlog
 
 from collector.coalesce import Coalescer
 from collector.informer import Informer
-from collector.state import SentFingerprints
+from collector.state import SentFingerprints, StateStore
 from collector.warmup import cannot_list
-from runtime.health import HealthReporter
+from runtime.backoff import Backoff
+from runtime.health import Health, HealthReporter
 
 log = structlog.get_logger("collector")
 
@@ -49,11 +54,12 @@ class Resync:
         with self._lock:
             return bool(self._pending)
 
-    def start(self) -> None:
-        """Forget what was sent and relist everything (idempotent while one is running)."""
+    def start(self, *, again: bool = False) -> None:
+        """Forget what was sent and relist everything (idempotent while one is running,
+        unless `again`: what it forgot may have been rolled back)."""
         with self._lock:
             self.settle()
-            if self._pending:
+            if self._pending and not again:
                 return
             log.info("resync_started")
             self._reporter.count("resyncs")
@@ -93,6 +99,42 @@ class Resync:
         if committed:
             self._coalescer.outbox.clear_resync_needed()
         log.info("resync_done", committed=committed)
+
+
+class AfterRollback:
+    """Checked before each flush, under the collector's lock: while the state store is
+    rolled back, the collector is unready ("disk full or failing") and probes, with
+    backoff, for a write going through; the first that does starts a resync."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        resync: Resync,
+        *,
+        reporter: HealthReporter,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._state = state
+        self._resync = resync
+        self._reporter = reporter
+        self._backoff = backoff or Backoff(initial=1.0, maximum=30.0)
+        self._next_probe = 0.0
+
+    def check(self) -> None:
+        if not self._state.rolled_back or time.monotonic() < self._next_probe:
+            return
+        unwritable = Health.not_ready("disk full or failing: the state cannot be written")
+        if self._reporter.set(unwritable):
+            log.error("collector_state_unwritable")
+            self._reporter.count("state_rollbacks")
+        if not self._state.probe_writable():
+            self._next_probe = time.monotonic() + self._backoff.next_delay()
+            return
+        self._backoff.reset()
+        self._next_probe = 0.0
+        self._reporter.set(Health.healthy())
+        log.info("collector_state_writable")
+        self._resync.start(again=True)
 
 
 class AntiEntropy:
