@@ -102,9 +102,11 @@ class Resync:
 
 
 class AfterRollback:
-    """Checked before each flush, under the collector's lock: while the state store is
-    rolled back, the collector is unready ("disk full or failing") and probes, with
-    backoff, for a write going through; the first that does starts a resync."""
+    """Checked before each flush, under the collector's lock: from a rollback of the state
+    store until the resync after it is done, the collector is unready ("disk full or
+    failing"). While the store is rolled back it probes, with backoff, for a write going
+    through; the first that does starts a resync. The backoff starts over only once the
+    store has gone its longest wait without a rollback."""
 
     def __init__(
         self,
@@ -119,22 +121,36 @@ class AfterRollback:
         self._reporter = reporter
         self._backoff = backoff or Backoff(initial=1.0, maximum=30.0)
         self._next_probe = 0.0
+        self._probed_at: float | None = None  # the last probe that went through
 
     def check(self) -> None:
-        if not self._state.rolled_back or time.monotonic() < self._next_probe:
+        now = time.monotonic()
+        if not self._state.rolled_back:
+            self._settle(now)
             return
         unwritable = Health.not_ready("disk full or failing: the state cannot be written")
         if self._reporter.set(unwritable):
             log.error("collector_state_unwritable")
             self._reporter.count("state_rollbacks")
-        if not self._state.probe_writable():
-            self._next_probe = time.monotonic() + self._backoff.next_delay()
+        if now < self._next_probe:
             return
-        self._backoff.reset()
-        self._next_probe = 0.0
-        self._reporter.set(Health.healthy())
-        log.info("collector_state_writable")
-        self._resync.start(again=True)
+        # Waits grow also after a probe that went through: a small write may fit where the
+        # resync's do not, and each round lists every resource again.
+        self._next_probe = now + self._backoff.next_delay()
+        if self._state.probe_writable():
+            self._probed_at = now
+            self._resync.start(again=True)
+
+    def _settle(self, now: float) -> None:
+        if self._probed_at is None:
+            return
+        if not self._reporter.health.ok and not self._resync.in_progress:
+            self._reporter.set(Health.healthy())
+            log.info("collector_state_writable")
+        # Written without a rollback for as long as the longest wait: the disk is back.
+        if now - self._probed_at > self._backoff.maximum:
+            self._backoff.reset()
+            self._probed_at = None
 
 
 class AntiEntropy:

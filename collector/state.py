@@ -145,15 +145,19 @@ class StateStore:
             return self._rolled_back
 
     def probe_writable(self) -> bool:
-        """Commit what is pending plus one small write: whether the disk takes writes again
-        (clears `rolled_back` when it does). Raises only what is not a full or failing disk."""
-        try:
-            self.set_mark("writable_at", f"{time.time():.3f}")
-        except sqlite3.Error as exc:
-            if is_passing_storage_error(exc):
-                return False
-            raise
+        """Whether the disk takes writes again: one small write, committed alone (what was
+        written since the rollback is rolled back too: the resync that follows writes it
+        again, and the store stays behind the outbox). Clears `rolled_back` when it goes
+        through; raises only what is not a full or failing disk."""
         with self.lock:
+            try:
+                with self._guarded():
+                    self._db.rollback()
+                self.set_mark("writable_at", f"{time.time():.3f}")
+            except sqlite3.Error as exc:
+                if is_passing_storage_error(exc):
+                    return False
+                raise
             self._rolled_back = False
         return True
 

@@ -75,7 +75,8 @@ def test_a_full_state_disk_holds_the_collector_unready_and_it_catches_up_without
 
             with state.lock:  # space comes back
                 state._db.execute("PRAGMA max_page_count = 1073741823")
-            wait_until(lambda: expected <= set(received.latest()))
+            # The probe's backoff (up to 30 s) decides when; a few seconds here.
+            wait_until(lambda: expected <= set(received.latest()), timeout=40)
             wait_until(lambda: collector.reporter.snapshot().health.ok)
             assert all(informer.alive for informer in collector.informers)
             counters = collector.reporter.snapshot().counters
