@@ -180,7 +180,9 @@ class DiscoveryRole:
         """Resync when the store describes what went into another outbox file. The mark
         goes on the outbox first: a crash in between finds it and resyncs all the same."""
         put_into = state.get_mark(OUTBOX_MARK)
-        if carried_over and put_into is not None and put_into != self.outbox.epoch:
+        if put_into == self.outbox.epoch:
+            return  # nothing to write: a start on a full disk is not made to write
+        if carried_over and put_into is not None:
             log.warning("outbox_replaced", stream=self.outbox.stream, resync=True)
             self.outbox.request_resync()
         state.set_mark(OUTBOX_MARK, self.outbox.epoch)
