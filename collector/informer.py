@@ -32,8 +32,7 @@ and one log line name the permission the request needed (`kube.permission`: verb
 group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
 to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
 RBAC rule is picked up soon. Other failures back off with full jitter up to
-`backoff_max_seconds`; a full or failing disk under the sink's store
-(`runtime.storage_errors`) too, its health unready, and the list starts over.
+`backoff_max_seconds`.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
@@ -41,6 +40,9 @@ RBAC rule is picked up soon. Other failures back off with full jitter up to
 Raw JSON is decoded straight into the normalizer's msgspec Struct (any type with a
 `metadata: collector.model.ObjectMeta` field). What happens to objects is the sink's
 business; the informer only tells it what exists, what changed and what is gone.
+
+A full or failing disk under what the sink stores (`runtime.storage_errors`) is no crash
+either: the informer is not ready, backs off as for other failures, and lists again.
 """
 
 from __future__ import annotations
@@ -551,17 +553,17 @@ class Informer(Generic[T]):
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
 
+    def _storage_failing(self, exc: Exception) -> None:
+        self.reporter.count("failures")
+        if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
+            log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
+
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
         if self.reporter.set(Health.degraded(reason)):
             log.warning(
                 "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
             )
-
-    def _storage_failing(self, exc: Exception) -> None:
-        self.reporter.count("failures")
-        if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
-            log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
 
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")
