@@ -205,8 +205,11 @@ def _bare_scheme(found: re.Match[str]) -> str:
 
 def _masked_if_credential(found: re.Match[str]) -> str:
     value = found["value"]
-    if value == REDACTED or not names_credential(found["key"]):
+    if value == REDACTED:
         return found.group()
+    if not names_credential(found["key"]):
+        # The value may hold assignments of its own (`exec: "/app --password=x"`, `a=token=x`).
+        return f"{found['key']}{found['sep']}{found.re.sub(_masked_if_credential, value)}"
     # A quoted value keeps its quotes, so the text around it still reads as it did.
     quote = value[0] if value[0] in "\"'" else ""
     closing = quote if len(value) > 1 and value.endswith(quote) else ""
