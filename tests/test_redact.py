@@ -53,6 +53,11 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiJ9.c2lnbmF0dXJlLXNlY3JldA"
         (f"token:{SECRET}", "token:[REDACTED]"),
         (f"--db-password={SECRET} --port=5432", "--db-password=[REDACTED] --port=5432"),
         (f"--password {SECRET} --verbose", "--password [REDACTED] --verbose"),
+        (
+            f'exec: "/bin/api --db-password={SECRET}": denied',
+            'exec: "/bin/api --db-password=[REDACTED]": denied',
+        ),
+        (f"a=token={SECRET} b", "a=token=[REDACTED] b"),
         (f"mysql --command -p{SECRET} -h db", "mysql --command -p[REDACTED] -h db"),
         (f"redis: auth admin {SECRET}: denied", "redis: auth [REDACTED]: denied"),
         (f"login with password {SECRET}", "login with password [REDACTED]"),
