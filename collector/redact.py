@@ -81,16 +81,19 @@ _TOKENS = re.compile(
     r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
 )
 # A value: a quoted string, or a run up to a separator.
-_VALUE = r"(?:\"(?:[^\"\\]|\\.)*\"?|'[^']*'?|[^\s,;&\"'<>(){}\[\]]+|\[REDACTED\])"
+_VALUE = re.compile(r"\"(?:[^\"\\]|\\.)*\"?|'[^']*'?|[^\s,;&\"'<>(){}\[\]]+")
 # `key=value`, `key:value`, `"key": "value"`, `key: "value"`: the separator is `=`, a colon
 # touching its value, or a colon before a quoted value (a colon then a space then a bare
-# word is how Go chains errors: `failed to fetch oauth token: unexpected status`).
+# word is how Go chains errors: `failed to fetch oauth token: unexpected status`). A key
+# starts where no key character precedes it (a flag's dashes may): else every position
+# inside a long word would start a key scanning to the word's end.
 _ASSIGNMENT = re.compile(
-    r"(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*=\s*|:(?=[^\s/:])|[\"']?\s*:\s*(?=[\"']))"
-    r"(?P<value>" + _VALUE + r")"
+    r"(?<![A-Za-z0-9_.])(?<![A-Za-z0-9_.]-)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)"
+    r"(?P<sep>[\"']?\s*=\s*|:(?=[^\s/:])|[\"']?\s*:\s*(?=[\"']))"
 )
 # `--db-password hunter2`: a flag naming a credential, then its value as the next word.
-_FLAG = re.compile(r"(?<![\w-])(?P<key>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>\s+)(?P<value>(?!-)\S+)")
+_FLAG = re.compile(r"(?<![\w-])(?P<key>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>\s+)(?=[^\s-])")
+_FLAG_VALUE = re.compile(r"\S+")
 _SHORT_PASSWORD = re.compile(r"(?<![\w-])-p(?P<value>[^\s=\-][^\s]*)")
 # `auth admin s3cret`, `password hunter2`: up to two words after the bare keyword.
 _BARE = re.compile(
@@ -138,8 +141,8 @@ def redact(value: str) -> str:
     value = _AUTHORIZATION.sub(_authorization, value)
     value = _BARE_SCHEME.sub(_bare_scheme, value)
     value = _TOKENS.sub(REDACTED, value)
-    value = _ASSIGNMENT.sub(_masked_if_credential, value)
-    value = _FLAG.sub(_masked_if_credential, value)
+    value = _mask_values(_ASSIGNMENT, _VALUE, value)
+    value = _mask_values(_FLAG, _FLAG_VALUE, value)
     value = _SHORT_PASSWORD.sub(f"-p{REDACTED}", value)
     value = _BARE.sub(_bare_keyword, value)
     return _DENIAL.sub(rf"\g<head> {REDACTED}", value)
@@ -203,17 +206,35 @@ def _bare_scheme(found: re.Match[str]) -> str:
     return f"{found['scheme']} {REDACTED}" if looks_made_up else found.group()
 
 
-def _masked_if_credential(found: re.Match[str]) -> str:
-    value = found["value"]
-    if value == REDACTED:
-        return found.group()
-    if not names_credential(found["key"]):
-        # The value may hold assignments of its own (`exec: "/app --password=x"`, `a=token=x`).
-        return f"{found['key']}{found['sep']}{found.re.sub(_masked_if_credential, value)}"
-    # A quoted value keeps its quotes, so the text around it still reads as it did.
+def _mask_values(key: re.Pattern[str], then: re.Pattern[str], value: str) -> str:
+    """The value (`then`) after each key (`key`) that names a credential, masked.
+
+    A value is read only after such a key, and the search goes on after it; after any other
+    key it goes on right after the separator, so assignments inside that key's value are
+    found (`exec: "/app --password=x"`, `a=token=x`) and no text is scanned twice.
+    """
+    out: list[str] = []
+    copied = 0  # the text before this is in `out`
+    at = 0
+    while (found := key.search(value, at)) is not None:
+        at = found.end()
+        if not names_credential(found["key"]):
+            continue
+        secret = then.match(value, at)
+        if secret is None or secret.group() == REDACTED:
+            continue
+        out += [value[copied:at], _masked(secret.group())]
+        copied = at = secret.end()
+    out.append(value[copied:])
+    return "".join(out)
+
+
+def _masked(value: str) -> str:
+    """`[REDACTED]` in the value's place; a quoted value keeps its quotes, so the text
+    around it still reads as it did."""
     quote = value[0] if value[0] in "\"'" else ""
     closing = quote if len(value) > 1 and value.endswith(quote) else ""
-    return f"{found['key']}{found['sep']}{quote}{REDACTED}{closing}"
+    return f"{quote}{REDACTED}{closing}"
 
 
 def _bare_keyword(found: re.Match[str]) -> str:

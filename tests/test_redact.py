@@ -220,3 +220,9 @@ def test_event_messages_and_conditions_go_through_the_redactor() -> None:
     assert condition["message"] == (
         'admission webhook "deny.example.com" denied the request: [REDACTED]'
     )
+
+
+def test_a_value_deep_in_a_chain_of_assignments_is_masked() -> None:
+    # 50,000 keys each holding the rest as its value: each is looked into once, not nested.
+    chain = "a=" * 50_000 + f"password={SECRET}"
+    assert redact.redact(chain) == "a=" * 50_000 + "password=[REDACTED]"
