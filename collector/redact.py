@@ -80,8 +80,11 @@ _TOKENS = re.compile(
     r"|xox[abposr]-[A-Za-z0-9-]{6,}"
     r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
 )
-# A value: a quoted string, or a run up to a separator.
-_VALUE = re.compile(r"\"(?:[^\"\\]|\\.)*\"?|'[^']*'?|[^\s,;&\"'<>(){}\[\]]+")
+# A value: a quoted string, the marker, or a run up to a separator (which it may start with:
+# `password=[x]`).
+_VALUE = re.compile(
+    r"\"(?:[^\"\\]|\\.)*\"?|'[^']*'?|\[REDACTED\]|[^\s,;&\"'][^\s,;&\"'<>(){}\[\]]*"
+)
 # `key=value`, `key:value`, `"key": "value"`, `key: "value"`: the separator is `=`, a colon
 # touching its value, or a colon before a quoted value (a colon then a space then a bare
 # word is how Go chains errors: `failed to fetch oauth token: unexpected status`). A key
@@ -238,15 +241,14 @@ def _masked(value: str) -> str:
 
 
 def _bare_keyword(found: re.Match[str]) -> str:
-    """Masks the words after a bare keyword up to the first ordinary one."""
-    masked = ""
-    for word in (found["first"], found["second"]):
-        if word is None or word.lower() in _ORDINARY or word == REDACTED:
-            break
-        masked = REDACTED
-    if not masked:
+    """The words after a bare keyword masked, unless the first is an ordinary one; a second
+    ordinary word stays."""
+    first, second = found["first"], found["second"]
+    if _ordinary(first):
         return found.group()
-    second = found["second"]
-    second_masked = second is not None and second.lower() not in _ORDINARY
-    rest = "" if second is None or second_masked else f"{found['gap']}{second}"
+    rest = f"{found['gap']}{second}" if second is not None and _ordinary(second) else ""
     return f"{found['key']}{found['sep']}{REDACTED}{rest}"
+
+
+def _ordinary(word: str) -> bool:
+    return word.lower() in _ORDINARY or word == REDACTED
