@@ -37,6 +37,9 @@ import re
 
 REDACTED = "[REDACTED]"
 MAX_TEXT_BYTES = 2048
+# How much of a long text is redacted, in multiples of what is kept: redaction costs about
+# 0.5 s per MB, and an object may carry 256 KB of annotations.
+_SCANNED = 16
 
 # Words that name a credential when a key is split into its words (`DB_PASSWORD`,
 # `dbPassword`, `x-api-key` -> db/password, api/key). Matched as whole words, so `author`
@@ -133,7 +136,18 @@ def names_credential(key: str) -> bool:
 
 
 def text(value: str, limit: int = MAX_TEXT_BYTES) -> str:
-    """The text with every credential shape masked, cut to `limit` bytes."""
+    """The text with every credential shape masked, cut to `limit` bytes.
+
+    Of a text longer than `_SCANNED` times `limit`, only that much is redacted: the cut
+    may split a credential from the shape that gives it away, but what it splits sits at
+    the end of the redacted part, past what is kept. Unless redaction shrank that part to
+    near the limit (PEM blocks, tokens): then the whole text is redacted.
+    """
+    scanned = _SCANNED * limit
+    if len(value) > scanned:
+        head = redact(value[:scanned])
+        if len(head) > 4 * limit:
+            return truncate(head + value[scanned:], limit)  # the rest only counts as cut
     return truncate(redact(value), limit)
 
 

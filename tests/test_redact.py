@@ -229,3 +229,18 @@ def test_a_value_deep_in_a_chain_of_assignments_is_masked() -> None:
     # 50,000 keys each holding the rest as its value: each is looked into once, not nested.
     chain = "a=" * 50_000 + f"password={SECRET}"
     assert redact.redact(chain) == "a=" * 50_000 + "password=[REDACTED]"
+
+
+def test_a_long_text_is_redacted_as_far_as_what_is_kept_can_reach() -> None:
+    tail = "x" * 1_000_000
+    shipped = redact.text(f"password={SECRET} {tail}")
+    assert shipped.startswith("password=[REDACTED] xxx")
+    assert shipped.endswith(f"…[truncated {len('password=[REDACTED] ') + len(tail) - 2048} bytes]")
+    # A block that redaction shrinks to a line brings text from past the scanned part into
+    # what is kept: then the whole text is redacted, and none of the block is shipped.
+    body = "C0ffeeKeyBody" * 30_000
+    block = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----"
+    shipped = redact.text(f"key {block} loaded by {GITHUB}")
+    assert shipped == (
+        "key -----BEGIN PRIVATE KEY-----[REDACTED]-----END PRIVATE KEY----- loaded by [REDACTED]"
+    )
