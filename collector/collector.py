@@ -55,7 +55,6 @@ from collector.normalize.node import Node
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.resync import AntiEntropy, Resync
-from collector.sanitize import truncate
 from collector.settings import CollectorSettings
 from collector.sink import SourceSink, Stale, Wiring
 from collector.snapshots import Snapshots
@@ -381,8 +380,7 @@ class Collector:
             denied = self._logs_denied.pop(ns, None)
         if denied is not None:
             log.info("job_logs_allowed", namespace=ns)
-        found = text.decode("utf-8", errors="replace").splitlines()[-lines:]
-        return [truncate(line, job_execution.MAX_LOG_LINE_BYTES) for line in found]
+        return job_execution.log_lines(text, lines)
 
     def _log_read(self, job_key: str) -> None:
         """A failed Job's log was read: its record is built again, with it."""

@@ -44,9 +44,10 @@ from typing import Any
 
 import msgspec
 
+from collector import redact
 from collector.model import ObjectMeta, event
 from collector.normalize.base import Context
-from collector.sanitize import Condition, truncate
+from collector.sanitize import Condition
 from collector.state import PodMemos, StateStore
 from shipper.records import Record, utc_timestamp
 
@@ -396,7 +397,7 @@ class PodErrorNormalizer:
         note = signal.event
         data = {
             "reason": reason,
-            "message": truncate(signal.message or (note.message if note else "")),
+            "message": redact.text(signal.message or (note.message if note else "")),
             "occurred_at": signal.occurred_at or now,
             "pod": meta.name,
             "pod_uid": meta.uid or None,

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from collector import event_messages
+from collector import event_messages, redact
 from collector.filters import Filters
 from collector.model import ObjectMeta, event
 from collector.normalize.base import Context
@@ -57,7 +57,6 @@ from collector.normalize.pod_error import (
     PodErrorNormalizer,
     seconds_between,
 )
-from collector.sanitize import truncate
 from collector.state import EventSeries
 from shipper.records import Record, utc_timestamp
 
@@ -274,7 +273,7 @@ def _note(obj: Event) -> EventNote:
         event_reason=obj.reason or "",
         # The scheduler's and eviction manager's own sentences, as the pod's status
         # carries them too (node counts, taints, resource names and amounts).
-        message=truncate(obj.message or ""),
+        message=redact.text(obj.message or ""),
         count=obj.times,
         occurred_at=obj.started,
     )
