@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 
 MAX_ANNOTATION_BYTES = 2048
 REDACTED = "[REDACTED]"
@@ -105,7 +105,7 @@ class EnvFromSource(msgspec.Struct, rename="camel", frozen=True):
 
 class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
     name: str | None = None
-    container_port: int | None = None
+    container_port: Int64 | None = None
     protocol: str = "TCP"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 from collector.normalize.base import Context, PerObject
 from collector.sanitize import Condition, LabelSelector, Quantity
 
@@ -34,7 +34,7 @@ class MetricValue(msgspec.Struct, rename="camel", frozen=True):
     type: str | None = None
     value: Quantity | None = None
     average_value: Quantity | None = None
-    average_utilization: int | None = None
+    average_utilization: Int64 | None = None
 
 
 class MetricSource(msgspec.Struct, rename="camel", frozen=True):
@@ -60,15 +60,15 @@ class Metric(msgspec.Struct, rename="camel", frozen=True):
 
 class HpaSpec(msgspec.Struct, rename="camel", frozen=True):
     scale_target_ref: ObjectRef = msgspec.field(default_factory=ObjectRef)
-    min_replicas: int | None = None
-    max_replicas: int | None = None
+    min_replicas: Int64 | None = None
+    max_replicas: Int64 | None = None
     metrics: list[Metric] | None = None
     behavior: dict[str, Any] | None = None
 
 
 class HpaStatus(msgspec.Struct, rename="camel", frozen=True):
-    current_replicas: int | None = None
-    desired_replicas: int | None = None
+    current_replicas: Int64 | None = None
+    desired_replicas: Int64 | None = None
     last_scale_time: str | None = None
     conditions: list[Condition] | None = None
 
