@@ -38,7 +38,13 @@ RBAC rule is picked up soon. Other failures back off with full jitter up to
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
 
 Raw JSON is decoded straight into the normalizer's msgspec Struct (any type with a
-`metadata: collector.model.ObjectMeta` field). What happens to objects is the sink's
+`metadata: collector.model.ObjectMeta` field). An object that cannot be used is skipped,
+not its page nor its informer (`collector.skips`): one that does not decode (a number past
+64 bits, JSON nested past the decoder's limit) is cut out of its list page or event
+(`collector.raw_json`) and the others decode on their own; one the sink cannot normalize or
+store raises `SkippedObject`. A skipped object's key still counts as listed, so what the
+platform had of it before stays; a page or an event that is not well-formed JSON remains an
+error of the answer, retried. What happens to objects is the sink's
 business; the informer only tells it what exists, what changed and what is gone.
 """
 
@@ -49,6 +55,7 @@ import random
 import threading
 import time
 import types
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -72,6 +79,7 @@ from shipper.records import utc_timestamp
 log = structlog.get_logger("collector.informer")
 
 T = TypeVar("T")
+R = TypeVar("R")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
@@ -79,10 +87,12 @@ class Sink(Protocol[T_contra]):
     """Where an informer reports. Called from the informer's thread only."""
 
     def apply(self, obj: T_contra) -> None:
-        """The object exists as given (a list item, ADDED or MODIFIED)."""
+        """The object exists as given (a list item, ADDED or MODIFIED). Raises
+        `collector.skips.SkippedObject` for one it cannot normalize or store."""
 
     def remove(self, obj: T_contra) -> None:
-        """The object was deleted (a DELETED event; `obj` is its last state)."""
+        """The object was deleted (a DELETED event; `obj` is its last state). Raises
+        `collector.skips.SkippedObject` like `apply`."""
 
     def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
         """A full list completed: `keys` is every object of the resource at that point, so
@@ -156,6 +166,9 @@ class _Status(msgspec.Struct):
     code: int = 0
     reason: str = ""
     message: str = ""
+
+
+_decode_status = msgspec.json.Decoder(_Status).decode
 
 
 class _Stopping(Exception):
@@ -373,7 +386,7 @@ class Informer(Generic[T]):
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
-            meta = _decode_bookmark(event.object).metadata
+            meta = _strict(_decode_bookmark, event.object).metadata
             if meta.annotations.get(INITIAL_EVENTS_END) != "true":
                 raise _StreamingUnavailable("a plain bookmark came first")
             self._listed(meta.resource_version, listed_at, seen)
@@ -498,11 +511,11 @@ class Informer(Generic[T]):
             return None
         self.reporter.count("progress_probes")
         raw = self.api.get(self.resource.path, {"limit": "1"}, accept=METADATA_LIST)
-        return _decode_list_head(raw).metadata.resource_version
+        return _strict(_decode_list_head, raw).metadata.resource_version
 
     def _status_error(self, event: _WatchEvent) -> KubeError:
         """What an ERROR event means (410: the history to resume from is gone)."""
-        status = msgspec.json.decode(event.object, type=_Status)
+        status = _strict(_decode_status, event.object)
         error = Gone if status.code == 410 else KubeError
         message = status.message[:MESSAGE_LIMIT]
         return error(
@@ -515,7 +528,7 @@ class Informer(Generic[T]):
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
-            bookmark = _decode_bookmark(event.object)
+            bookmark = _strict(_decode_bookmark, event.object)
             self._advance(bookmark.metadata.resource_version)
             self.reporter.count("bookmarks")
             return
@@ -642,6 +655,15 @@ def _event(line: bytes) -> _WatchEvent:
             return _WatchEvent(_decode_text(parts["type"]), msgspec.Raw(parts["object"]))
         except (raw_json.Unreadable, KeyError, msgspec.DecodeError):
             raise _broken(exc) from None
+
+
+def _strict(decode: Callable[[bytes | bytearray], R], raw: bytes | bytearray) -> R:
+    """`decode(raw)`, where JSON nested past the decoder's limit is a decode error too (a
+    broken answer, retried), not an exception that would end the informer."""
+    try:
+        return decode(raw)
+    except RecursionError as exc:
+        raise _broken(exc) from None
 
 
 def _broken(exc: BaseException) -> msgspec.DecodeError:

@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -42,7 +41,7 @@ T = TypeVar("T", bound=Object)
 _UNSTORABLE = (OverflowError, sqlite3.InterfaceError, msgspec.EncodeError)
 
 
-@contextmanager
+@contextlib.contextmanager
 def _storing() -> Iterator[None]:
     """An object whose values the state store cannot hold is skipped (`SkippedObject`)."""
     try:

@@ -5,9 +5,12 @@ its kind go on, however the object arrives: in a list page, a streamed list or a
 from __future__ import annotations
 
 import dataclasses
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import pytest
@@ -17,6 +20,7 @@ from agent.health_watch import HealthWatch
 from agent.metrics import AgentMetrics
 from collector import resources
 from collector.collector import Collector
+from collector.informer import Informer
 from collector.model import parse_int64
 from collector.normalize import deployment as deployment_kind
 from kube.api import KubeApi
@@ -25,7 +29,8 @@ from sandbox import objects
 from sandbox.kube import FakeKube
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY
-from tests.informer_harness import PAGED
+from tests.informer_harness import PAGED, RecordingSink, Thing
+from tests.raw_server import serving
 from tests.test_collector import SETTINGS, Received
 from tests.test_health_server import samples
 from tests.waiting import wait_until
@@ -263,3 +268,54 @@ def test_a_revision_past_64_bits_is_no_revision_and_stops_no_informer(
     assert latest[("revision", f"{NS}/{kept['metadata']['name']}")]["data"]["number"] == 1
     assert all(informer.alive for informer in collector.informers)
     assert health(collector).problems() == []
+
+
+NESTED = b"[" * DEEP + b"]" * DEEP
+WEB = {"metadata": {"name": "web", "namespace": NS, "resourceVersion": "5"}}
+GOOD_PAGE = msgspec.json.encode({"metadata": {"resourceVersion": "5"}, "items": [WEB]})
+
+
+def _server(
+    page: bytes, watch_line: bytes, asked: list[str]
+) -> Callable[[socket.socket, threading.Event], None]:
+    """A server that lists `page` and answers every watch with `watch_line`, then ends it."""
+
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        query = parse_qs(urlsplit(conn.recv(65536).split(b" ", 2)[1].decode()).query)
+        asked.append("watch" if "watch" in query else "list")
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        body = watch_line + b"\n" if "watch" in query else page
+        conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("page", "watch_line"),
+    [
+        (GOOD_PAGE, b'{"type":"BOOKMARK","object":{"metadata":{},"x":' + NESTED + b"}}"),
+        (GOOD_PAGE, b'{"type":"ERROR","object":{"code":500,"x":' + NESTED + b"}}"),
+        (GOOD_PAGE, b'{"type":"ADDED","object":{"metadata":{"name":"x"},"x":' + NESTED[:-1]),
+        (GOOD_PAGE[:-3] + b',"x":' + NESTED + b"]}", b""),  # an item cut short
+    ],
+    ids=["deep_bookmark", "deep_error", "deep_line_cut_short", "deep_page_cut_short"],
+)
+def test_an_answer_too_deep_or_cut_short_is_an_error_of_the_answer_retried_not_a_crash(
+    page: bytes, watch_line: bytes
+) -> None:
+    asked: list[str] = []
+    with serving(_server(page, watch_line, asked)) as url:
+        api = KubeApi(KubeTarget(server=url, verify=False, token=lambda: None))
+        informer = Informer(api, resources.DEPLOYMENTS, Thing, RecordingSink(), settings=PAGED)
+        informer.start()
+        try:
+            wait_until(lambda: len(asked) >= 4)
+            assert informer.alive
+            health = informer.reporter.snapshot().health
+            assert not health.fatal and health.reason == "failing: DecodeError"
+        finally:
+            informer.stop()
+            api.abort_streams()
+            assert informer.join(5)
+            api.close()
+    assert informer.reporter.snapshot().counters.get("objects_skipped/nested_too_deep") is None
