@@ -23,6 +23,21 @@ Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
+def past_int64(value: Any) -> bool:
+    """Whether an integer past 64 bits is anywhere in `value` (as decoded into `Any`: a
+    field kept as the API gives it, which no `Int64` bounds)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def parse_int64(text: str) -> int | None:
     """An integer written as text (an annotation), read as Go's `strconv.ParseInt(text, 10,
     64)` reads it, as the controllers that write it do; None where that fails. Python's

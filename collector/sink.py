@@ -158,6 +158,8 @@ class SourceSink(Generic[T]):
             records = self.normalizer.upserts(obj, wiring.context)
         except KubeError:
             raise  # a read it needed failed for now: its informer tries the object again
+        except SkippedObject:
+            raise  # the normalizer said itself what it cannot use
         except Exception as exc:
             # One object the normalizer cannot handle must not stop its informer. The
             # message could quote the object's contents, so only its type is said.

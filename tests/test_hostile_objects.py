@@ -223,6 +223,27 @@ def test_a_value_the_state_store_cannot_hold_skips_the_object_not_the_informer(
     assert health(collector).problems() == []
 
 
+def test_an_hpa_whose_behavior_holds_a_number_past_64_bits_is_skipped(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    # Its behavior is kept as the API gives it, so no field type bounds its numbers.
+    kube.create(objects.namespace(name=NS))
+    for name in ("web", "api"):
+        kube.create(objects.deployment(name=name, namespace=NS))
+        kube.create(objects.hpa(name=name, namespace=NS))
+    bad = objects.hpa(name="bad", namespace=NS)
+    bad["spec"]["behavior"] = {"scaleUp": {"policies": [{"value": PAST_64_BITS}]}}
+    kube.load([bad])
+    with structlog.testing.capture_logs() as logs:
+        collector = start()
+        received = Received(outbox)
+        # Listed in name order: `bad` went through the sink before `web`.
+        wait_until(lambda: {("hpa", f"{NS}/web"), ("hpa", f"{NS}/api")} <= set(received.latest()))
+    assert ("hpa", f"{NS}/bad") not in received.latest()
+    assert skip_lines(logs) == [("bad", "number_out_of_range", "$.spec.behavior")]
+    assert skipped_total(collector) == {("horizontalpodautoscalers", "number_out_of_range"): 1}
+
+
 @pytest.mark.parametrize(
     ("text", "number"),
     [

@@ -14,9 +14,10 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import Int64, ObjectMeta
+from collector.model import Int64, ObjectMeta, past_int64
 from collector.normalize.base import Context, PerObject
 from collector.sanitize import Condition, LabelSelector, Quantity
+from collector.skips import NUMBER_OUT_OF_RANGE, SkippedObject
 
 
 class ObjectRef(msgspec.Struct, rename="camel", frozen=True):
@@ -87,6 +88,8 @@ def min_replicas(spec: HpaSpec) -> int:
 def hpa_data(obj: HorizontalPodAutoscaler, ctx: Context) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     target = spec.scale_target_ref
+    if past_int64(spec.behavior):
+        raise SkippedObject(NUMBER_OUT_OF_RANGE, "$.spec.behavior")
     return {
         "min_replicas": min_replicas(spec),
         "max_replicas": spec.max_replicas,
