@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from collector import redact
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 from collector.redact import REDACTED, names_credential
 
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -116,7 +116,7 @@ class EnvFromSource(msgspec.Struct, rename="camel", frozen=True):
 
 class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
     name: str | None = None
-    container_port: int | None = None
+    container_port: Int64 | None = None
     protocol: str = "TCP"
 
 

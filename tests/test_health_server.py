@@ -114,6 +114,8 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
         HealthReporter(n) for n in ("informer.pods", "shipper.discovery", "scheduler")
     )
     informer.count("relists", 2)
+    informer.count("objects_skipped/unstorable", 3)
+    informer.count("objects_skipped/nested_too_deep")
     shipper.count("records_shipped", 500)
     scheduler.count("applies")
     scheduler.set(Health.degraded("scaling API unreachable"))
@@ -131,6 +133,9 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
     metrics.observe_request("records", "error", 30.0)
     found = samples(metrics.exposition().decode())
     assert found[("moonin_agent_informer_relists_total", (("resource", "pods"),))] == 2
+    skipped = "moonin_agent_objects_skipped_total"
+    assert found[(skipped, (("reason", "unstorable"), ("resource", "pods")))] == 3
+    assert found[(skipped, (("reason", "nested_too_deep"), ("resource", "pods")))] == 1
     shipped = ("moonin_agent_shipper_records_shipped_total", (("stream", "discovery"),))
     assert found[shipped] == 500
     assert found[("moonin_agent_scheduler_applies_total", ())] == 1

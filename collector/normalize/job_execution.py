@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from collector import redact
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import Int64, ObjectMeta, delete, upsert
 from collector.normalize.base import Context, LogRequest
 from collector.normalize.pod_error import (
     Pod,
@@ -51,9 +51,9 @@ MAX_LOG_LINE_BYTES = 2048  # a record must fit a batch even when a log is one hu
 class JobStatus(msgspec.Struct, rename="camel", frozen=True):
     start_time: str | None = None
     completion_time: str | None = None
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    active: Int64 = 0
+    succeeded: Int64 = 0
+    failed: Int64 = 0
     conditions: list[Condition] = msgspec.field(default_factory=list)
 
 

@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 
 from collector import redact
-from collector.model import ObjectMeta, event
+from collector.model import Int64, ObjectMeta, event
 from collector.normalize.base import Context
 from collector.sanitize import Condition
 from collector.state import PodMemos, StateStore
@@ -104,8 +104,8 @@ class Running(msgspec.Struct, rename="camel", frozen=True):
 class Terminated(msgspec.Struct, rename="camel", frozen=True):
     """A finished container. Its `message` (application output) is deliberately not read."""
 
-    exit_code: int = 0
-    signal: int | None = None
+    exit_code: Int64 = 0
+    signal: Int64 | None = None
     reason: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -122,7 +122,7 @@ class ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
     name: str = ""
     image: str | None = None
     ready: bool = False
-    restart_count: int = 0
+    restart_count: Int64 = 0
     state: ContainerState = msgspec.field(default_factory=ContainerState)
     last_state: ContainerState = msgspec.field(default_factory=ContainerState)
 

@@ -47,7 +47,7 @@ import msgspec
 
 from collector import event_messages, redact
 from collector.filters import Filters
-from collector.model import ObjectMeta, event
+from collector.model import Int64, ObjectMeta, event
 from collector.normalize.base import Context
 from collector.normalize.pod_error import (
     EVICTED,
@@ -92,7 +92,7 @@ class EventSource(msgspec.Struct, frozen=True):
 
 
 class Series(msgspec.Struct, rename="camel", frozen=True):
-    count: int = 0
+    count: Int64 = 0
     last_observed_time: str | None = None
 
 
@@ -106,7 +106,7 @@ class Event(msgspec.Struct, rename="camel", frozen=True):
     type: str | None = None
     reason: str | None = None
     message: str | None = None
-    count: int | None = None
+    count: Int64 | None = None
     first_timestamp: str | None = None
     last_timestamp: str | None = None
     event_time: str | None = None
