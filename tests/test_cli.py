@@ -16,7 +16,7 @@ from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.agent_process import WORKER, agent_env, run_cli, worker_env
+from tests.agent_process import CRASH_TOKEN, WORKER, agent_env, run_cli, worker_env
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -107,8 +107,7 @@ def test_an_unreadable_queue_file_is_one_line_and_exit_code_2(
 def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     platform: FakePlatform, tmp_path: Path
 ) -> None:
-    crash_platform_token = "crash-token"
-    platform.token = crash_platform_token
+    platform.token = CRASH_TOKEN
     queue = tmp_path / "queue"
     committed = tmp_path / "committed.log"
     total = 3000
