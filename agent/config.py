@@ -324,6 +324,9 @@ _ENVIRONMENT_ONLY = {
     "discovery_api_url": "DISCOVERY_API_URL",
     "scaling_api_url": "SCALING_API_URL",
 }
+# Variables Kubernetes gives every pod: the API server's address and each Service's links
+# (`<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_8080_TCP_ADDR`, ...).
+_FOREIGN_VARIABLE = re.compile(r"KUBERNETES_\w*|\w+_SERVICE_(HOST|PORT)\w*|\w+_PORT(_\w+)?")
 # Every environment variable the configuration reads (what the demo's agent must not inherit).
 ENVIRONMENT = frozenset(
     {s.env for s in SETTINGS if s.env is not None} | {*_ENVIRONMENT_ONLY.values(), "CONFIG_FILE"}
@@ -362,6 +365,40 @@ def _token_scrubbed(environ: Mapping[str, str]) -> Iterator[None]:
     except ConfigError as e:
         # `from None`: the chained exception could hold a value the message leaves out.
         raise ConfigError(_scrub(str(e), _token_values(environ))) from None
+
+
+def misspelt_variables(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(variable, the setting it likely meant) for each variable a typo away from one of
+    ours, which would otherwise be ignored without a word. The values are not looked at.
+
+    One edit (two from 12 characters on) counts as a typo; a letter swap is one edit. Names
+    other software puts into every pod (the API server's address, a Service's links) are
+    not ours to judge, nor are names we read ourselves."""
+    found = []
+    for name in sorted(environ):
+        if name in ENVIRONMENT or _FOREIGN_VARIABLE.fullmatch(name):
+            continue
+        for known in sorted(ENVIRONMENT):
+            allowed = 1 if len(known) < 12 else 2
+            if abs(len(name) - len(known)) <= allowed and _edits(name, known) <= allowed:
+                found.append((name, known))
+                break
+    return found
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours turning `a` into `b`."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, start=1):
+        current = [i]
+        for j, other in enumerate(b, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def api_url_for(settings: Settings, stream: Stream) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,17 @@ from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.agent_process import CRASH_TOKEN, WORKER, agent_env, run_cli, worker_env
+from tests.agent_process import (
+    CRASH_TOKEN,
+    WORKER,
+    agent_env,
+    log_events,
+    log_until,
+    run_cli,
+    start_agent,
+    stop_within,
+    worker_env,
+)
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -196,3 +207,40 @@ def test_bad_input_to_a_command_is_one_line_not_a_traceback(
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and says in lines[0]
+
+
+# --- `run`: start-up ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_the_way", ["disk-reserve", "collector-state.sqlite"])
+def test_a_directory_where_a_queue_file_belongs_is_one_line_not_a_traceback(
+    platform: FakePlatform, kubeconfig: Path, tmp_path: Path, in_the_way: str
+) -> None:
+    queue = tmp_path / "queue"
+    (queue / in_the_way).mkdir(parents=True)
+    env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), LEADER_ELECTION="false")
+    result = run_cli("run", "--role", "discovery", env=env)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and in_the_way in lines[0]
+
+
+def test_a_misspelt_variable_is_named_at_start_up_without_its_value(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    pasted = "k-8c1d55e0a9b34f27"
+    env = agent_env(platform, tmp_path / "queue", QUEUE_MAX_RECORD=pasted, NODE_NAME="node-1")
+    agent = start_agent(env)
+    try:
+        logged = log_until(agent, "setting_name_misspelt")
+        agent.send_signal(signal.SIGTERM)
+        logged += stop_within(agent, 30)
+    finally:
+        agent.kill()
+    [warning] = [e for e in log_events(logged) if e["event"] == "setting_name_misspelt"]
+    assert (warning["variable"], warning["did_you_mean"]) == (
+        "QUEUE_MAX_RECORD",
+        "QUEUE_MAX_RECORDS",
+    )
+    assert pasted not in logged

@@ -18,6 +18,7 @@ from agent.config import (
     Settings,
     api_url_for,
     load_settings,
+    misspelt_variables,
     split_host_port,
 )
 
@@ -679,6 +680,26 @@ def test_no_config_file_value_is_repeated_in_its_error(
     except ConfigError as error:
         assert str(error).startswith(f"config.yaml: {key}: ")
         assert pasted not in str(error) and pasted.split()[0] not in str(error)
+
+
+def test_a_variable_a_typo_away_from_a_setting_is_named_with_the_setting_it_meant() -> None:
+    environ = {
+        "QUEUE_MAX_RECORD": "5000",
+        "CLSUTER_ID": "c-1",
+        "HEARTBEAT_SECOND": "30",
+        "QUEUE_MAX_RECORDS": "5000",
+        # Not ours: the downward API's usual names, the pod's Service links, the proxies.
+        "NODE_NAME": "node-1",
+        "POD_IP": "10.0.0.7",
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "MOONIN_AGENT_PORT_8080_TCP_ADDR": "10.96.0.9",
+        "HTTPS_PROXY": "http://proxy:3128",
+    }
+    assert misspelt_variables(environ) == [
+        ("CLSUTER_ID", "CLUSTER_ID"),
+        ("HEARTBEAT_SECOND", "HEARTBEAT_SECONDS"),
+        ("QUEUE_MAX_RECORD", "QUEUE_MAX_RECORDS"),
+    ]
 
 
 # --- the README ----------------------------------------------------------------------------------
