@@ -163,7 +163,7 @@ def _start(
     try:
         delivery = open_delivery(settings, token, observe=metrics.observe_request)
     except (QueueDirectoryBusy, QueueFileError, OSError) as exc:
-        raise exits.Failure(_volume_problem(exc), exits.FAILED) from None
+        raise exits.unusable_queue(exc) from None
     try:
         roles = build_roles(settings, delivery, target=target, kube=kube, dry_run=dry_run)
         watch = HealthWatch(
@@ -187,18 +187,10 @@ def _start(
             role.stop()
         delivery.stop(drain_seconds=0)
         server.stop()
-        raise exits.Failure(_volume_problem(exc), exits.FAILED) from None
+        raise exits.unusable_queue(exc) from None
     watch.start()
     running.set()
     return _Process(delivery, roles, watch, server, running)
-
-
-def _volume_problem(exc: Exception) -> str:
-    """One line for a file under QUEUE_DIR the agent cannot use (say, a directory where
-    `disk-reserve` or the collector's state file should be)."""
-    if isinstance(exc, OSError) and exc.filename:
-        return f"QUEUE_DIR: cannot use {os.path.basename(exc.filename)}: {exc.strerror or exc}"
-    return str(exc)
 
 
 def _health_server(

@@ -212,14 +212,25 @@ def test_bad_input_to_a_command_is_one_line_not_a_traceback(
 # --- `run`: start-up ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("in_the_way", ["disk-reserve", "collector-state.sqlite"])
+@pytest.mark.parametrize(
+    ("in_the_way", "command"),
+    [
+        ("disk-reserve", ("run", "--role", "discovery")),
+        ("collector-state.sqlite", ("run", "--role", "discovery")),
+        ("disk-reserve", ("scaling", "revert-all")),
+    ],
+)
 def test_a_directory_where_a_queue_file_belongs_is_one_line_not_a_traceback(
-    platform: FakePlatform, kubeconfig: Path, tmp_path: Path, in_the_way: str
+    platform: FakePlatform,
+    kubeconfig: Path,
+    tmp_path: Path,
+    in_the_way: str,
+    command: tuple[str, ...],
 ) -> None:
     queue = tmp_path / "queue"
     (queue / in_the_way).mkdir(parents=True)
     env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), LEADER_ELECTION="false")
-    result = run_cli("run", "--role", "discovery", env=env)
+    result = run_cli(*command, env=env)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
