@@ -420,7 +420,7 @@ def split_host_port(addr: str) -> tuple[str, int]:
     if not sep or not port.isascii() or not port.isdigit():
         raise ValueError("expected host:port, like 0.0.0.0:8080")
     if int(port) > 65535:
-        raise ValueError(f"port must be between 0 and 65535, got {port}")
+        raise ValueError("port must be between 0 and 65535")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host or "[" in host or "]" in host:
