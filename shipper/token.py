@@ -57,10 +57,8 @@ class TokenSource:
         token = self._read_file()
         if token is None and value is not None:
             value = value.strip()
-            if value and not _HEADER_SAFE.fullmatch(value):
-                raise ValueError(
-                    "CLUSTER_TOKEN contains characters that cannot be sent in an HTTP header"
-                )
+            if value and (problem := token_problem(value)) is not None:
+                raise ValueError(f"CLUSTER_TOKEN {problem}")
             token = value or None
         if token is None:
             if self._file is not None and not value:

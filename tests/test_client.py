@@ -767,7 +767,7 @@ def test_reload_without_a_change_answers_false(tmp_path: Path) -> None:
     file.write_text("same-token-9c1e4b7a\n")
     token = TokenSource(file=str(file))
     assert token.reload() is False
-    assert TokenSource(value="fixed").reload() is False
+    assert TokenSource(value="fixed-token-6d0b3a").reload() is False
 
 
 @pytest.mark.parametrize(
@@ -795,15 +795,18 @@ def test_a_missing_or_unusable_token_file_keeps_the_old_token(tmp_path: Path, da
 
 
 def test_the_token_value_is_stripped() -> None:
-    assert TokenSource(value="  abc\n").current() == "abc"
+    assert TokenSource(value="  tok-3f9a1c7e5b2d\n").current() == "tok-3f9a1c7e5b2d"
 
 
 def test_from_env_prefers_the_file_because_it_is_the_one_that_rotates(tmp_path: Path) -> None:
     file = tmp_path / "token"
     file.write_text("from-file-token-8e2b\n")
-    env = {"CLUSTER_TOKEN": "from-env", "CLUSTER_TOKEN_FILE": str(file)}
+    env = {"CLUSTER_TOKEN": "from-env-token-1f7c", "CLUSTER_TOKEN_FILE": str(file)}
     assert TokenSource.from_env(env).current() == "from-file-token-8e2b"
-    assert TokenSource.from_env({"CLUSTER_TOKEN": "from-env"}).current() == "from-env"
+    assert (
+        TokenSource.from_env({"CLUSTER_TOKEN": "from-env-token-1f7c"}).current()
+        == "from-env-token-1f7c"
+    )
     assert (
         TokenSource.from_env({"CLUSTER_TOKEN_FILE": str(file)}).current() == "from-file-token-8e2b"
     )
@@ -811,8 +814,10 @@ def test_from_env_prefers_the_file_because_it_is_the_one_that_rotates(tmp_path: 
 
 def test_from_env_falls_back_to_the_value_while_the_file_is_missing(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    token = TokenSource.from_env({"CLUSTER_TOKEN": "from-env", "CLUSTER_TOKEN_FILE": str(file)})
-    assert token.current() == "from-env"
+    token = TokenSource.from_env(
+        {"CLUSTER_TOKEN": "from-env-token-1f7c", "CLUSTER_TOKEN_FILE": str(file)}
+    )
+    assert token.current() == "from-env-token-1f7c"
     file.write_text("from-file-token-8e2b")
     assert token.reload() is True
     assert token.current() == "from-file-token-8e2b"
@@ -837,8 +842,14 @@ def test_an_empty_token_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_token_that_cannot_be_a_header_is_refused_without_echoing_it() -> None:
     with pytest.raises(ValueError, match="cannot be sent in an HTTP header") as caught:
-        TokenSource(value="sëcret")
+        TokenSource(value="sëcret-3f9a1c7e5b2d")
     assert "sëcret" not in str(caught.value)
+
+
+def test_a_token_too_short_to_be_told_from_ordinary_text_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ValueError, match="has length 11") as caught:
+        TokenSource(value="short-token")
+    assert "short-token" not in str(caught.value)
 
 
 def test_the_token_source_is_safe_to_share_between_threads(tmp_path: Path) -> None:
