@@ -17,14 +17,15 @@ Both checks answer JSON `{"ok": bool, "problems": [...]}` with 200 or 503; `/rea
 Connections: one request each, a thread each, and neither may be held. A connection has
 `request_seconds` in all, to send its request and read the answer: an idle client, or one
 that trickles its headers a byte at a time, is cut off then. At most `max_connections` are
-served at once; one more is closed as soon as it is accepted, so a flood of clients costs
-neither threads nor memory, and probes get through again as soon as it ebbs. A client that
-leaves before its answer is written is not an error: it is counted (`clients_gone`), and
-nothing is printed.
+served at once; a new one displaces the oldest (a probe's exchange takes milliseconds, so
+the oldest is the one holding on), so a crowd of clients costs neither threads nor memory
+and cannot keep the kubelet's probes out. A client that leaves before its answer is written
+is not an error: it is counted (`clients_gone`), and nothing is printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import sys
@@ -104,7 +105,8 @@ def _check(check: Check, details: Check | None = None) -> tuple[int, str, bytes]
 
 
 class _Server(ThreadingHTTPServer):
-    """A thread per connection, at most `max_connections` of them."""
+    """A thread per connection, `max_connections` served at once: a new one displaces the
+    oldest, so a crowd of idle clients cannot keep a probe out."""
 
     daemon_threads = True
 
@@ -115,25 +117,42 @@ class _Server(ThreadingHTTPServer):
         max_connections: int,
     ) -> None:
         super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self._max = max_connections
+        self._lock = threading.Lock()
+        self._served: dict[socket.socket, None] = {}  # oldest first
+        self._running = 0  # the served ones' and the displaced ones' still winding down
         self.clients_gone = 0
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        # In the accepting thread: a connection past the cap gets no thread at all.
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+        # In the accepting thread, so it runs one connection at a time.
+        with self._lock:
+            if self._running >= 2 * self._max:
+                # Displaced threads not gone yet: wait for them rather than add more.
+                self.shutdown_request(request)
+                return
+            if len(self._served) >= self._max:
+                oldest = next(iter(self._served))
+                del self._served[oldest]
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    oldest.shutdown(socket.SHUT_RDWR)  # its thread's next read or write fails
+            self._served[request] = None
+            self._running += 1
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()  # no thread started: nothing else will release it
+            self._ended(request)  # no thread started
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._ended(request)
+
+    def _ended(self, request: socket.socket) -> None:
+        with self._lock:
+            self._served.pop(request, None)
+            self._running -= 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # The default prints a traceback to stderr for what is only a client leaving.
