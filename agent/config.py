@@ -30,7 +30,6 @@ anyway (say, pasted into the wrong variable) has it replaced.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -70,7 +69,7 @@ FILE_LABEL = "config.yaml"
 # Project and cluster ids go into URL paths and request bodies.
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,256}")
 _IDENTIFIER_FORBIDDEN = frozenset("/?#%")
-# What a setting's name looks like, in config.yaml or (upper case) in the environment.
+# What a setting's name in config.yaml looks like.
 _SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _TOKEN_FILE_LIMIT = 64 * 1024
 _REDACTED = "[REDACTED]"
@@ -371,19 +370,25 @@ def misspelt_variables(environ: Mapping[str, str]) -> list[tuple[str, str]]:
     """(variable, the setting it likely meant) for each variable a typo away from one of
     ours, which would otherwise be ignored without a word. The values are not looked at.
 
-    One edit (two from 12 characters on) counts as a typo; a letter swap is one edit. Names
-    other software puts into every pod (the API server's address, a Service's links) are
-    not ours to judge, nor are names we read ourselves."""
+    A letter swap counts as one edit. Names other software puts into every pod (the API
+    server's address, a Service's links) are not ours to judge."""
     found = []
     for name in sorted(environ):
         if name in ENVIRONMENT or _FOREIGN_VARIABLE.fullmatch(name):
             continue
-        for known in sorted(ENVIRONMENT):
-            allowed = 1 if len(known) < 12 else 2
-            if abs(len(name) - len(known)) <= allowed and _edits(name, known) <= allowed:
-                found.append((name, known))
-                break
+        meant = _likely_meant(name, ENVIRONMENT)
+        if meant is not None:
+            found.append((name, meant))
     return found
+
+
+def _likely_meant(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` is a typo of: one edit away (two from 12 characters on)."""
+    for candidate in sorted(known):
+        allowed = 1 if len(candidate) < 12 else 2
+        if abs(len(name) - len(candidate)) <= allowed and _edits(name, candidate) <= allowed:
+            return candidate
+    return None
 
 
 def _edits(a: str, b: str) -> int:
@@ -577,8 +582,8 @@ def _check_file_key(key: object) -> None:
             f"{FILE_LABEL}: {key}: not read from {FILE_LABEL}; "
             f"set {_ENVIRONMENT_ONLY[key]} in the environment"
         )
-    close = difflib.get_close_matches(key, sorted(FILE_KEYS), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    meant = _likely_meant(key, FILE_KEYS)
+    hint = f" (did you mean {meant}?)" if meant else ""
     # A name is shown when it looks like one; anything else could be a value pasted there.
     shown = f'"{key}"' if _SETTING_NAME.fullmatch(key) else describe(key)
     raise ConfigError(f"{FILE_LABEL}: unknown setting {shown}{hint}")
