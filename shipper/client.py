@@ -87,6 +87,7 @@ _SHORTEST_TOKEN_PART = 4
 
 # httpx would percent-encode these into a host name that can never resolve.
 _BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
+_HIDDEN_PATH = "/***"  # a URL's path, in messages
 _json = msgspec.json.Encoder()
 _T = TypeVar("_T")
 
@@ -154,6 +155,17 @@ class ApiClient:
         self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
+        # The key a path prefix may hold, as an error can quote it: in the whole URL, or
+        # in the path of a request (the prefix alone is too short to be told from text).
+        path_prefix = urlsplit(self._base).path
+        self._hidden = (
+            {
+                self._base: self._shown_base,
+                path_prefix + self._cluster_path: _HIDDEN_PATH + self._cluster_path,
+            }
+            if path_prefix
+            else {}
+        )
         # The envelope's fixed start, encoded once; msgspec escapes the strings.
         self._envelope_start = (
             b'{"project_id":'
@@ -402,7 +414,8 @@ class ApiClient:
         error can quote the URL). With `limit`, the text is the start of a longer body: it
         is cut to `limit` characters only after redacting, and an ending that begins a
         token (the read stopped inside it) goes too."""
-        text = text.replace(self._base, self._shown_base)
+        for found, shown in self._hidden.items():
+            text = text.replace(found, shown)
         secrets = self._token.secrets()
         for secret in secrets:
             text = text.replace(secret, REDACTED)
@@ -439,8 +452,9 @@ def _status_error(
             retry_after=backoff.parse_retry_after(headers.get("Retry-After")),
         )
     if 300 <= status < 400:
+        location = headers.get("Location")
         return Misconfigured(
-            f"{where} (a redirect to {shown_url(headers.get('Location', ''))}); "
+            f"{where} (a redirect to {shown_url(location) if location else 'nowhere'}); "
             "the API URL must point at the API itself",
             status=status,
             body=body,
@@ -546,7 +560,7 @@ def shown_url(value: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None:
         netloc = f"{netloc}:{port}"
-    return f"{scheme}://{netloc}{'/***' if parts.path.strip('/') else ''}"
+    return f"{scheme}://{netloc}{_HIDDEN_PATH if parts.path.strip('/') else ''}"
 
 
 def _unshown(value: str) -> str:
