@@ -255,3 +255,26 @@ def test_a_misspelt_variable_is_named_at_start_up_without_its_value(
         "QUEUE_MAX_RECORDS",
     )
     assert pasted not in logged
+
+
+def test_a_key_in_the_api_url_path_stays_out_of_the_retry_lines(
+    platform: FakePlatform, kubeconfig: Path, tmp_path: Path
+) -> None:
+    key = "k-8c1d55e0a9b34f27"
+    queue = tmp_path / "queue"
+    with Outbox(queue) as outbox:
+        outbox[DISCOVERY].put([record(n) for n in range(3)])
+    with socket.socket() as closed:  # bound, never listening: every connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        api_url = f"http://127.0.0.1:{port}/gw/{key}"
+        env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), API_URL=api_url)
+        agent = start_agent(env)
+        try:
+            logged = log_until(agent, "stream_retrying")
+            agent.send_signal(signal.SIGTERM)
+            logged += stop_within(agent, 30)
+        finally:
+            agent.kill()
+    assert key not in logged
+    assert f"POST http://127.0.0.1:{port}/***/v1/clusters/c-1/records failed" in logged
