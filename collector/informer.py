@@ -29,9 +29,9 @@ event) means the history is gone: the informer lists again and hands the sink th
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
 no per-object state). Relists are paced as client-go's reflector paces them: one after a
 healthy stretch (`relist_reset_seconds` since the last complete list) goes at once, one
-sooner waits, longer each time (full jitter's ceiling doubling from `backoff_initial_seconds`
-up to `backoff_max_seconds`, the wait at least half of it), so a server that answers every
-watch with a 410 gets a list every half minute or so, not hundreds a second. A paged list
+sooner waits, longer each time (a ceiling doubling from `backoff_initial_seconds` up to
+`relist_backoff_max_seconds`, the wait drawn between its half and itself), so a server that
+answers every watch with a 410 gets a list every 15-30 s, not hundreds a second. A paged list
 that will not end (`collector.list_end`: a continue token given twice, more pages than
 `remainingItemCount` allowed, or more than `InformerSettings.max_list_pages`) is abandoned,
 counted (`lists_abandoned`) and retried with the same backoff. A list that has not completed
@@ -128,6 +128,9 @@ class InformerSettings:
     """The longest pause between two retries of a forbidden resource."""
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 60.0
+    relist_backoff_max_seconds: float = 30.0
+    """The longest wait before a relist that follows a list at once, or a list abandoned
+    (client-go's reflector: 30 s); the wait is at least half the backoff's ceiling."""
     relist_reset_seconds: float = 120.0
     """A relist this long after the last complete list goes at once; a sooner one waits
     (client-go's reflector: 2 minutes)."""
@@ -211,7 +214,9 @@ class Informer(Generic[T]):
         # The longest quiet a working informer has: a pause (forbidden retry or backoff)
         # followed by a watch that hears nothing until its read timeout.
         quiet = self.settings.read_timeout_seconds + max(
-            self.settings.forbidden_retry_seconds, self.settings.backoff_max_seconds
+            self.settings.forbidden_retry_seconds,
+            self.settings.backoff_max_seconds,
+            self.settings.relist_backoff_max_seconds,
         )
         self.reporter = HealthReporter(
             f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
@@ -246,7 +251,7 @@ class Informer(Generic[T]):
         # is the loop it paces (`_relist_delay`).
         self._relist_backoff = Backoff(
             initial=self.settings.backoff_initial_seconds,
-            maximum=self.settings.backoff_max_seconds,
+            maximum=self.settings.relist_backoff_max_seconds,
             least=0.5,
         )
         self._listed_at = -math.inf  # when the last list completed

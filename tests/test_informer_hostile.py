@@ -33,7 +33,7 @@ def counted(informer: Informer[Any], name: str) -> int:
 
 def least_wait(settings: InformerSettings) -> float:
     """The shortest pause between two relists once the relist backoff is at its ceiling."""
-    return 0.5 * settings.backoff_max_seconds
+    return 0.5 * settings.relist_backoff_max_seconds
 
 
 def at_most(per_cycle: int, cycles_from: list[float], settings: InformerSettings) -> int:
@@ -90,6 +90,7 @@ def test_a_relist_after_a_healthy_stretch_goes_at_once_and_a_repeated_one_waits(
         watch_timeout_seconds=(1, 1),
         backoff_initial_seconds=30.0,
         backoff_max_seconds=30.0,
+        relist_backoff_max_seconds=30.0,
         forbidden_retry_seconds=30.0,
         relist_reset_seconds=1.0,
     )
