@@ -32,11 +32,11 @@ healthy stretch (`relist_reset_seconds` since the last complete list) goes at on
 sooner waits, longer each time (a ceiling doubling from `backoff_initial_seconds` up to
 `relist_backoff_max_seconds`, the wait drawn between its half and itself), so a server that
 answers every watch with a 410 gets a list every 15-30 s, not hundreds a second. A paged list
-that will not end (`collector.list_end`: a continue token given twice, more pages than
-`remainingItemCount` allowed, or more than `InformerSettings.max_list_pages`) is abandoned,
-counted (`lists_abandoned`) and retried with the same backoff. A list that has not completed
-within `list_budget_seconds` of being wanted (the collector gives its warm-up timeout) makes
-the informer's health not ready (`Health.not_ready`) while it keeps failing.
+that will not end (`collector.list_end`: a continue token or an object given twice, more
+pages than `remainingItemCount` allowed, or more than `InformerSettings.max_list_pages`) is
+abandoned, counted (`lists_abandoned`) and retried with the same backoff. A list that has
+not completed within `list_budget_seconds` of being wanted (the collector gives its warm-up
+timeout) makes the informer's health not ready (`Health.not_ready`) while it keeps failing.
 
 A stream that ends inside a line (`kube.api` raises a `KubeError` without a status, as for
 a dropped connection) is a cut stream, never a bad object: a watch resumes from the
@@ -462,6 +462,7 @@ class Informer(Generic[T]):
                 remaining = page.metadata.remaining_item_count
                 items = page.items
                 del page
+                objects, known = len(items), len(seen)
                 items.reverse()
                 while items:  # each object is let go of once the sink has it
                     item = items.pop()
@@ -470,7 +471,7 @@ class Informer(Generic[T]):
                     self.sink.apply(item)
             self.reporter.count("list_pages")
             self.reporter.progress()
-            end.page(token=token, remaining=remaining)
+            end.page(token=token, remaining=remaining, objects=objects, new=len(seen) - known)
             if not token:
                 break
         self._listed(resource_version, listed_at, seen)

@@ -5,12 +5,14 @@ broken or hostile server may never send that page, and a client that follows its
 then lists forever, one request after another, without ever having a complete list. A list
 is given up (`EndlessList`; the informer retries it later, with backoff) as soon as one of
 these shows it will not end:
-- a continue token given before in the same list: its pages go round in a circle;
+- a continue token given before in the same list, or an object listed before in it (the
+  pages of one list are cut from one snapshot, so none holds an object an earlier one
+  held): its pages go round in a circle;
 - more pages than an earlier page's `remainingItemCount` allows: every page but the last
   carries at least one of the objects it counted, so after a page saying N remain, at most
   N more follow (one more is let through: the field is documented as an estimate);
-- more pages than `max_pages` in all, whatever the server says (a list with selectors has
-  no `remainingItemCount`); the informer derives it from its byte budget.
+- more pages than `max_pages` in all, whatever the server says (a backstop for a server
+  that makes up new objects without end); the informer derives it from its byte budget.
 
 Pages read before the list started over (an expired continue token) still count towards
 `max_pages`, so a server that expires every token cannot keep a list going either.
@@ -45,9 +47,10 @@ class ListEnd:
         self._tokens.clear()
         self._last_allowed = None
 
-    def page(self, *, token: str | None, remaining: int | None) -> None:
-        """A page was read that continues with `token` (None: it was the last), saying
-        `remaining` objects follow. Raises `EndlessList` when the list will not end."""
+    def page(self, *, token: str | None, remaining: int | None, objects: int, new: int) -> None:
+        """A page of `objects` objects, `new` of them not listed before, was read; it
+        continues with `token` (None: it was the last), saying `remaining` objects follow.
+        Raises `EndlessList` when the list will not end."""
         self._pages += 1
         if token is None:
             return
@@ -56,6 +59,8 @@ class ListEnd:
             self._endless("a continue token came twice")
         if self._last_allowed is not None and self._pages >= self._last_allowed:
             self._endless("more pages than remainingItemCount allowed")
+        if new < objects:
+            self._endless("an object came twice")
         if self._pages >= self._max_pages:
             self._endless("no end within the most pages a list may take")
         self._tokens.add(digest)
