@@ -153,6 +153,7 @@ class Collector:
                 sink,
                 settings=settings.informer,
                 page_gate=pages,
+                list_budget_seconds=settings.warm_up_timeout_seconds,
             )
         self.informers = list(by_resource.values())
         by_plural = {informer.resource.plural: informer for informer in self.informers}

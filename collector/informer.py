@@ -27,12 +27,26 @@ event or bookmark older than the version held (a lagging server) leaves it as it
 outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
-no per-object state). A 403 disables this resource only: its health (`Health.forbidden`)
-and one log line name the permission the request needed (`kube.permission`: verb,
-group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
-to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
-RBAC rule is picked up soon. Other failures back off with full jitter up to
-`backoff_max_seconds`.
+no per-object state). Relists are paced as client-go's reflector paces them: one after a
+healthy stretch (`relist_reset_seconds` since the last complete list) goes at once, one
+sooner waits, longer each time (a ceiling doubling from `backoff_initial_seconds` up to
+`relist_backoff_max_seconds`, the wait drawn between its half and itself), so a server that
+answers every watch with a 410 gets a list every 15-30 s, not hundreds a second. A paged list
+that will not end (`collector.list_end`: a continue token or an object given twice, more
+pages than `remainingItemCount` allowed, or more than `InformerSettings.max_list_pages`) is
+abandoned, counted (`lists_abandoned`) and retried with the same backoff. A list that has
+not completed within `list_budget_seconds` of being wanted (the collector gives its warm-up
+timeout) makes the informer's health not ready (`Health.not_ready`) while it keeps failing.
+
+A stream that ends inside a line (`kube.api` raises a `KubeError` without a status, as for
+a dropped connection) is a cut stream, never a bad object: a watch resumes from the
+resourceVersion held, a streaming list is listed in pages this once.
+
+A 403 disables this resource only: its health (`Health.forbidden`) and one log line name
+the permission the request needed (`kube.permission`: verb, group, resource, namespace or
+cluster scope); it is retried with full-jitter backoff up to `forbidden_retry_seconds`,
+from the start again once a list or watch works, so a fixed RBAC rule is picked up soon.
+Other failures back off with full jitter up to `backoff_max_seconds`.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
@@ -51,6 +65,7 @@ business; the informer only tells it what exists, what changed and what is gone.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import threading
 import time
@@ -65,6 +80,7 @@ import msgspec
 import structlog
 
 from collector import raw_json, skips
+from collector.list_end import EndlessList, ListEnd
 from collector.model import ObjectMeta
 from collector.paging import PageSize
 from collector.resource_version import is_behind
@@ -124,11 +140,26 @@ class InformerSettings:
     """The longest pause between two retries of a forbidden resource."""
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 60.0
+    relist_backoff_max_seconds: float = 30.0
+    """The longest wait before a relist that follows a list at once, or a list abandoned
+    (client-go's reflector: 30 s); the wait is at least half the backoff's ceiling."""
+    relist_reset_seconds: float = 120.0
+    """A relist this long after the last complete list goes at once; a sooner one waits
+    (client-go's reflector: 2 minutes)."""
+    list_bytes: int = 8 * 1024 * 1024 * 1024
+    """The most one list can hold: etcd's largest recommended database (8 GiB)."""
+
+    @property
+    def max_list_pages(self) -> int:
+        """Pages of `page_bytes` that hold `list_bytes`: past these, a list is taken not to
+        end (2,048 by default: also more than a million objects at `page_size`)."""
+        return max(1, -(-self.list_bytes // self.page_bytes))
 
 
 class _ListMeta(msgspec.Struct, rename="camel"):
     resource_version: str = ""
     continue_: str | None = msgspec.field(default=None, name="continue")
+    remaining_item_count: int | None = None
 
 
 class _WatchEvent(msgspec.Struct):
@@ -196,7 +227,10 @@ class Informer(Generic[T]):
         *,
         settings: InformerSettings | None = None,
         page_gate: AbstractContextManager[Any] | None = None,
+        list_budget_seconds: float | None = None,
     ) -> None:
+        """`list_budget_seconds`: how long a list may be wanted without completing before
+        the informer reports not ready (None: never)."""
         self.api = api
         self.resource = resource
         self.struct = struct
@@ -208,7 +242,9 @@ class Informer(Generic[T]):
         # The longest quiet a working informer has: a pause (forbidden retry or backoff)
         # followed by a watch that hears nothing until its read timeout.
         quiet = self.settings.read_timeout_seconds + max(
-            self.settings.forbidden_retry_seconds, self.settings.backoff_max_seconds
+            self.settings.forbidden_retry_seconds,
+            self.settings.backoff_max_seconds,
+            self.settings.relist_backoff_max_seconds,
         )
         self.reporter = HealthReporter(
             f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
@@ -240,6 +276,16 @@ class Informer(Generic[T]):
             initial=self.settings.backoff_initial_seconds,
             maximum=self.settings.forbidden_retry_seconds,
         )
+        # Not reset by a healthy moment: a list that completes only to expire again at once
+        # is the loop it paces (`_relist_delay`).
+        self._relist_backoff = Backoff(
+            initial=self.settings.backoff_initial_seconds,
+            maximum=self.settings.relist_backoff_max_seconds,
+            least=0.5,
+        )
+        self._listed_at = -math.inf  # when the last list completed
+        self._list_budget = list_budget_seconds
+        self._unlisted_since: float | None = None  # since when a list is wanted, not done
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -285,6 +331,8 @@ class Informer(Generic[T]):
                 need_list = True
             try:
                 if need_list:
+                    if self._unlisted_since is None:
+                        self._unlisted_since = time.monotonic()
                     self._list()
                     need_list = False
                     self._synced.set()
@@ -296,6 +344,11 @@ class Informer(Generic[T]):
                 self.reporter.count("relists")
                 log.info("informer_relist", resource=self.resource.plural, reason=str(exc))
                 need_list = True
+                self._pause(self._relist_delay())
+            except EndlessList as exc:
+                self.reporter.count("lists_abandoned")
+                self._degraded("list abandoned: it does not end", exc)
+                self._pause(self._relist_backoff.next_delay())
             except Aborted:
                 # Ended on purpose (a relist wanted here or elsewhere): resume at once, from
                 # the resourceVersion reached, or with a list when one was asked for.
@@ -400,6 +453,7 @@ class Informer(Generic[T]):
         listed_at = utc_timestamp()
         seen: set[str] = set()
         token: str | None = None
+        end = ListEnd(self.resource.path, max_pages=self.settings.max_list_pages)
         while True:
             params = {"limit": str(self._pages.limit), **self.resource.selectors()}
             if token:
@@ -426,21 +480,26 @@ class Informer(Generic[T]):
                         raise
                     # The continue token expired mid-list: start the list over.
                     token, seen, listed_at = None, set(), utc_timestamp()
+                    end.restarted()
                     self.reporter.count("list_restarts")
                     continue
                 page = self._page(raw)
                 self._pages.read(objects=len(page.items), size=len(raw))
                 del raw
                 token, resource_version = page.metadata.continue_, page.metadata.resource_version
+                remaining = page.metadata.remaining_item_count
                 items = page.items
                 del page
+                objects, known = len(items), len(seen)
                 items.reverse()
                 while items:  # each object is let go of once the sink has it
                     item = items.pop()
                     self._check_stop()
-                    self._list_item(item, seen)
+                    if not self._list_item(item, seen):
+                        objects -= 1  # no key to tell whether it came before
             self.reporter.count("list_pages")
             self.reporter.progress()
+            end.page(token=token, remaining=remaining, objects=objects, new=len(seen) - known)
             if not token:
                 break
         self._listed(resource_version, listed_at, seen)
@@ -450,7 +509,17 @@ class Informer(Generic[T]):
         self.skips.listed(keys)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
+        self._listed_at = time.monotonic()
+        self._unlisted_since = None
         self._healthy()
+
+    def _relist_delay(self) -> float:
+        """How long to wait before a relist: nothing after a healthy stretch (and the
+        backoff starts over), else the relist backoff's next step."""
+        if time.monotonic() - self._listed_at >= self.settings.relist_reset_seconds:
+            self._relist_backoff.reset()
+            return 0.0
+        return self._relist_backoff.next_delay()
 
     def _watch(self) -> None:
         timeout = self._watch_timeout()
@@ -556,15 +625,18 @@ class Informer(Generic[T]):
             self.reporter.count("pages_decoded_per_object")
             return _RawPage(metadata, [msgspec.Raw(item) for item in items])
 
-    def _list_item(self, item: Any, seen: set[str]) -> None:
-        """One object of a list: decoded (`T`) or still raw (`msgspec.Raw`)."""
+    def _list_item(self, item: Any, seen: set[str]) -> bool:
+        """One object of a list: decoded (`T`) or still raw (`msgspec.Raw`). False when
+        not even its key could be read."""
         if isinstance(item, msgspec.Raw):
             who = self._give_raw(item)
-            if who is not None and who.key is not None:
-                seen.add(who.key)  # skipped, but it exists: what it was before is not deleted
-            return
+            if who is None or who.key is None:
+                return False
+            seen.add(who.key)  # skipped, but it exists: what it was before is not deleted
+            return True
         seen.add(item.metadata.key)
         self._give(item)
+        return True
 
     def _give_raw(self, raw: msgspec.Raw, *, deleted: bool = False) -> Identity | None:
         """Decode one object and hand it to the sink, or skip it; its key and
@@ -627,10 +699,22 @@ class Informer(Generic[T]):
 
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
-        if self.reporter.set(Health.degraded(reason)):
+        health = self._failing(reason)
+        if self.reporter.set(health):
             log.warning(
-                "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
+                "informer_failing",
+                resource=self.resource.plural,
+                reason=health.reason,
+                error=str(exc),
             )
+
+    def _failing(self, reason: str) -> Health:
+        """Degraded; not ready too while a list wanted for longer than the budget is not
+        done (discovery of this kind is then not merely late but missing)."""
+        since, budget = self._unlisted_since, self._list_budget
+        if since is not None and budget is not None and time.monotonic() - since > budget:
+            return Health.not_ready(f"{reason}; no complete list for {budget:g} s")
+        return Health.degraded(reason)
 
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")

@@ -340,3 +340,41 @@ def test_an_answer_too_deep_or_cut_short_is_an_error_of_the_answer_retried_not_a
             assert informer.join(5)
             api.close()
     assert informer.reporter.snapshot().counters.get("objects_skipped/nested_too_deep") is None
+
+
+def test_an_object_without_a_readable_key_in_a_paged_list_does_not_make_it_look_endless() -> None:
+    """The list's end is checked by counting the objects each page adds; one that cannot even
+    be named adds no key, and must not read as an object given twice."""
+    nameless = msgspec.Raw(b'{"x":' + NESTED + b"}")
+    pages = {
+        None: {"metadata": {"resourceVersion": "5", "continue": "p2"}, "items": [WEB, nameless]},
+        "p2": {
+            "metadata": {"resourceVersion": "5"},
+            "items": [{**WEB, "metadata": {**WEB["metadata"], "name": "api"}}],
+        },
+    }
+    asked: list[str] = []
+
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        query = parse_qs(urlsplit(conn.recv(65536).split(b" ", 2)[1].decode()).query)
+        asked.append("watch" if "watch" in query else "list")
+        page = pages[query.get("continue", [None])[0]] if "watch" not in query else None
+        body = b"" if page is None else msgspec.json.encode(page)  # a watch that ends at once
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    with serving(answer) as url:
+        api = KubeApi(KubeTarget(server=url, verify=False, token=lambda: None))
+        settings = dataclasses.replace(PAGED, page_size=2)
+        sink = RecordingSink()
+        informer = Informer(api, resources.DEPLOYMENTS, Thing, sink, settings=settings)
+        informer.start()
+        try:
+            assert informer.wait_synced(10)
+            assert sink.lists == [frozenset({f"{NS}/web", f"{NS}/api"})]
+            assert informer.reporter.snapshot().counters.get("lists_abandoned") is None
+        finally:
+            informer.stop()
+            api.abort_streams()
+            assert informer.join(5)
+            api.close()
