@@ -195,8 +195,8 @@ class Condition(msgspec.Struct, rename="camel", frozen=True):
 
 
 def safe_annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
-    """Annotations safe to ship, sorted by key: manifests and snippets dropped, the values
-    of credential-named ones masked, the others redacted and cut."""
+    """Annotations safe to ship, sorted by key: manifests, snippets and credential-named
+    ones dropped, the others redacted and cut."""
     source = meta_annotations or {}
     shipped = {key: annotation_value(key, source[key]) for key in sorted(source)}
     return {key: value for key, value in shipped.items() if value is not None}
@@ -204,9 +204,12 @@ def safe_annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, st
 
 def kept(annotation: str) -> bool:
     """Whether an annotation (its key) is shipped at all."""
+    # The name, not the prefix: `rbac.authorization.kubernetes.io/autoupdate` names none.
+    name = annotation.rpartition("/")[2]
     return not (
         annotation in _MANIFEST_ANNOTATIONS
-        or _SNIPPET.search(annotation.rpartition("/")[2]) is not None
+        or _SNIPPET.search(name) is not None
+        or names_credential(name)
     )
 
 
@@ -224,9 +227,6 @@ def annotation_value(key: str, value: str) -> str | None:
     annotation is not shipped at all."""
     if not kept(key):
         return None
-    # The name, not the prefix: `rbac.authorization.kubernetes.io/autoupdate` names none.
-    if names_credential(key.rpartition("/")[2]):
-        return REDACTED
     return redact.text(change_cause(value) if key == CHANGE_CAUSE else value)
 
 
