@@ -1,0 +1,115 @@
+"""The scaling role's files under damage: a full disk, and a local store or scaling outbox
+that is truncated, emptied, deleted or of another schema. In every case nothing applied to
+an HPA or a Deployment stays unreverted, no event is lost without a count, and the role
+keeps running (no traceback, no exit).
+
+A full disk is a real one (a 2 MiB tmpfs holding the queue directory, filled to the last
+byte): readiness fails, the cycle holds its place, and once space is back it catches up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from runtime.backoff import Backoff
+from sandbox.kube import FakeKube
+from tests.scaling_harness import Harness, action, at, deployment, make_harness, template
+from tests.small_volume import Volume, small_volume
+from tests.waiting import wait_until
+
+# Retries after a full disk come within milliseconds here (the role's first is within 1 s).
+QUICK = Backoff(initial=0.01, maximum=0.01)
+
+
+@pytest.fixture
+def on_small_volume(kube: FakeKube, tmp_path: Path) -> Iterator[tuple[Harness, Volume]]:
+    """A harness whose queue directory (outbox and store) is a 2 MiB tmpfs; its platform
+    holds the daily 08:00-18:00 window with one action on `web` (4..20), which has 2
+    replicas and no HPA: the window makes a provisional HPA."""
+    with small_volume(tmp_path / "queue") as volume:
+        harness = make_harness(kube, tmp_path)
+        harness.reconciler = harness.make_reconciler(storage_backoff=QUICK)
+        harness.api.templates = [template()]
+        harness.api.actions = {"t-1": [action()]}
+        kube.create(deployment(replicas=2))
+        try:
+            yield harness, volume
+        finally:
+            harness.close()
+
+
+def replicas(h: Harness) -> int:
+    value: int = h.deployment()["spec"]["replicas"]
+    return value
+
+
+def hpa_names(h: Harness) -> list[str]:
+    return [hpa["metadata"]["name"] for hpa in h.kube.list("horizontalpodautoscalers")]
+
+
+def problems(logs: list[dict[str, Any]]) -> list[str]:
+    """Error-level lines and every line carrying a traceback."""
+    return [
+        line["event"]
+        for line in logs
+        if line["log_level"] in {"error", "critical"} or "exc_info" in line
+    ]
+
+
+# --- a full disk ---------------------------------------------------------------------------
+
+
+def test_a_revert_on_a_full_disk_waits_unready_then_goes_through_once_space_is_back(
+    on_small_volume: tuple[Harness, Volume],
+) -> None:
+    h, volume = on_small_volume
+    h.run(at(9))
+    assert (hpa_names(h), replicas(h)) == (["web"], 4)
+    assert [event["type"] for event in h.events()] == ["apply"]
+
+    volume.fill()
+    with structlog.testing.capture_logs() as logs:
+        for minute in (1, 2, 3):  # the window is over; the disk holds every try back
+            h.reconciler.revert_scan(at(18, minute))
+    # Nothing half done: the HPA is still there and the Deployment at the window's size
+    # (its revert event could not be put, so its revert was not made either).
+    assert (hpa_names(h), replicas(h)) == (["web"], 4)
+    health = h.reconciler.reporter.health
+    assert health.unready and "storage" in (health.reason or ""), health
+    assert h.reconciler.reporter.snapshot().counters["storage_errors"] >= 1
+    assert problems(logs) == ["scaling_storage_unavailable"]  # one line, no traceback
+
+    volume.free()
+    wait_until(lambda: h.reconciler.revert_scan(at(18, 4)).reverts == 1)
+    assert (hpa_names(h), replicas(h)) == ([], 2)
+    assert h.reconciler.reporter.health.ok
+    assert [(e["type"], e["reason"]) for e in h.events()] == [("revert", "expired")]
+    assert h.store.restores() == []
+
+
+def test_a_window_beginning_on_a_full_disk_is_applied_and_reported_once_space_is_back(
+    on_small_volume: tuple[Harness, Volume],
+) -> None:
+    h, volume = on_small_volume
+    volume.fill()
+    with structlog.testing.capture_logs() as logs:
+        h.run(at(9))
+        h.run(at(9, 1))
+    assert problems(logs) == ["scaling_storage_unavailable"]
+    assert h.reconciler.reporter.health.unready
+
+    volume.free()
+
+    def caught_up() -> bool:
+        h.run(at(9, 2))
+        return h.reconciler.reporter.health.ok and replicas(h) == 4
+
+    wait_until(caught_up)
+    assert hpa_names(h) == ["web"]
+    events = h.events()
+    assert [(e["type"], e["min_replicas"], e["max_replicas"]) for e in events] == [("apply", 4, 20)]
