@@ -71,6 +71,7 @@ from scheduler.revert import (
     finish_restores,
     is_overridden,
     managed_window,
+    read_restore_journal,
     revert,
 )
 from scheduler.store import Store
@@ -194,6 +195,8 @@ class Reconciler:
         self._storage_backoff = storage_backoff or Backoff(initial=1.0, maximum=300.0)
         self._storage_retry_at = float("-inf")
         self._failing: dict[str, str] = {}  # platform or kube call -> how it last failed
+        # Whether this process has read the restores journalled on Deployments (once).
+        self._journal_read = False
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
         self._released_noted: set[tuple[str, str, str]] = set()
@@ -483,6 +486,8 @@ class Reconciler:
                     raise  # the scan holds its place (`_storage`)
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
+        if not self._journal_read:
+            self._journal_read = read_restore_journal(cycle)
         finish_restores(cycle)
         return None
 

@@ -31,7 +31,7 @@ from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import KubeApi, Obj
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, is_overridden, revert
+from scheduler.revert import finish_restores, is_overridden, read_restore_journal, revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -79,6 +79,7 @@ def revert_all(
             else:
                 failed[key] = error
                 log.warning("revert_all_failed", hpa=key, error=error)
+        read_restore_journal(cycle)  # restores the running role left half done
         finish_restores(cycle)
     finally:
         store.commit()

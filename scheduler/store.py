@@ -13,10 +13,14 @@ replicas are committed here (at once, not at the end of the cycle) before the HP
 deleted, and cleared once the Deployment is restored, so a crash between the two cannot
 strand a Deployment at the window's size.
 
-How it fails: a file that is not a database or fails SQLite's check is moved aside
-(`<name>.corrupt-<time>`) and a fresh one started (the cost: events sent again, which the
-platform de-duplicates); other SQLite errors (locked, read-only, disk full) raise
-`sqlite3.Error` from the call that met them.
+How it fails: a file that is not a database, fails SQLite's check, is empty (zero length) or
+holds tables other than this store's (a file written by something else, or by a schema this
+version does not know) is moved aside (`<name>.corrupt-<time>`), counted (`store_lost`) and
+logged once (`scaling_store_lost`, with how), and a fresh one started. The cost: events
+sent again, which the platform de-duplicates, and pending restores forgotten, which the
+Deployments' own journal annotation brings back (`scheduler.revert`). Other SQLite errors
+(locked, read-only, disk full) raise `sqlite3.Error` from the call that met them; a write
+that failed is kept to be written by the next `commit`.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
+
+from runtime.health import HealthReporter
 
 log = structlog.get_logger("scheduler.store")
 
@@ -43,6 +50,11 @@ _SCHEMA = (
     " namespace TEXT NOT NULL, deployment TEXT NOT NULL, replicas INTEGER NOT NULL,"
     " released TEXT, PRIMARY KEY (namespace, deployment))",
 )
+# Each table's columns, in order: a file whose tables differ is not this store's.
+_COLUMNS = {
+    "enqueued": ("id", "at"),
+    "pending_restores": ("namespace", "deployment", "replicas", "released"),
+}
 
 
 _SELECT_RESTORES = "SELECT namespace, deployment, replicas, released FROM pending_restores"
@@ -59,11 +71,13 @@ class PendingRestore:
 class Store:
     """One SQLite file; thread-safe (scheduler jobs run on pool threads)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, reporter: HealthReporter | None = None) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = _open(self.path)
+        self._db, self.lost = _open(self.path)
+        if self.lost is not None and reporter is not None:
+            reporter.count("store_lost")
         self._ids = {row[0] for row in self._db.execute("SELECT id FROM enqueued")}
         self._unsaved: dict[str, float] = {}
         self._pruned_at = float("-inf")
@@ -144,19 +158,41 @@ class Store:
             self._db.close()
 
 
-def _open(path: Path) -> sqlite3.Connection:
-    try:
-        return _connect(path)
-    except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
-            raise
-    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+def _open(path: Path) -> tuple[sqlite3.Connection, str | None]:
+    """The store's connection, and how the file found there was lost (None: it was not)."""
+    if _is_empty(path):
+        lost = "empty"  # whatever it held is gone; SQLite would take it for a new database
+    else:
+        try:
+            return _connect(path), None
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
+                raise
+            lost = "foreign schema" if isinstance(exc, _ForeignSchema) else "damaged"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
     for suffix in ("", "-wal", "-shm", "-journal"):
         source = Path(f"{path}{suffix}")
         if source.exists():
             source.replace(Path(f"{aside}{suffix}"))
-    log.error("scaling_store_quarantined", path=str(path), moved_to=str(aside))
-    return _connect(path)
+    log.error(
+        "scaling_store_lost",
+        how=lost,
+        moved_to=str(aside),
+        cost="events sent again; pending restores taken from the Deployments",
+    )
+    return _connect(path), lost
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return False
+
+
+class _ForeignSchema(sqlite3.DatabaseError):
+    """The file is a database, but not this store's."""
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -165,6 +201,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         check = db.execute("PRAGMA quick_check").fetchone()
         if not check or check[0] != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
+        _check_tables(db)
         db.execute("PRAGMA journal_mode=WAL")
         # FULL: a pending restore must survive a power cut, not only a process crash.
         db.execute("PRAGMA synchronous=FULL")
@@ -175,6 +212,22 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _check_tables(db: sqlite3.Connection) -> None:
+    """Raise `_ForeignSchema` when the file holds a table that is not this store's, or one
+    of its tables with other columns."""
+    # SQLite's own tables (sqlite_stat1 after an ANALYZE) belong to any database.
+    tables = db.execute(
+        "SELECT name FROM sqlite_master"
+        " WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
+    ).fetchall()
+    for (table,) in tables:
+        expected = _COLUMNS.get(table)
+        columns = db.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        found = tuple(row[0] for row in columns)
+        if expected is None or found != expected:
+            raise _ForeignSchema(f"table {table!r} is not this store's")
 
 
 def _is_corruption(exc: sqlite3.OperationalError) -> bool:

@@ -9,7 +9,9 @@ byte): readiness fails, the cycle holds its place, and once space is back it cat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,19 @@ import pytest
 import structlog
 
 from runtime.backoff import Backoff
+from runtime.health import HealthReporter
 from sandbox.kube import FakeKube
-from tests.scaling_harness import Harness, action, at, deployment, make_harness, template
+from scheduler import annotations as notes
+from scheduler.store import Store
+from tests.scaling_harness import (
+    Harness,
+    action,
+    at,
+    deployment,
+    failing_replica_writes,
+    make_harness,
+    template,
+)
 from tests.small_volume import Volume, small_volume
 from tests.waiting import wait_until
 
@@ -113,3 +126,80 @@ def test_a_window_beginning_on_a_full_disk_is_applied_and_reported_once_space_is
     assert hpa_names(h) == ["web"]
     events = h.events()
     assert [(e["type"], e["min_replicas"], e["max_replicas"]) for e in events] == [("apply", 4, 20)]
+
+
+# --- a local store lost --------------------------------------------------------------------
+
+
+class Died(BaseException):
+    """The process dies here: not an `Exception`, so no handler of the cycle catches it."""
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def delete(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def older_schema(path: Path) -> None:
+    """A store as another version could have left it: the same table, other columns."""
+    delete(path)
+    with closing(sqlite3.connect(str(path))) as db, db:
+        db.execute("CREATE TABLE enqueued (id TEXT PRIMARY KEY)")
+
+
+def written_by_something_else(path: Path) -> None:
+    delete(path)
+    with closing(sqlite3.connect(str(path))) as db, db:
+        db.execute("CREATE TABLE settings (key TEXT, value TEXT)")
+
+
+@pytest.mark.parametrize(
+    ("damage", "lost"),
+    [
+        (truncate, "damaged"),
+        (empty, "empty"),
+        (delete, None),  # nothing says a store was ever there: the first start looks alike
+        (older_schema, "foreign schema"),
+        (written_by_something_else, "foreign schema"),
+    ],
+)
+def test_a_store_lost_with_a_restore_pending_still_restores_the_deployment(
+    h: Harness,
+    monkeypatch: pytest.MonkeyPatch,
+    damage: Callable[[Path], None],
+    lost: str | None,
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    assert replicas(h) == 4
+    # The revert deletes the provisional HPA, then dies before the replicas are restored.
+    with monkeypatch.context() as patch:
+        dying = failing_replica_writes(h.kube_api, Died)
+        patch.setattr(h.kube_api, "patch_deployment", dying)
+        with pytest.raises(Died):
+            h.run(at(18, 1))
+    assert (hpa_names(h), replicas(h)) == ([], 4)
+    h.store.close()
+    damage(h.store.path)
+
+    with structlog.testing.capture_logs() as logs:
+        reporter = HealthReporter("scheduler")
+        h.store = Store(h.store.path, reporter=reporter)
+        h.reconciler = h.make_reconciler(reporter=reporter)
+        h.run(at(18, 2))
+    assert h.store.lost == lost
+    assert reporter.snapshot().counters.get("store_lost", 0) == (lost is not None)
+    assert problems(logs) == (["scaling_store_lost"] if lost else [])
+    assert (hpa_names(h), replicas(h)) == ([], 2)
+    assert notes.RESTORE_REPLICAS not in (h.deployment()["metadata"].get("labels") or {})
+    assert h.store.restores() == []
+    # Every event once: the apply, and the revert put before the write it reports.
+    assert [event["type"] for event in h.events()] == ["apply", "revert"]
