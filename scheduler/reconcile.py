@@ -429,13 +429,7 @@ class Reconciler:
         view = None if answer is None else answer.view_at(cycle.now)
         unlisted: KubeError | None = None
         with self._writing, self._storage(REVERTS) as attempt:
-            if self.outbox.resync_needed:
-                # The scaling queue file was damaged and set aside: events the store counts
-                # as enqueued may be gone. Forgetting them re-enqueues every managed window's
-                # apply event in this scan (the platform de-duplicates by id).
-                log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
-                self.store.forget_enqueued()
-                self.outbox.clear_resync_needed()
+            self._follow_outbox(cycle)
             with deadline.within(self.budget_seconds):  # however many calls hang
                 unlisted = self._scan(cycle, view)
             self.store.commit()
@@ -449,6 +443,25 @@ class Reconciler:
         else:
             self._set_problem(REVERTS, "kubernetes: cannot list HPAs: reverts are waiting")
         return CycleReport.of(cycle.tally, kube_reachable=unlisted is None)
+
+    def _follow_outbox(self, cycle: Cycle) -> None:
+        """When the outbox file is not the one the store's events went into (it was
+        quarantined, emptied or deleted), put every event the store holds into it again:
+        the platform de-duplicates the ones it already had."""
+        epoch = self.outbox.epoch
+        known = self.store.outbox_epoch
+        if self.outbox.resync_needed or known not in (None, epoch):
+            events, unrecoverable = self.store.events()
+            self.outbox.put(events)
+            cycle.count("events_replayed", len(events))
+            cycle.count("events_unrecoverable", unrecoverable)
+            # An error only when events are lost: ids an earlier version kept without them.
+            (log.error if unrecoverable else log.warning)(
+                "scaling_outbox_replaced", replayed=len(events), unrecoverable=unrecoverable
+            )
+            self.outbox.clear_resync_needed()
+        if known != epoch:
+            self.store.follow_outbox(epoch)
 
     def _scan(self, cycle: Cycle, view: TemplateView | None) -> KubeError | None:
         """The scan; returns why the HPAs could not be listed, if they could not."""

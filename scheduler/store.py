@@ -1,4 +1,4 @@
-"""The scaling role's local memory: which event ids are already in the outbox, and which
+"""The scaling role's local memory: which events are already in the outbox, and which
 Deployment replica counts still have to be restored.
 
 Event ids make "report once" cheap: an apply, revert or error event is put into the outbox
@@ -7,6 +7,11 @@ once per window, not once per cycle. Ids are noted after the outbox put has comm
 committed to this file once per cycle (`commit`): a crash before that commit only means the
 same ids are put again, which the platform de-duplicates. Ids older than `KEEP_IDS_FOR` are
 forgotten; at worst an event is sent a second time with the same id.
+
+Each id is kept with its event, and with the identity (`epoch`) of the outbox file it went
+into, so an outbox file that is lost (quarantined, emptied, deleted) loses no event: every
+event noted here is put into the new file again (`events`), and the platform de-duplicates
+the ones it already had.
 
 Pending restores are the journal of a provisional revert: the Deployment's original
 replicas are committed here (at once, not at the end of the cycle) before the HPA is
@@ -33,9 +38,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import structlog
 
 from runtime.health import HealthReporter
+from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.store")
 
@@ -45,16 +52,24 @@ KEEP_IDS_FOR = 30 * 24 * 3600.0  # seconds
 PRUNE_EVERY = 3600.0  # seconds; a cycle with nothing new commits nothing in between
 _TIMEOUT = 10.0
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL, event BLOB)",
     "CREATE TABLE IF NOT EXISTS pending_restores ("
     " namespace TEXT NOT NULL, deployment TEXT NOT NULL, replicas INTEGER NOT NULL,"
     " released TEXT, PRIMARY KEY (namespace, deployment))",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 # Each table's columns, in order: a file whose tables differ is not this store's.
 _COLUMNS = {
-    "enqueued": ("id", "at"),
+    "enqueued": ("id", "at", "event"),
     "pending_restores": ("namespace", "deployment", "replicas", "released"),
+    "meta": ("key", "value"),
 }
+# Tables as the store's earlier version left them, and the statement that brings each up to
+# date (its rows have no event: they cannot be put again).
+_EARLIER = {("enqueued", ("id", "at")): "ALTER TABLE enqueued ADD COLUMN event BLOB"}
+_OUTBOX_EPOCH = "outbox_epoch"
+_encode_event = msgspec.json.Encoder().encode
+_decode_event = msgspec.json.Decoder(ScalingEvent).decode
 
 
 _SELECT_RESTORES = "SELECT namespace, deployment, replicas, released FROM pending_restores"
@@ -79,8 +94,11 @@ class Store:
         if self.lost is not None and reporter is not None:
             reporter.count("store_lost")
         self._ids = {row[0] for row in self._db.execute("SELECT id FROM enqueued")}
-        self._unsaved: dict[str, float] = {}
+        self._unsaved: dict[str, tuple[float, bytes]] = {}
         self._pruned_at = float("-inf")
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_OUTBOX_EPOCH,))
+        found = row.fetchone()
+        self._outbox_epoch: str | None = found[0] if found else None
 
     # enqueued event ids -------------------------------------------------------------------
 
@@ -88,22 +106,40 @@ class Store:
         with self._lock:
             return event_id in self._ids
 
-    def note_enqueued(self, event_ids: Iterable[str]) -> None:
-        """Remember ids already committed to the outbox; written at the next `commit`."""
+    def note_enqueued(self, events: Iterable[ScalingEvent]) -> None:
+        """Remember events already committed to the outbox; written at the next `commit`."""
         now = time.time()
         with self._lock:
-            for event_id in event_ids:
-                self._ids.add(event_id)
-                self._unsaved[event_id] = now
+            for event in events:
+                self._ids.add(event.id)
+                self._unsaved[event.id] = (now, _encode_event(event))
 
-    def forget_enqueued(self) -> None:
-        """Forget every id: the outbox lost events (a quarantined queue file), so none of
-        them can be assumed enqueued any more."""
+    def events(self) -> tuple[list[ScalingEvent], int]:
+        """Every event noted (oldest first), and how many ids are noted without one (kept by
+        the store's earlier version, or unreadable)."""
         with self._lock:
-            self._ids.clear()
-            self._unsaved.clear()
-            with self._db:
-                self._db.execute("DELETE FROM enqueued")
+            rows = self._db.execute("SELECT id, event FROM enqueued ORDER BY at").fetchall()
+            bodies = dict(rows)
+            bodies.update((event_id, body) for event_id, (_, body) in self._unsaved.items())
+        found: list[ScalingEvent] = []
+        for body in bodies.values():
+            try:
+                found.append(_decode_event(body))
+            except (msgspec.DecodeError, TypeError):  # None: an id without its event
+                continue
+        return found, len(bodies) - len(found)
+
+    @property
+    def outbox_epoch(self) -> str | None:
+        """The outbox file the noted events went into; None before the first."""
+        with self._lock:
+            return self._outbox_epoch
+
+    def follow_outbox(self, epoch: str) -> None:
+        """From now on events go into the outbox file `epoch` (written at once)."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_OUTBOX_EPOCH, epoch))
+            self._outbox_epoch = epoch
 
     def commit(self) -> None:
         """Write the ids noted since the last commit, and forget old ones: one transaction,
@@ -111,12 +147,12 @@ class Store:
         now = time.time()
         horizon = now - KEEP_IDS_FOR
         with self._lock:
-            rows = list(self._unsaved.items())
+            rows = [(event_id, at, body) for event_id, (at, body) in self._unsaved.items()]
             if not rows and now - self._pruned_at < PRUNE_EVERY:
                 return
             self._pruned_at = now
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO enqueued VALUES (?, ?)", rows)
+                self._db.executemany("INSERT OR REPLACE INTO enqueued VALUES (?, ?, ?)", rows)
                 forgotten = self._db.execute(
                     "SELECT id FROM enqueued WHERE at < ?", (horizon,)
                 ).fetchall()
@@ -201,12 +237,12 @@ def _connect(path: Path) -> sqlite3.Connection:
         check = db.execute("PRAGMA quick_check").fetchone()
         if not check or check[0] != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
-        _check_tables(db)
+        upgrades = _check_tables(db)
         db.execute("PRAGMA journal_mode=WAL")
         # FULL: a pending restore must survive a power cut, not only a process crash.
         db.execute("PRAGMA synchronous=FULL")
         with db:
-            for statement in _SCHEMA:
+            for statement in (*upgrades, *_SCHEMA):
                 db.execute(statement)
     except BaseException:
         db.close()
@@ -214,9 +250,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _check_tables(db: sqlite3.Connection) -> None:
-    """Raise `_ForeignSchema` when the file holds a table that is not this store's, or one
-    of its tables with other columns."""
+def _check_tables(db: sqlite3.Connection) -> list[str]:
+    """The statements that bring tables of the store's earlier version up to date; raise
+    `_ForeignSchema` when the file holds a table that is not this store's, or one of its
+    tables with other columns."""
+    upgrades: list[str] = []
     # SQLite's own tables (sqlite_stat1 after an ANALYZE) belong to any database.
     tables = db.execute(
         "SELECT name FROM sqlite_master"
@@ -226,8 +264,12 @@ def _check_tables(db: sqlite3.Connection) -> None:
         expected = _COLUMNS.get(table)
         columns = db.execute("SELECT name FROM pragma_table_info(?)", (table,))
         found = tuple(row[0] for row in columns)
-        if expected is None or found != expected:
+        upgrade = _EARLIER.get((table, found))
+        if upgrade is not None:
+            upgrades.append(upgrade)
+        elif expected is None or found != expected:
             raise _ForeignSchema(f"table {table!r} is not this store's")
+    return upgrades
 
 
 def _is_corruption(exc: sqlite3.OperationalError) -> bool:

@@ -10,11 +10,13 @@ byte): readiness fails, the cycle holds its place, and once space is back it cat
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 
@@ -22,13 +24,18 @@ from runtime.backoff import Backoff
 from runtime.health import HealthReporter
 from sandbox.kube import FakeKube
 from scheduler import annotations as notes
+from scheduler.revertall import revert_all
 from scheduler.store import Store
+from shipper.outbox import Outbox
+from shipper.records import SCALING
 from tests.scaling_harness import (
+    CLUSTER,
     Harness,
     action,
     at,
     deployment,
     failing_replica_writes,
+    hpa,
     make_harness,
     template,
 )
@@ -203,3 +210,110 @@ def test_a_store_lost_with_a_restore_pending_still_restores_the_deployment(
     assert h.store.restores() == []
     # Every event once: the apply, and the revert put before the write it reports.
     assert [event["type"] for event in h.events()] == ["apply", "revert"]
+
+
+def test_a_store_of_the_earlier_version_is_kept_and_brought_up_to_date(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with closing(sqlite3.connect(str(path))) as db, db:
+        db.execute("CREATE TABLE enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL)")
+        db.execute("INSERT INTO enqueued VALUES ('e-1', ?)", (time.time(),))
+    store = Store(path)
+    try:
+        assert store.lost is None and store.enqueued("e-1")
+        assert store.events() == ([], 1)  # an id without its event: it cannot be put again
+    finally:
+        store.close()
+
+
+# --- a scaling outbox lost -----------------------------------------------------------------
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(b"not a database" * 1000)
+
+
+@pytest.mark.parametrize("damage", [truncate, garbage, empty, delete])
+def test_a_scaling_outbox_lost_with_events_undelivered_gets_every_event_again(
+    kube: FakeKube, tmp_path: Path, damage: Callable[[Path], None]
+) -> None:
+    h = make_harness(kube, tmp_path)
+    try:
+        # t-2 (06:00-07:00) on `api`, which has no HPA; t-1 (08:00-18:00) on `web`'s HPA.
+        h.api.templates = [template(), template("t-2", cron="0 6 * * *", duration_minutes=60)]
+        h.api.actions = {"t-1": [action()], "t-2": [action("a-2", "api", 2, 3)]}
+        h.kube.create(deployment(replicas=2))
+        h.kube.create(hpa(low=2, high=5))
+        h.kube.create(deployment("api", replicas=1))
+        h.run(at(6, 30))
+        h.run(at(7, 1))  # t-2's window reverted: nothing on the cluster says so any more
+        h.run(at(9))
+        batch = h.stream.take(max_records=100, max_bytes=1 << 20)  # taken, never delivered
+        assert batch is not None
+        undelivered = [msgspec.json.decode(body)["id"] for body in batch.bodies]
+        assert len(undelivered) == 3
+        h.outbox.close()
+
+        damage(tmp_path / "queue" / "scaling.db")
+        h.outbox = Outbox(tmp_path / "queue", streams=[SCALING])
+        h.reconciler = h.make_reconciler()
+        with structlog.testing.capture_logs() as logs:
+            h.reconciler.revert_scan(at(9, 1))
+        assert [e["id"] for e in h.events()] == undelivered
+        assert h.reconciler.reporter.snapshot().counters["events_replayed"] == 3
+        assert "scaling_outbox_replaced" in [line["event"] for line in logs]
+        assert problems(logs) == []  # nothing was lost
+        # Both windows as they were: t-2's reverted, t-1's on (`web` raised to its min).
+        assert (h.deployment("api")["spec"]["replicas"], replicas(h)) == (1, 4)
+        assert hpa_names(h) == ["web"] and h.hpa()["spec"]["minReplicas"] == 4
+    finally:
+        h.close()
+
+
+def test_ids_an_earlier_store_kept_without_their_events_are_counted_when_the_outbox_is_lost(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    h.outbox.close()
+    h.store.close()
+    # The store as the earlier version kept it: ids alone.
+    with closing(sqlite3.connect(str(h.store.path))) as db, db:
+        db.execute("DROP TABLE enqueued")
+        db.execute("DROP TABLE meta")
+        db.execute("CREATE TABLE enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL)")
+        db.execute("INSERT INTO enqueued VALUES ('from-before', ?)", (time.time(),))
+    garbage(h.stream.path)
+    h.outbox = Outbox(h.tmp / "queue", streams=[SCALING])
+    h.store = Store(h.store.path)
+    h.reconciler = h.make_reconciler()
+    with structlog.testing.capture_logs() as logs:
+        h.reconciler.revert_scan(at(9, 1))
+    assert h.reconciler.reporter.snapshot().counters["events_unrecoverable"] == 1
+    [line] = [line for line in logs if line["event"] == "scaling_outbox_replaced"]
+    assert (line["log_level"], line["unrecoverable"]) == ("error", 1)
+    # The open window's apply event, rebuilt from its HPA.
+    assert [e["type"] for e in h.events()] == ["apply"]
+
+
+def test_revert_all_on_its_own_queue_finishes_a_restore_the_role_left_half_done(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    with monkeypatch.context() as patch:
+        patch.setattr(h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, Died))
+        with pytest.raises(Died):
+            h.run(at(18, 1))
+    assert (hpa_names(h), replicas(h)) == ([], 4)
+
+    # The uninstall hook: its own queue directory, so its own (empty) store.
+    hook_store = Store(tmp_path / "hook" / "scaling-state.db")
+    try:
+        report = revert_all(
+            kube=h.kube_api, outbox=h.stream, store=hook_store, cluster_id=CLUSTER, now=at(18, 2)
+        )
+    finally:
+        hook_store.close()
+    assert report.ok
+    assert replicas(h) == 2
+    assert notes.RESTORE_REPLICAS not in (h.deployment()["metadata"].get("labels") or {})
