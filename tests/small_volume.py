@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 FILLER = "filler"
 _CHUNKS = (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1)
 
@@ -30,8 +32,8 @@ class Volume:
     def fill(self) -> None:
         """Leave no free byte on the volume."""
         for db in self.path.glob("*.db"):
-            with closing(sqlite3.connect(str(db))) as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # A process using the file may hold the log a moment: wait for the truncation.
+            wait_until(lambda db=db: _truncate_log(db), timeout=10)
         handle = os.open(self.path / FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             for size in _CHUNKS:
@@ -49,6 +51,13 @@ class Volume:
 
     def free(self) -> None:
         (self.path / FILLER).unlink()
+
+
+def _truncate_log(db: Path) -> bool:
+    with closing(sqlite3.connect(str(db), timeout=1)) as conn:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    wal = db.with_name(db.name + "-wal")
+    return busy == 0 and (not wal.exists() or wal.stat().st_size == 0)
 
 
 @contextmanager

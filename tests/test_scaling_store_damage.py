@@ -9,27 +9,36 @@ byte): readiness fails, the cycle holds its place, and once space is back it cat
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 import structlog
 
+from agent.queue_inspect import stats as queue_stats
 from runtime.backoff import Backoff
 from runtime.health import HealthReporter
 from sandbox.kube import FakeKube
+from sandbox.platform import FakePlatform
+from sandbox.scaling import manual_template
+from sandbox.serving import free_port
 from scheduler import annotations as notes
 from scheduler.revertall import revert_all
 from scheduler.store import Store
 from shipper.outbox import Outbox
 from shipper.records import SCALING
+from tests.agent_process import agent_env, log_events, start_agent, stop_within
 from tests.scaling_harness import (
     CLUSTER,
+    NS,
     Harness,
     action,
     at,
@@ -37,6 +46,7 @@ from tests.scaling_harness import (
     failing_replica_writes,
     hpa,
     make_harness,
+    namespace,
     template,
 )
 from tests.small_volume import Volume, small_volume
@@ -317,3 +327,63 @@ def test_revert_all_on_its_own_queue_finishes_a_restore_the_role_left_half_done(
     assert report.ok
     assert replicas(h) == 2
     assert notes.RESTORE_REPLICAS not in (h.deployment()["metadata"].get("labels") or {})
+
+
+# --- the scaling role as a process, on a volume that fills ---------------------------------
+
+
+def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catches_up(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    kube.create(namespace())
+    kube.create(deployment(replicas=2))
+    kube.create(hpa(low=2, high=5))
+    started = datetime.now(UTC)
+    platform.set_templates([manual_template(started, started + timedelta(seconds=5))])
+    platform.set_actions("t-1", [action()])
+    port = free_port()
+    queue = tmp_path / "queue"
+
+    def readiness() -> tuple[int, str]:
+        try:
+            answer = httpx.get(f"http://127.0.0.1:{port}/readyz")
+        except httpx.TransportError:
+            return 0, ""
+        return answer.status_code, " ".join(answer.json()["problems"])
+
+    def min_replicas() -> int:
+        value: int = kube.get("horizontalpodautoscalers", NS, "web")["spec"]["minReplicas"]
+        return value
+
+    with small_volume(queue) as volume:
+        env = agent_env(
+            platform,
+            queue,
+            KUBECONFIG=str(kubeconfig),
+            RECONCILE_INTERVAL_SECONDS="0.2",
+            HEALTH_ADDR=f"127.0.0.1:{port}",
+        )
+        agent = start_agent(env, role="scaling")
+        try:
+            wait_until(lambda: min_replicas() == 4)
+            wait_until(lambda: queue_stats(queue, SCALING)[SCALING].records == 0)  # shipped
+            volume.fill()
+            # The window ends on a full disk: its revert waits, and readiness says why.
+            wait_until(lambda: readiness()[0] == 503 and "storage" in readiness()[1], 30)
+            assert min_replicas() == 4
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            assert agent.poll() is None
+
+            volume.free()
+            wait_until(lambda: min_replicas() == 2, 30)
+            wait_until(lambda: readiness() == (200, ""), 30)
+            wait_until(
+                lambda: [e["type"] for e in platform.received_events()] == ["apply", "revert"]
+            )
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            stderr = stop_within(agent, 30)
+    assert agent.returncode == 0
+    assert "Traceback" not in stderr
+    logged = [line["event"] for line in log_events(stderr)]
+    assert logged.count("scaling_storage_unavailable") == 1
