@@ -500,7 +500,13 @@ class Reconciler:
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
         if not self._journal_read:
-            self._journal_read = read_restore_journal(cycle)
+            try:
+                read_restore_journal(cycle)
+            except KubeError as exc:  # the next scan tries again
+                self._failed("restore_journal", "restore_journal_unread", exc)
+            else:
+                self._journal_read = True
+                self._answered("restore_journal")
         finish_restores(cycle)
         return None
 

@@ -131,15 +131,11 @@ def revert(
     log.info("scaling_reverted", template=managed.template_id, action=managed.action_id, **where)
 
 
-def read_restore_journal(cycle: Cycle) -> bool:
+def read_restore_journal(cycle: Cycle) -> None:
     """Take into the store the restores journalled on Deployments that it does not hold (it
-    was lost, or this is another process: `revert-all`). False when the Deployments could
-    not be listed (the caller tries again later)."""
-    try:
-        journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
-    except KubeError as exc:
-        log.warning("restore_journal_unread", status=exc.status, error=str(exc))
-        return False
+    was lost, or this is another process: `revert-all`). Raises `kube.errors.KubeError`
+    when the Deployments cannot be listed."""
+    journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
     known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
     for deployment in journalled:
         metadata = deployment["metadata"]
@@ -156,7 +152,6 @@ def read_restore_journal(cycle: Cycle) -> bool:
             replicas=replicas,
             source="the Deployment's journal label (the local store did not hold it)",
         )
-    return True
 
 
 def finish_restores(cycle: Cycle) -> None:

@@ -79,7 +79,10 @@ def revert_all(
             else:
                 failed[key] = error
                 log.warning("revert_all_failed", hpa=key, error=error)
-        read_restore_journal(cycle)  # restores the running role left half done
+        try:
+            read_restore_journal(cycle)  # restores the running role left half done
+        except KubeError as exc:
+            log.warning("restore_journal_unread", status=exc.status, error=str(exc))
         finish_restores(cycle)
     finally:
         store.commit()

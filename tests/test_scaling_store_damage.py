@@ -387,3 +387,18 @@ def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catch
     assert "Traceback" not in stderr
     logged = [line["event"] for line in log_events(stderr)]
     assert logged.count("scaling_storage_unavailable") == 1
+
+
+def test_a_role_refused_the_list_of_deployments_still_reverts_and_says_so_once(
+    h: Harness,
+) -> None:
+    # A chart of the earlier version: no `list` on Deployments.
+    h.kube.create(deployment(replicas=2))
+    h.kube.fail_next(403, 3, resource="deployments", verb="list")
+    with structlog.testing.capture_logs() as logs:
+        h.run(at(9))
+        h.run(at(9, 1))
+        h.run(at(18, 1))
+    assert (hpa_names(h), replicas(h)) == ([], 2)
+    unread = [line for line in logs if line["event"] == "restore_journal_unread"]
+    assert [line["log_level"] for line in unread if line["log_level"] != "debug"] == ["warning"]
