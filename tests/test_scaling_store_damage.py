@@ -402,3 +402,37 @@ def test_a_role_refused_the_list_of_deployments_still_reverts_and_says_so_once(
     assert (hpa_names(h), replicas(h)) == ([], 2)
     unread = [line for line in logs if line["event"] == "restore_journal_unread"]
     assert [line["log_level"] for line in unread if line["log_level"] != "debug"] == ["warning"]
+
+
+def test_a_store_full_after_the_reverts_were_written_keeps_their_ids_until_it_can_commit(
+    h: Harness,
+) -> None:
+    # Always runs (no mount): the store's own connection may not grow its file
+    # (`PRAGMA max_page_count`), which SQLite reports as a full disk. The outbox, another
+    # file, still takes the events: the reverts are written, then the store's commit fails.
+    h.reconciler = h.make_reconciler(storage_backoff=QUICK)
+    names = [f"web-{n:02d}" for n in range(20)]
+    h.api.actions = {"t-1": [action(f"a-{name}", name) for name in names]}
+    for name in names:
+        h.kube.create(deployment(name, replicas=4))
+        h.kube.create(hpa(name, name, low=2, high=5))
+    h.run(at(9))
+    assert len(h.events()) == 20
+    store = h.store._db  # the store's own connection: the pragma holds for it alone
+    store.execute(f"PRAGMA max_page_count = {store.execute('PRAGMA page_count').fetchone()[0]}")
+
+    with structlog.testing.capture_logs() as logs:
+        h.reconciler.revert_scan(at(18, 1))
+    assert problems(logs) == ["scaling_storage_unavailable"]
+    assert h.reconciler.reporter.health.unready
+    assert all(h.hpa(name)["spec"]["minReplicas"] == 2 for name in names)
+    reverts = [e["id"] for e in h.events()]
+    assert len(reverts) == 20
+
+    store.execute("PRAGMA max_page_count = 1073741823")  # room again
+    wait_until(lambda: h.reconciler.revert_scan(at(18, 2)).kube_reachable is True)
+    assert h.reconciler.reporter.health.ok
+    assert h.events() == []  # nothing put twice
+    h.store.close()
+    h.store = Store(h.store.path)
+    assert all(h.store.enqueued(event_id) for event_id in reverts)  # committed at last
