@@ -191,7 +191,9 @@ class Reconciler:
         self._health_lock = threading.Lock()
         # Part -> its problem (None: fine) and whether readiness fails for it.
         self._problems: dict[str, tuple[str, bool] | None] = {APPLY: None, REVERTS: None}
-        # After a full or failing disk, both parts wait (time.monotonic()) before writing again.
+        # The parts a full or failing disk holds; both wait (until time.monotonic() reaches
+        # `_storage_retry_at`) before writing again, and the backoff grows until none is held.
+        self._storage_held: set[str] = set()
         self._storage_backoff = storage_backoff or Backoff(initial=1.0, maximum=300.0)
         self._storage_retry_at = float("-inf")
         self._failing: dict[str, str] = {}  # platform or kube call -> how it last failed
@@ -520,7 +522,9 @@ class Reconciler:
     @contextlib.contextmanager
     def _storage(self, part: str) -> Iterator[_Attempt]:
         """Hold `part`'s place when the block meets a full or failing disk: the error is
-        counted, readiness fails, and both parts wait out a backoff."""
+        counted, readiness fails, and both parts wait out a backoff. Logged once when the
+        first part is held and once when the last one writes again: a part with nothing to
+        write proves nothing about the disk."""
         attempt = _Attempt()
         try:
             yield attempt
@@ -530,9 +534,10 @@ class Reconciler:
             attempt.held = True
             self.reporter.count("storage_errors")
             with self._health_lock:
+                first = not self._storage_held
+                self._storage_held.add(part)
                 delay = self._storage_backoff.next_delay()
                 self._storage_retry_at = time.monotonic() + delay
-                first = self._storage_backoff.failures == 1
             if first:
                 log.error("scaling_storage_unavailable", part=part, error=str(exc))
             self._set_problem(
@@ -540,9 +545,11 @@ class Reconciler:
             )
             return
         with self._health_lock:
-            failed = self._storage_backoff.failures > 0
-            self._storage_backoff.reset()
-        if failed:
+            recovered = part in self._storage_held and len(self._storage_held) == 1
+            self._storage_held.discard(part)
+            if recovered:
+                self._storage_backoff.reset()
+        if recovered:
             log.info("scaling_storage_writable", part=part)
 
     def _cycle(self, now: datetime | None) -> Cycle:
