@@ -32,6 +32,7 @@ from sandbox.scaling import manual_template
 from sandbox.serving import free_port
 from scheduler import annotations as notes
 from scheduler.revertall import revert_all
+from scheduler.store import FILE_NAME as STORE_FILE
 from scheduler.store import Store
 from shipper.outbox import Outbox
 from shipper.records import SCALING
@@ -329,7 +330,37 @@ def test_revert_all_on_its_own_queue_finishes_a_restore_the_role_left_half_done(
     assert notes.RESTORE_REPLICAS not in (h.deployment()["metadata"].get("labels") or {})
 
 
-# --- the scaling role as a process, on a volume that fills ---------------------------------
+# --- the scaling role as a process ---------------------------------------------------------
+
+
+def readiness_at(port: int) -> tuple[int, str]:
+    """/readyz's status and problems (0 while the server is not up yet)."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/readyz")
+    except httpx.TransportError:
+        return 0, ""
+    return answer.status_code, " ".join(answer.json()["problems"])
+
+
+def test_the_scaling_process_starts_on_a_store_of_another_schema_and_sets_it_aside(
+    kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
+) -> None:
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    written_by_something_else(queue / STORE_FILE)
+    port = free_port()
+    env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), HEALTH_ADDR=f"127.0.0.1:{port}")
+    agent = start_agent(env, role="scaling")
+    try:
+        wait_until(lambda: readiness_at(port)[0] == 200 or agent.poll() is not None)
+        assert agent.poll() is None
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stderr = stop_within(agent, 30)
+    assert agent.returncode == 0
+    [lost] = [line for line in log_events(stderr) if line["event"] == "scaling_store_lost"]
+    assert lost["how"] == "foreign schema"
+    assert len(list(queue.glob(f"{STORE_FILE}.corrupt-*"))) == 1
 
 
 def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catches_up(
@@ -339,17 +370,13 @@ def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catch
     kube.create(deployment(replicas=2))
     kube.create(hpa(low=2, high=5))
     started = datetime.now(UTC)
-    platform.set_templates([manual_template(started, started + timedelta(seconds=5))])
+    platform.set_templates([manual_template(started, started + timedelta(hours=1))])
     platform.set_actions("t-1", [action()])
     port = free_port()
     queue = tmp_path / "queue"
 
     def readiness() -> tuple[int, str]:
-        try:
-            answer = httpx.get(f"http://127.0.0.1:{port}/readyz")
-        except httpx.TransportError:
-            return 0, ""
-        return answer.status_code, " ".join(answer.json()["problems"])
+        return readiness_at(port)
 
     def min_replicas() -> int:
         value: int = kube.get("horizontalpodautoscalers", NS, "web")["spec"]["minReplicas"]
@@ -366,10 +393,18 @@ def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catch
         agent = start_agent(env, role="scaling")
         try:
             wait_until(lambda: min_replicas() == 4)
-            wait_until(lambda: queue_stats(queue, SCALING)[SCALING].records == 0)  # shipped
+            # The apply event delivered and removed: the outbox has nothing left to write.
+            wait_until(lambda: [e["type"] for e in platform.received_events()] == ["apply"])
+            wait_until(lambda: queue_stats(queue, SCALING)[SCALING].records == 0)
             volume.fill()
-            # The window ends on a full disk: its revert waits, and readiness says why.
-            wait_until(lambda: readiness()[0] == 503 and "storage" in readiness()[1], 30)
+            # The window ends (the platform shortens it) on a full disk: its revert waits,
+            # and readiness says why.
+            platform.set_templates([manual_template(started, datetime.now(UTC))])
+            wait_until(
+                lambda: readiness()[0] == 503 and "storage" in readiness()[1],
+                30,
+                explain=lambda: f"readiness {readiness()}, min replicas {min_replicas()}",
+            )
             assert min_replicas() == 4
             assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
             assert agent.poll() is None
