@@ -7,6 +7,7 @@ another process, locked or unreadable; the cluster or stdout failed).
 
 from __future__ import annotations
 
+import os
 import sys
 
 OK = 0
@@ -25,3 +26,13 @@ class Failure(Exception):
         """Print the line and return the exit code."""
         print(f"moonin-agent: {self}", file=sys.stderr)
         return self.code
+
+
+def unusable_queue(exc: Exception) -> Failure:
+    """Exit 1, in one line, for a queue directory the agent cannot use: taken by another
+    process, or a file in it that cannot be opened (a directory where `disk-reserve` or a
+    state file belongs). An OSError names the file, not the whole path."""
+    if isinstance(exc, OSError) and exc.filename:
+        name = os.path.basename(exc.filename)
+        return Failure(f"QUEUE_DIR: cannot use {name}: {exc.strerror or exc}", FAILED)
+    return Failure(exc, FAILED)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agent import allocator, exits
-from agent.config import Settings, split_host_port
+from agent.config import Settings, misspelt_variables, split_host_port
 from agent.delivery import Delivery, open_delivery
 from agent.health_server import HealthServer
 from agent.health_watch import HealthWatch
@@ -49,6 +49,9 @@ def run(
     dry_run: bool = False,
 ) -> int:
     token = _set_up_process(settings)
+    for variable, meant in misspelt_variables(os.environ):
+        # Only the name: the value may be the very secret it was meant to carry.
+        log.warning("setting_name_misspelt", variable=variable, did_you_mean=meant)
     try:
         target, kube = _clusters(settings, kubeconfig=kubeconfig, context=context)
         stop = StopSignal.install()
@@ -159,8 +162,8 @@ def _start(
     metrics = AgentMetrics()
     try:
         delivery = open_delivery(settings, token, observe=metrics.observe_request)
-    except (QueueDirectoryBusy, QueueFileError) as exc:
-        raise exits.Failure(exc, exits.FAILED) from None
+    except (QueueDirectoryBusy, QueueFileError, OSError) as exc:
+        raise exits.unusable_queue(exc) from None
     try:
         roles = build_roles(settings, delivery, target=target, kube=kube, dry_run=dry_run)
         watch = HealthWatch(
@@ -174,8 +177,17 @@ def _start(
         raise
     server.start()
     delivery.start()
-    for role in roles:
-        role.start()
+    started: list[Role] = []
+    try:
+        for role in roles:
+            role.start()  # discovery opens the collector's state file beside the outbox
+            started.append(role)
+    except (QueueFileError, OSError) as exc:
+        for role in started:
+            role.stop()
+        delivery.stop(drain_seconds=0)
+        server.stop()
+        raise exits.unusable_queue(exc) from None
     watch.start()
     running.set()
     return _Process(delivery, roles, watch, server, running)

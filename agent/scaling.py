@@ -70,8 +70,10 @@ def revert_all_now(
         try:
             delivery = open_delivery(settings, token)
             store = Store(Path(settings.queue_dir) / FILE_NAME)
-        except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
-            return exits.Failure(exc, exits.FAILED).report()
+        except (QueueDirectoryBusy, QueueFileError, sqlite3.Error, OSError) as exc:
+            if delivery is not None:
+                delivery.stop(drain_seconds=0)
+            return exits.unusable_queue(exc).report()
         delivery.start()
         target = KubeApi(kube, deadline_seconds=settings.kube_deadline_seconds)
         outbox = delivery.outbox[SCALING]

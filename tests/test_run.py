@@ -61,7 +61,11 @@ def fill(queue_dir: Path, count: int) -> None:
 
 
 def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    env = {"PATH": os.environ.get("PATH", ""), "QUEUE_DIR": str(tmp_path), "CLUSTER_TOKEN": "t"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "QUEUE_DIR": str(tmp_path),
+        "CLUSTER_TOKEN": "tok-3f9a1c77e2b84d05",
+    }
     result = run_cli("run", "--role", "discovery", env=env)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
