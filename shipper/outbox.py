@@ -177,6 +177,13 @@ class StreamOutbox:
             self.reporter.set(Health.healthy())
 
     @property
+    def epoch(self) -> str:
+        """The file's identity: a file created anew (first start, emptied, deleted or
+        quarantined) has a new one, so a producer can tell its puts went into another file."""
+        with self._lock:
+            return self._meta["epoch"]
+
+    @property
     def resync_needed(self) -> bool:
         with self._lock:
             return self._meta.get("resync_needed") == "1"

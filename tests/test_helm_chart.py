@@ -311,7 +311,7 @@ def test_scaling_and_the_uninstall_hook_hold_nothing_on_secrets(
 
 def test_scaling_holds_what_applying_and_reverting_windows_needs(default: Rendered) -> None:
     rules = rules_of(default, f"{RELEASE}-scaling")
-    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "apps", "deployments") == {"get", "list", "patch"}
     assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
         "get",
         "list",
@@ -732,7 +732,7 @@ def test_the_uninstall_hook_holds_what_scale_to_zero_and_revert_all_call(
         "patch",
         "delete",
     }
-    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "apps", "deployments") == {"get", "list", "patch"}
     assert _grants(rules, "", "events") == {"create"}
 
 
