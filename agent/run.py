@@ -57,7 +57,7 @@ def run(
         stop = StopSignal.install()
         process = _start(settings, token, target=target, kube=kube, dry_run=dry_run)
     except exits.Failure as exc:
-        if exc.code != exits.BAD_CONFIGURATION:
+        if exc.code != exits.CANNOT_START:
             log.error("startup_failed", error=str(exc))
         return exc.report()
     log.info(
@@ -96,7 +96,7 @@ def _clusters(
 
             kube = official.api_client(target)
     except KubeConfigError as exc:
-        raise exits.Failure(exc, exits.BAD_CONFIGURATION) from None
+        raise exits.Failure(exc, exits.CANNOT_START) from None
     return target, kube
 
 
@@ -213,5 +213,5 @@ def _health_server(
         )
     except OSError as exc:
         raise exits.Failure(
-            f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}", exits.FAILED
+            f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}", exits.CANNOT_START
         ) from None

@@ -59,7 +59,7 @@ def revert_all_now(
         # The cluster `run` would pick, by the same rule (kube/__init__.py).
         kube = official.api_client(load_target(os.environ, kubeconfig=kubeconfig, context=context))
     except KubeConfigError as exc:
-        return exits.Failure(exc, exits.BAD_CONFIGURATION).report()
+        return exits.Failure(exc, exits.CANNOT_START).report()
     delivery = None
     outbox: EventSink
     if dry_run:

@@ -231,7 +231,7 @@ def test_a_directory_where_a_queue_file_belongs_is_one_line_not_a_traceback(
     (queue / in_the_way).mkdir(parents=True)
     env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), LEADER_ELECTION="false")
     result = run_cli(*command, env=env)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and in_the_way in lines[0]
