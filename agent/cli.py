@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    return exits.Failure(message, exits.BAD_CONFIGURATION).report()
+    return exits.Failure(message, exits.CANNOT_START).report()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -30,7 +30,6 @@ anyway (say, pasted into the wrong variable) has it replaced.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -46,9 +45,10 @@ from agent.values import Raw, describe
 from collector.heartbeat import INTERVAL_SECONDS as HEARTBEAT_SECONDS
 from collector.settings import CollectorSettings
 from kube.api import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
-from shipper.client import ApiSettings, checked_base_url
+from shipper.client import ApiSettings, checked_base_url, shown_url
 from shipper.outbox import Bounds
 from shipper.shipper import ShipperSettings
+from shipper.token import MIN_TOKEN_CHARS, token_problem
 
 Role = Literal["discovery", "scaling", "all"]
 Stream = Literal["discovery", "scaling"]
@@ -66,11 +66,11 @@ DEFAULT_API_URLS: dict[Stream, str] = {
 
 # What messages call the file, whatever its path: the chart mounts it as config.yaml.
 FILE_LABEL = "config.yaml"
-# Visible ASCII only: anything else cannot travel in an HTTP header.
-_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 # Project and cluster ids go into URL paths and request bodies.
 _IDENTIFIER = re.compile(r"[\x21-\x7e]{1,256}")
 _IDENTIFIER_FORBIDDEN = frozenset("/?#%")
+# What a setting's name in config.yaml looks like.
+_SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _TOKEN_FILE_LIMIT = 64 * 1024
 _REDACTED = "[REDACTED]"
 
@@ -126,11 +126,16 @@ class Settings:
         return ROLE_STREAMS[self.role]
 
     def __repr__(self) -> str:
-        # Settings end up in logs and tracebacks; the token must not.
+        # Settings end up in logs and tracebacks; the token and a URL's path must not.
         shown = []
         for item in fields(self):
             value = getattr(self, item.name)
-            text = repr(_REDACTED) if item.name == "token" and value is not None else repr(value)
+            if item.name == "token" and value is not None:
+                text = repr(_REDACTED)
+            elif item.name.endswith("_api_url") and value is not None:
+                text = repr(shown_url(value))
+            else:
+                text = repr(value)
             shown.append(f"{item.name}={text}")
         return f"Settings({', '.join(shown)})"
 
@@ -206,15 +211,25 @@ def _health_addr(raw: Raw) -> str:
     return addr
 
 
-# Bounds, each named once where several settings share it or it needs a reason.
+# Bounds: every number has a floor and a ceiling a real deployment could want; named once
+# where several settings share them. A period's floor keeps its loop from spinning.
 # One call to an API, Moonin's or Kubernetes', other than a watch.
-_CALL_DEADLINE = values.seconds(maximum=600, positive=True)
-# A period of the agent's own loops.
-_PERIOD = values.seconds(maximum=3600, positive=True)
-_HOUR = values.seconds(maximum=3600)
-_MONTH = values.seconds(maximum=30 * 86400)
+_CALL_DEADLINE = values.seconds(minimum=1, maximum=600)
+_HOUR = values.seconds(minimum=0, maximum=3600)
 # An API answer is held whole while it is decoded: it must fit the pod's memory.
 _ANSWER_BYTES = values.integer(minimum=64 * 1024, maximum=64 * 1024 * 1024)
+# A batch is one POST body and one queue chunk: at least a large object, at most what a
+# proxy in front of the platform lets through.
+_BATCH_RECORDS = values.integer(minimum=10, maximum=10_000)
+_BATCH_BYTES = values.integer(minimum=64 * 1024, maximum=16 * 1024 * 1024)
+# The outbox: below the floor it drops at once, past the ceiling no volume holds it.
+_QUEUE_RECORDS = values.integer(minimum=1000, maximum=10_000_000)
+_QUEUE_BYTES = values.integer(minimum=1024 * 1024, maximum=64 * 1024**3)
+# Tests and demos reconcile every fraction of a second; a cluster every few seconds.
+_RECONCILE_PERIOD = values.seconds(minimum=0.1, maximum=3600)
+_HEARTBEAT_PERIOD = values.seconds(minimum=1, maximum=3600)
+# Each round lists every resource again.
+_ANTI_ENTROPY_PERIOD = values.seconds(minimum=600, maximum=30 * 86400, zero_is_off=True)
 
 # Checked in this order; the first bad one stops start-up.
 SETTINGS: tuple[Setting, ...] = (
@@ -255,18 +270,19 @@ SETTINGS: tuple[Setting, ...] = (
     # the outbox directory (one process per directory)
     Setting("queue_dir", "QUEUE_DIR", "queue_dir", values.path),
     # outbox bound per stream, in records
-    Setting("queue.max_records", "QUEUE_MAX_RECORDS", "queue_max_records", values.integer()),
+    Setting("queue.max_records", "QUEUE_MAX_RECORDS", "queue_max_records", _QUEUE_RECORDS),
     # outbox bound per stream, in bytes; keep it below the volume's size limit
-    Setting("queue.max_bytes", "QUEUE_MAX_BYTES", "queue_max_bytes", values.integer()),
+    Setting("queue.max_bytes", "QUEUE_MAX_BYTES", "queue_max_bytes", _QUEUE_BYTES),
     # records per POST (and per queue chunk)
-    Setting(
-        "shipping.batch_max_records", "BATCH_MAX_RECORDS", "batch_max_records", values.integer()
-    ),
+    Setting("shipping.batch_max_records", "BATCH_MAX_RECORDS", "batch_max_records", _BATCH_RECORDS),
     # bytes per POST before gzip (and per queue chunk)
-    Setting("shipping.batch_max_bytes", "BATCH_MAX_BYTES", "batch_max_bytes", values.integer()),
+    Setting("shipping.batch_max_bytes", "BATCH_MAX_BYTES", "batch_max_bytes", _BATCH_BYTES),
     # how long a part-full batch waits for more
     Setting(
-        "shipping.linger_seconds", "LINGER_SECONDS", "linger_seconds", values.seconds(maximum=60)
+        "shipping.linger_seconds",
+        "LINGER_SECONDS",
+        "linger_seconds",
+        values.seconds(minimum=0, maximum=60),
     ),
     # how long SIGTERM keeps shipping before exit
     Setting("shutdown_ship_seconds", "SHUTDOWN_SHIP_SECONDS", "shutdown_ship_seconds", _HOUR),
@@ -277,15 +293,18 @@ SETTINGS: tuple[Setting, ...] = (
         "reconcile_interval_seconds",
         "RECONCILE_INTERVAL_SECONDS",
         "reconcile_interval_seconds",
-        _PERIOD,
+        _RECONCILE_PERIOD,
     ),
     # ask the cloud's metadata endpoints (unset or auto: in a pod)
     Setting("cloud_metadata", "CLOUD_METADATA", "cloud_metadata", values.auto_flag),
     # discovery heartbeat (and cluster metadata) period
-    Setting("heartbeat_seconds", "HEARTBEAT_SECONDS", "heartbeat_seconds", _PERIOD),
+    Setting("heartbeat_seconds", "HEARTBEAT_SECONDS", "heartbeat_seconds", _HEARTBEAT_PERIOD),
     # discovery re-sends everything with snapshots this often (0: never)
     Setting(
-        "collection.anti_entropy_seconds", "ANTI_ENTROPY_SECONDS", "anti_entropy_seconds", _MONTH
+        "collection.anti_entropy_seconds",
+        "ANTI_ENTROPY_SECONDS",
+        "anti_entropy_seconds",
+        _ANTI_ENTROPY_PERIOD,
     ),
     # total time of one Kubernetes call other than a watch
     Setting(
@@ -304,6 +323,9 @@ _ENVIRONMENT_ONLY = {
     "discovery_api_url": "DISCOVERY_API_URL",
     "scaling_api_url": "SCALING_API_URL",
 }
+# Variables Kubernetes gives every pod: the API server's address and each Service's links
+# (`<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_8080_TCP_ADDR`, ...).
+_FOREIGN_VARIABLE = re.compile(r"KUBERNETES_\w*|\w+_SERVICE_(HOST|PORT)\w*|\w+_PORT(_\w+)?")
 # Every environment variable the configuration reads (what the demo's agent must not inherit).
 ENVIRONMENT = frozenset(
     {s.env for s in SETTINGS if s.env is not None} | {*_ENVIRONMENT_ONLY.values(), "CONFIG_FILE"}
@@ -344,6 +366,46 @@ def _token_scrubbed(environ: Mapping[str, str]) -> Iterator[None]:
         raise ConfigError(_scrub(str(e), _token_values(environ))) from None
 
 
+def misspelt_variables(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(variable, the setting it likely meant) for each variable a typo away from one of
+    ours, which would otherwise be ignored without a word. The values are not looked at.
+
+    A letter swap counts as one edit. Names other software puts into every pod (the API
+    server's address, a Service's links) are not ours to judge."""
+    found = []
+    for name in sorted(environ):
+        if name in ENVIRONMENT or _FOREIGN_VARIABLE.fullmatch(name):
+            continue
+        meant = _likely_meant(name, ENVIRONMENT)
+        if meant is not None:
+            found.append((name, meant))
+    return found
+
+
+def _likely_meant(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` is a typo of: one edit away (two from 12 characters on)."""
+    for candidate in sorted(known):
+        allowed = 1 if len(candidate) < 12 else 2
+        if abs(len(name) - len(candidate)) <= allowed and _edits(name, candidate) <= allowed:
+            return candidate
+    return None
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours turning `a` into `b`."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, start=1):
+        current = [i]
+        for j, other in enumerate(b, start=1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
 def api_url_for(settings: Settings, stream: Stream) -> str:
     """Base URL of `stream`'s API. ValueError if this role does not ship that stream."""
     if stream not in ROLE_STREAMS["all"]:
@@ -363,7 +425,7 @@ def split_host_port(addr: str) -> tuple[str, int]:
     if not sep or not port.isascii() or not port.isdigit():
         raise ValueError("expected host:port, like 0.0.0.0:8080")
     if int(port) > 65535:
-        raise ValueError(f"port must be between 0 and 65535, got {port}")
+        raise ValueError("port must be between 0 and 65535")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host or "[" in host or "]" in host:
@@ -520,9 +582,11 @@ def _check_file_key(key: object) -> None:
             f"{FILE_LABEL}: {key}: not read from {FILE_LABEL}; "
             f"set {_ENVIRONMENT_ONLY[key]} in the environment"
         )
-    close = difflib.get_close_matches(key, sorted(FILE_KEYS), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    raise ConfigError(f"{FILE_LABEL}: unknown setting {describe(key)}{hint}")
+    meant = _likely_meant(key, FILE_KEYS)
+    hint = f" (did you mean {meant}?)" if meant else ""
+    # A name is shown when it looks like one; anything else could be a value pasted there.
+    shown = f'"{key}"' if _SETTING_NAME.fullmatch(key) else describe(key)
+    raise ConfigError(f"{FILE_LABEL}: unknown setting {shown}{hint}")
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -541,11 +605,8 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 def _token(src: _Sources) -> tuple[str | None, str | None]:
     # Neither the value nor the file's path or content goes into a message.
     token = src.env("CLUSTER_TOKEN")
-    if token is not None and not _HEADER_SAFE.fullmatch(token):
-        raise ConfigError(
-            "CLUSTER_TOKEN: holds whitespace, control or non-ASCII characters that cannot be "
-            "sent in an HTTP header (value not shown)"
-        )
+    if token is not None and (problem := token_problem(token)) is not None:
+        raise ConfigError(f"CLUSTER_TOKEN: {problem} (value not shown)")
     token_file = src.env("CLUSTER_TOKEN_FILE")
     if token_file is not None:
         _check_token_file(token_file)
@@ -572,11 +633,8 @@ def _check_token_file(path: str) -> None:
         raise ConfigError("CLUSTER_TOKEN_FILE: is not UTF-8 text") from None
     if not token:
         raise ConfigError("CLUSTER_TOKEN_FILE: the file is empty")
-    if not _HEADER_SAFE.fullmatch(token):
-        raise ConfigError(
-            "CLUSTER_TOKEN_FILE: holds whitespace, control or non-ASCII characters that "
-            "cannot be sent in an HTTP header (content not shown)"
-        )
+    if (problem := token_problem(token)) is not None:
+        raise ConfigError(f"CLUSTER_TOKEN_FILE: {problem} (content not shown)")
 
 
 def _token_values(environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -593,7 +651,8 @@ def _token_values(environ: Mapping[str, str]) -> tuple[str, ...]:
         except OSError:
             content = ""
         values += [content, content.strip()]
-    return tuple(value for value in values if value)
+    # As the log redactor: a shorter value is refused anyway, and would blank ordinary words.
+    return tuple(value for value in values if len(value) >= MIN_TOKEN_CHARS)
 
 
 def _scrub(message: str, secrets: tuple[str, ...]) -> str:

@@ -51,7 +51,7 @@ EXIT_NO_SANDBOX = 2
 EXIT_INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
 NO_SANDBOX = "moonin-agent: the demo needs the sandbox extra: pip install 'moonin-agent[sandbox]'"
 
-PROJECT_ID, CLUSTER_ID, TOKEN = "demo-project", "demo-cluster", "demo-token"
+PROJECT_ID, CLUSTER_ID, TOKEN = "demo-project", "demo-cluster", "demo-token-0c5f9e2a"
 TEMPLATE_ID, ACTION_ID = "t-1", "a-1"
 WINDOW_MIN, WINDOW_MAX = 4, 20
 WINDOW_SECONDS = 20

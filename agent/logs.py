@@ -11,7 +11,10 @@ Secrets: `configure_logging` takes a callable returning the secret strings (ever
 value held so far). It is called for every event, so a rotated token is hidden from its
 first use. Each occurrence in a field value, in nested dicts and lists, and in the rendered
 traceback becomes `[REDACTED]`; so does the whole value of any key whose name mentions a
-token, secret, password, credential or authorization. Records of the standard `logging`
+token, secret, password, credential or authorization. A value shorter than a cluster token
+may be (`MIN_TOKEN_CHARS`) is not searched for: it cannot be told from ordinary text, and
+hiding it would blank every word that contains it (the configuration refuses such a token
+anyway). Records of the standard `logging`
 module (persist-queue, httpx, the Kubernetes client) at WARNING and above are forwarded
 into the same pipeline, so they are redacted and rendered the same way; httpx and httpcore
 are held at WARNING since they log request URLs at INFO.
@@ -32,6 +35,8 @@ from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from shipper.token import MIN_TOKEN_CHARS
 
 REDACTED = "[REDACTED]"
 
@@ -116,7 +121,11 @@ class SecretRedactor:
 
     def _current(self) -> tuple[str, ...]:
         try:
-            values = {value for value in self._secrets() if isinstance(value, str) and value}
+            values = {
+                value
+                for value in self._secrets()
+                if isinstance(value, str) and len(value) >= MIN_TOKEN_CHARS
+            }
         except Exception:
             return self._last  # a failing source must not stop logging, nor unhide the old token
         # Longest first, so a secret that contains another one goes as a whole.

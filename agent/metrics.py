@@ -7,7 +7,9 @@ module turns them into metrics when `/metrics` is scraped:
 - every counter of every reporter: `moonin_agent_<component>_<counter>_total`, where an
   informer's resource, a shipper's or an outbox's stream become a label
   (`moonin_agent_informer_relists_total{resource="pods"}`,
-  `moonin_agent_shipper_records_shipped_total{stream="discovery"}`);
+  `moonin_agent_shipper_records_shipped_total{stream="discovery"}`); a counter named
+  `<counter>/<reason>` is `moonin_agent_<counter>_total` with a `reason` label too, whatever
+  its component (`moonin_agent_objects_skipped_total{resource="pods",reason="unstorable"}`);
 - `moonin_agent_component_healthy{component}` (1 or 0), and the queue of each stream:
   `moonin_agent_queue_records`, `_queue_bytes`, `_queue_oldest_age_seconds`,
   `_queue_dead_letters`, `_queue_resync_needed`;
@@ -92,15 +94,17 @@ class _Snapshots(Collector):
             label = _LABEL_OF_KIND.get(kind)
             stem = kind if label else snapshot.component.replace(".", "_")
             for counter, value in sorted(snapshot.counters.items()):
-                metric_name = f"{PREFIX}_{stem}_{counter}"
+                counter, _, reason = counter.partition("/")
+                metric_name = f"{PREFIX}_{counter}" if reason else f"{PREFIX}_{stem}_{counter}"
+                labels = ([label] if label else []) + (["reason"] if reason else [])
                 family = counters.get(metric_name)
                 if family is None:
                     family = counters[metric_name] = CounterMetricFamily(
                         metric_name,
                         f"{counter.replace('_', ' ')} ({stem} components)",
-                        labels=[label] if label else [],
+                        labels=labels,
                     )
-                family.add_metric([name] if label else [], value)
+                family.add_metric(([name] if label else []) + ([reason] if reason else []), value)
         yield healthy
         yield from counters.values()
         yield from self._queue_gauges()

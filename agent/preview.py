@@ -75,7 +75,7 @@ def preview(
     try:
         target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
     except KubeConfigError as exc:
-        return exits.Failure(str(exc), exits.BAD_CONFIGURATION).report()
+        return exits.Failure(str(exc), exits.CANNOT_START).report()
     api = KubeApi(target)
     collector = Collector(
         api,

@@ -73,9 +73,11 @@ def build_roles(
     except (ConfigError, ValueError) as exc:
         # ConfigError names its setting; the scaling role's globs raise plain ValueError.
         where = "" if isinstance(exc, ConfigError) else "IGNORE_RESOURCES: "
-        raise exits.Failure(f"{where}{exc}", exits.BAD_CONFIGURATION) from None
+        raise exits.Failure(f"{where}{exc}", exits.CANNOT_START) from None
     except sqlite3.Error as exc:  # the scaling store: locked, read-only, disk full
-        raise exits.Failure(f"scaling store in {settings.queue_dir}: {exc}", exits.FAILED) from None
+        raise exits.Failure(
+            f"scaling store in {settings.queue_dir}: {exc}", exits.CANNOT_START
+        ) from None
     return roles
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agent import allocator, exits
-from agent.config import Settings, split_host_port
+from agent.config import Settings, misspelt_variables, split_host_port
 from agent.delivery import Delivery, open_delivery
 from agent.health_server import HealthServer
 from agent.health_watch import HealthWatch
@@ -49,12 +49,15 @@ def run(
     dry_run: bool = False,
 ) -> int:
     token = _set_up_process(settings)
+    for variable, meant in misspelt_variables(os.environ):
+        # Only the name: the value may be the very secret it was meant to carry.
+        log.warning("setting_name_misspelt", variable=variable, did_you_mean=meant)
     try:
         target, kube = _clusters(settings, kubeconfig=kubeconfig, context=context)
         stop = StopSignal.install()
         process = _start(settings, token, target=target, kube=kube, dry_run=dry_run)
     except exits.Failure as exc:
-        if exc.code != exits.BAD_CONFIGURATION:
+        if exc.code != exits.CANNOT_START:
             log.error("startup_failed", error=str(exc))
         return exc.report()
     log.info(
@@ -93,7 +96,7 @@ def _clusters(
 
             kube = official.api_client(target)
     except KubeConfigError as exc:
-        raise exits.Failure(exc, exits.BAD_CONFIGURATION) from None
+        raise exits.Failure(exc, exits.CANNOT_START) from None
     return target, kube
 
 
@@ -159,8 +162,8 @@ def _start(
     metrics = AgentMetrics()
     try:
         delivery = open_delivery(settings, token, observe=metrics.observe_request)
-    except (QueueDirectoryBusy, QueueFileError) as exc:
-        raise exits.Failure(exc, exits.FAILED) from None
+    except (QueueDirectoryBusy, QueueFileError, OSError) as exc:
+        raise exits.unusable_queue(exc) from None
     try:
         roles = build_roles(settings, delivery, target=target, kube=kube, dry_run=dry_run)
         watch = HealthWatch(
@@ -174,8 +177,17 @@ def _start(
         raise
     server.start()
     delivery.start()
-    for role in roles:
-        role.start()
+    started: list[Role] = []
+    try:
+        for role in roles:
+            role.start()  # discovery opens the collector's state file beside the outbox
+            started.append(role)
+    except (QueueFileError, OSError) as exc:
+        for role in started:
+            role.stop()
+        delivery.stop(drain_seconds=0)
+        server.stop()
+        raise exits.unusable_queue(exc) from None
     watch.start()
     running.set()
     return _Process(delivery, roles, watch, server, running)
@@ -201,5 +213,5 @@ def _health_server(
         )
     except OSError as exc:
         raise exits.Failure(
-            f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}", exits.FAILED
+            f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}", exits.CANNOT_START
         ) from None

@@ -59,7 +59,7 @@ def revert_all_now(
         # The cluster `run` would pick, by the same rule (kube/__init__.py).
         kube = official.api_client(load_target(os.environ, kubeconfig=kubeconfig, context=context))
     except KubeConfigError as exc:
-        return exits.Failure(exc, exits.BAD_CONFIGURATION).report()
+        return exits.Failure(exc, exits.CANNOT_START).report()
     delivery = None
     outbox: EventSink
     if dry_run:
@@ -70,8 +70,10 @@ def revert_all_now(
         try:
             delivery = open_delivery(settings, token)
             store = Store(Path(settings.queue_dir) / FILE_NAME)
-        except (QueueDirectoryBusy, QueueFileError, sqlite3.Error) as exc:
-            return exits.Failure(exc, exits.FAILED).report()
+        except (QueueDirectoryBusy, QueueFileError, sqlite3.Error, OSError) as exc:
+            if delivery is not None:
+                delivery.stop(drain_seconds=0)
+            return exits.unusable_queue(exc).report()
         delivery.start()
         target = KubeApi(kube, deadline_seconds=settings.kube_deadline_seconds)
         outbox = delivery.outbox[SCALING]

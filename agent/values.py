@@ -3,12 +3,16 @@
 A parser takes the value the user gave (`Raw`: a string from the environment, or whatever
 YAML made of the config.yaml entry, with the name a message uses for it) and returns the
 checked value, or raises `ConfigError` with one line, `<SETTING>: <what is wrong>`. The
-factories (`integer`, `seconds`) bind a setting's bounds once, where it is declared.
+factories (`integer`, `seconds`) bind a setting's bounds once, where it is declared; their
+parsers carry those bounds as `shown_range`, the text the README's settings table gives.
+
+A message never repeats what the user gave: a token pasted into the wrong variable, or a
+URL holding a key, would reach the logs of whoever runs the agent. It says what was
+expected and what kind of value, of what length, was given (`describe`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import ssl
@@ -22,7 +26,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
-_SHOWN_CHARS = 60
 
 
 class ConfigError(Exception):
@@ -49,25 +52,38 @@ def error(raw: Raw, problem: str) -> ConfigError:
 
 
 def describe(value: object) -> str:
-    """A short, one-line rendering of what the user gave, for messages."""
+    """What kind of value the user gave, for messages: never the value itself."""
     if isinstance(value, str):
-        text = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "..."
-        return json.dumps(text)
+        return f"{len(value)} character{'' if len(value) == 1 else 's'} (not shown)"
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
+        return "a boolean"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a number with a fraction" if math.isfinite(value) else "an infinite number"
     if isinstance(value, list | tuple):
-        return "a list"
+        return f"a list of {len(value)}"
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
 
 
-def integer(*, minimum: int = 1, maximum: int | None = None) -> Parser:
-    """A whole number within the bounds."""
+@dataclass(frozen=True)
+class Bounded:
+    """A parser of numbers between two bounds; `shown_range` is how the README writes them."""
+
+    parse: Callable[[Raw], Any]
+    shown_range: str
+
+    def __call__(self, raw: Raw) -> Any:
+        return self.parse(raw)
+
+
+def integer(*, minimum: int, maximum: int) -> Bounded:
+    """A whole number from `minimum` to `maximum`."""
+    shown = f"{minimum} to {maximum}"
 
     def parse(raw: Raw) -> int:
         value = raw.value
@@ -80,18 +96,20 @@ def integer(*, minimum: int = 1, maximum: int | None = None) -> Parser:
             except ValueError:
                 number = None
         if number is None:
-            raise error(raw, f"expected an integer, got {describe(value)}")
-        if number < minimum:
-            raise error(raw, f"must be at least {minimum}, got {number}")
-        if maximum is not None and number > maximum:
-            raise error(raw, f"must be at most {maximum}, got {number}")
+            raise error(raw, f"expected an integer from {shown}, got {describe(value)}")
+        if not minimum <= number <= maximum:
+            raise error(raw, f"must be from {shown}, got {_side(number, minimum)}")
         return number
 
-    return parse
+    return Bounded(parse, shown)
 
 
-def seconds(*, maximum: float, positive: bool = False) -> Parser:
-    """A duration in seconds, not negative (above 0 when `positive`), at most `maximum`."""
+def seconds(*, minimum: float, maximum: float, zero_is_off: bool = False) -> Bounded:
+    """A duration in seconds from `minimum` to `maximum`; also 0 when `zero_is_off`.
+
+    The floor keeps a period from turning a loop into a busy one (a heartbeat every
+    millisecond), the ceiling keeps a typo from silencing it for years."""
+    shown = f"{_plain(minimum)} to {_plain(maximum)}" + (", or 0 (off)" if zero_is_off else "")
 
     def parse(raw: Raw) -> float:
         value = raw.value
@@ -104,16 +122,24 @@ def seconds(*, maximum: float, positive: bool = False) -> Parser:
             except ValueError:
                 number = None
         if number is None or not math.isfinite(number):
-            raise error(raw, f"expected a number of seconds, got {describe(value)}")
-        if positive and number <= 0:
-            raise error(raw, f"must be greater than 0, got {describe(value)}")
-        if number < 0:
-            raise error(raw, f"must not be negative, got {describe(value)}")
-        if number > maximum:
-            raise error(raw, f"must be at most {maximum:g}, got {describe(value)}")
+            raise error(raw, f"expected a number of seconds from {shown}, got {describe(value)}")
+        if zero_is_off and number == 0:
+            return 0.0
+        if not minimum <= number <= maximum:
+            raise error(raw, f"must be from {shown}, got {_side(number, minimum)}")
         return number
 
-    return parse
+    return Bounded(parse, shown)
+
+
+def _plain(number: float) -> str:
+    """`2592000`, `0.1`: as a person writes it, never `2.592e+06`."""
+    return str(int(number)) if number == int(number) else str(number)
+
+
+def _side(number: float, minimum: float) -> str:
+    # Which side of the range, not the number: a pasted secret can be all digits.
+    return "less" if number < minimum else "more"
 
 
 def flag(raw: Raw) -> bool:
@@ -177,9 +203,9 @@ def names(raw: Raw) -> tuple[str, ...]:
         items = [_list_item(raw, index, item) for index, item in enumerate(value, start=1)]
     else:
         raise error(raw, f"expected a list of strings, got {describe(value)}")
-    for item in items:
+    for index, item in enumerate(items, start=1):
         if any(char.isspace() for char in item):
-            raise error(raw, f"entry {describe(item)} contains whitespace")
+            raise error(raw, f"entry {index} contains whitespace")
     return tuple(dict.fromkeys(items))  # drop repeats, keep the order
 
 
@@ -191,25 +217,25 @@ def _list_item(raw: Raw, index: int, item: object) -> str:
 
 def resource_globs(raw: Raw) -> tuple[str, ...]:
     globs = names(raw)
-    for entry in globs:
+    for index, entry in enumerate(globs, start=1):
         try:
             resource_glob.parse(entry)  # the one reading of a glob, every role's
         except ValueError as exc:
-            raise error(raw, f"entry {describe(entry)}: {exc}") from None
+            raise error(raw, f"entry {index}: {exc}") from None
     return globs
 
 
 def ca_bundle(raw: Raw) -> str:
-    """A PEM file of CAs that Python's TLS can load."""
+    """A PEM file of CAs that Python's TLS can load; messages name the setting, not the path."""
     file = path(raw)
     if not os.path.exists(file):
-        raise error(raw, f"{file} does not exist")
+        raise error(raw, "the file does not exist")
     if not os.path.isfile(file):
-        raise error(raw, f"{file} is not a file")
+        raise error(raw, "is not a file")
     try:
         ssl.create_default_context(cafile=file)
     except ssl.SSLError as e:  # before OSError: it is one
-        raise error(raw, f"{file} holds no usable PEM certificate ({e.reason or e})") from None
+        raise error(raw, f"holds no usable PEM certificate ({e.reason or 'unreadable'})") from None
     except OSError as e:
-        raise error(raw, f"cannot read {file} ({e.strerror or e})") from None
+        raise error(raw, f"cannot be read ({e.strerror or 'error'})") from None
     return file

@@ -41,7 +41,7 @@ from shipper.records import DISCOVERY, Record, encode, new_id, utc_timestamp
 from shipper.shipper import ShipperSettings, StreamShipper
 from shipper.token import TokenSource
 
-TOKEN = "bench-token"
+TOKEN = "bench-token-5e8a1c"
 BATCH = 500
 
 

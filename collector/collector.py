@@ -55,7 +55,6 @@ from collector.normalize.node import Node
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.resync import AfterRollback, AntiEntropy, Resync
-from collector.sanitize import truncate
 from collector.settings import CollectorSettings
 from collector.sink import SourceSink, Stale, Wiring
 from collector.snapshots import Snapshots
@@ -154,6 +153,7 @@ class Collector:
                 sink,
                 settings=settings.informer,
                 page_gate=pages,
+                list_budget_seconds=settings.warm_up_timeout_seconds,
             )
         self.informers = list(by_resource.values())
         by_plural = {informer.resource.plural: informer for informer in self.informers}
@@ -383,8 +383,7 @@ class Collector:
             denied = self._logs_denied.pop(ns, None)
         if denied is not None:
             log.info("job_logs_allowed", namespace=ns)
-        found = text.decode("utf-8", errors="replace").splitlines()[-lines:]
-        return [truncate(line, job_execution.MAX_LOG_LINE_BYTES) for line in found]
+        return job_execution.log_lines(text, lines)
 
     def _log_read(self, job_key: str) -> None:
         """A failed Job's log was read: its record is built again, with it."""

@@ -10,7 +10,9 @@ plugin); what those formats fix is kept (probe kind and failure class, HTTP stat
 gRPC status, volume, Secret, ConfigMap and claim names, quota names and amounts, webhook
 names), an exec probe's output and a hook's command go whole, and the rest goes through
 the change-cause filter (`collector.sanitize.change_cause`): plain words stay, quoted
-values, assignments and what follows them become `[REDACTED]`.
+values, assignments and what follows them become `[REDACTED]`. Whatever comes out then goes
+through the free-text redactor (`collector.redact`) like every other free-text field:
+credentials in URLs, headers, token formats, `-pVALUE`, and an admission denial's reason.
 
 client-go's event correlator merges ten Events of one object and reason that differ only in
 their message, within ten minutes, into one Event of its own whose message is the latest
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import re
 
-from collector.sanitize import REDACTED, change_cause, truncate
+from collector import redact as free_text
+from collector.redact import REDACTED
+from collector.sanitize import change_cause
 
 # A Kubernetes object name (DNS subdomain); anything else in a name's place is not one.
 _NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
@@ -102,8 +106,8 @@ def redact(message: str | None) -> str:
     for pattern, rewrite in _FORMATS:
         found = pattern.fullmatch(text)
         if found is not None:
-            return truncate(prefix + rewrite(found))
-    return truncate(prefix + _free(text))
+            return free_text.text(prefix + rewrite(found))
+    return free_text.text(prefix + _free(text))
 
 
 def probe_kind(message: str | None) -> str | None:
@@ -202,7 +206,8 @@ def _create(found: re.Match[str]) -> str:
         )
     webhook = _WEBHOOK.search(error)
     if webhook is not None:
-        why = f": {_free(webhook['why'][1:].strip())}" if webhook["why"] else ""
+        # The reason, the webhook's own text, is masked whole by the redactor.
+        why = f": {REDACTED}" if webhook["why"] else ""
         return f"Error creating: admission webhook {_name(webhook['hook'])} denied the request{why}"
     forbidden = _FORBIDDEN.fullmatch(error)
     if forbidden is not None:

@@ -27,18 +27,38 @@ event or bookmark older than the version held (a lagging server) leaves it as it
 outright: the sink's state is then the list's. A 410 (an HTTP answer or an ERROR
 event) means the history is gone: the informer lists again and hands the sink the complete
 key set, from which it finds the objects that vanished meanwhile (the informer itself keeps
-no per-object state). A 403 disables this resource only: its health (`Health.forbidden`)
-and one log line name the permission the request needed (`kube.permission`: verb,
-group, resource, namespace or cluster scope); it is retried with full-jitter backoff up
-to `forbidden_retry_seconds`, from the start again once a list or watch works, so a fixed
-RBAC rule is picked up soon. Other failures back off with full jitter up to
-`backoff_max_seconds`.
+no per-object state). Relists are paced as client-go's reflector paces them: one after a
+healthy stretch (`relist_reset_seconds` since the last complete list) goes at once, one
+sooner waits, longer each time (a ceiling doubling from `backoff_initial_seconds` up to
+`relist_backoff_max_seconds`, the wait drawn between its half and itself), so a server that
+answers every watch with a 410 gets a list every 15-30 s, not hundreds a second. A paged list
+that will not end (`collector.list_end`: a continue token or an object given twice, more
+pages than `remainingItemCount` allowed, or more than `InformerSettings.max_list_pages`) is
+abandoned, counted (`lists_abandoned`) and retried with the same backoff. A list that has
+not completed within `list_budget_seconds` of being wanted (the collector gives its warm-up
+timeout) makes the informer's health not ready (`Health.not_ready`) while it keeps failing.
+
+A stream that ends inside a line (`kube.api` raises a `KubeError` without a status, as for
+a dropped connection) is a cut stream, never a bad object: a watch resumes from the
+resourceVersion held, a streaming list is listed in pages this once.
+
+A 403 disables this resource only: its health (`Health.forbidden`) and one log line name
+the permission the request needed (`kube.permission`: verb, group, resource, namespace or
+cluster scope); it is retried with full-jitter backoff up to `forbidden_retry_seconds`,
+from the start again once a list or watch works, so a fixed RBAC rule is picked up soon.
+Other failures back off with full jitter up to `backoff_max_seconds`.
 
 `list_once()` is the same list without the thread or the watch, for one-shot readers
 (`moonin-agent preview`): it raises what the list raises, and retries nothing.
 
 Raw JSON is decoded straight into the normalizer's msgspec Struct (any type with a
-`metadata: collector.model.ObjectMeta` field). What happens to objects is the sink's
+`metadata: collector.model.ObjectMeta` field). An object that cannot be used is skipped,
+not its page nor its informer (`collector.skips`): one that does not decode (a number past
+64 bits, JSON nested past the decoder's limit) is cut out of its list page or event
+(`collector.raw_json`) and the others decode on their own; one the sink cannot normalize or
+store raises `SkippedObject`. A skipped object's key still counts as listed, so what the
+platform had of it before stays; a page or an event that is not well-formed JSON remains an
+error of the answer, retried. What happens to objects is the sink's
 business; the informer only tells it what exists, what changed and what is gone.
 
 A full or failing disk under what the sink stores (`runtime.storage_errors`) is no crash
@@ -48,10 +68,12 @@ either: the informer is not ready, backs off as for other failures, and lists ag
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import threading
 import time
 import types
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -60,10 +82,13 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 import structlog
 
+from collector import raw_json, skips
+from collector.list_end import EndlessList, ListEnd
 from collector.model import ObjectMeta
 from collector.paging import PageSize
 from collector.resource_version import is_behind
 from collector.resources import METADATA_LIST, Resource
+from collector.skips import Identity, SkippedObject, Skips
 from kube.api import ANSWER_LIMIT, KubeApi
 from kube.errors import MESSAGE_LIMIT, Aborted, AnswerTooLarge, Forbidden, Gone, KubeError, TimedOut
 from runtime.backoff import Backoff
@@ -74,6 +99,7 @@ from shipper.records import utc_timestamp
 log = structlog.get_logger("collector.informer")
 
 T = TypeVar("T")
+R = TypeVar("R")
 T_contra = TypeVar("T_contra", contravariant=True)
 
 
@@ -81,10 +107,12 @@ class Sink(Protocol[T_contra]):
     """Where an informer reports. Called from the informer's thread only."""
 
     def apply(self, obj: T_contra) -> None:
-        """The object exists as given (a list item, ADDED or MODIFIED)."""
+        """The object exists as given (a list item, ADDED or MODIFIED). Raises
+        `collector.skips.SkippedObject` for one it cannot normalize or store."""
 
     def remove(self, obj: T_contra) -> None:
-        """The object was deleted (a DELETED event; `obj` is its last state)."""
+        """The object was deleted (a DELETED event; `obj` is its last state). Raises
+        `collector.skips.SkippedObject` like `apply`."""
 
     def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
         """A full list completed: `keys` is every object of the resource at that point, so
@@ -116,11 +144,26 @@ class InformerSettings:
     """The longest pause between two retries of a forbidden resource."""
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 60.0
+    relist_backoff_max_seconds: float = 30.0
+    """The longest wait before a relist that follows a list at once, or a list abandoned
+    (client-go's reflector: 30 s); the wait is at least half the backoff's ceiling."""
+    relist_reset_seconds: float = 120.0
+    """A relist this long after the last complete list goes at once; a sooner one waits
+    (client-go's reflector: 2 minutes)."""
+    list_bytes: int = 8 * 1024 * 1024 * 1024
+    """The most one list can hold: etcd's largest recommended database (8 GiB)."""
+
+    @property
+    def max_list_pages(self) -> int:
+        """Pages of `page_bytes` that hold `list_bytes`: past these, a list is taken not to
+        end (2,048 by default: also more than a million objects at `page_size`)."""
+        return max(1, -(-self.list_bytes // self.page_bytes))
 
 
 class _ListMeta(msgspec.Struct, rename="camel"):
     resource_version: str = ""
     continue_: str | None = msgspec.field(default=None, name="continue")
+    remaining_item_count: int | None = None
 
 
 class _WatchEvent(msgspec.Struct):
@@ -139,12 +182,28 @@ class _ListHead(msgspec.Struct):
 _decode_event = msgspec.json.Decoder(_WatchEvent).decode
 _decode_bookmark = msgspec.json.Decoder(_Bookmark).decode
 _decode_list_head = msgspec.json.Decoder(_ListHead).decode
+_decode_list_meta = msgspec.json.Decoder(_ListMeta).decode
+_decode_meta = msgspec.json.Decoder(ObjectMeta).decode
+_decode_text = msgspec.json.Decoder(str).decode
+# What fails to decode one object (`RecursionError`: nested past the interpreter's limit).
+_UNDECODABLE = (msgspec.DecodeError, RecursionError)
+
+
+@dataclass(frozen=True, slots=True)
+class _RawPage:
+    """A list page that did not decode whole: its objects still raw, to decode one by one."""
+
+    metadata: _ListMeta
+    items: list[msgspec.Raw]
 
 
 class _Status(msgspec.Struct):
     code: int = 0
     reason: str = ""
     message: str = ""
+
+
+_decode_status = msgspec.json.Decoder(_Status).decode
 
 
 class _Stopping(Exception):
@@ -172,7 +231,10 @@ class Informer(Generic[T]):
         *,
         settings: InformerSettings | None = None,
         page_gate: AbstractContextManager[Any] | None = None,
+        list_budget_seconds: float | None = None,
     ) -> None:
+        """`list_budget_seconds`: how long a list may be wanted without completing before
+        the informer reports not ready (None: never)."""
         self.api = api
         self.resource = resource
         self.struct = struct
@@ -184,11 +246,14 @@ class Informer(Generic[T]):
         # The longest quiet a working informer has: a pause (forbidden retry or backoff)
         # followed by a watch that hears nothing until its read timeout.
         quiet = self.settings.read_timeout_seconds + max(
-            self.settings.forbidden_retry_seconds, self.settings.backoff_max_seconds
+            self.settings.forbidden_retry_seconds,
+            self.settings.backoff_max_seconds,
+            self.settings.relist_backoff_max_seconds,
         )
         self.reporter = HealthReporter(
             f"informer.{resource.plural}", stalled_after=quiet + self.settings.read_timeout_seconds
         )
+        self.skips = Skips(resource.plural, self.reporter)
         page_type: Any = msgspec.defstruct(
             f"{struct.__name__}Page",
             [("metadata", _ListMeta), ("items", types.GenericAlias(list, (struct,)))],
@@ -215,6 +280,16 @@ class Informer(Generic[T]):
             initial=self.settings.backoff_initial_seconds,
             maximum=self.settings.forbidden_retry_seconds,
         )
+        # Not reset by a healthy moment: a list that completes only to expire again at once
+        # is the loop it paces (`_relist_delay`).
+        self._relist_backoff = Backoff(
+            initial=self.settings.backoff_initial_seconds,
+            maximum=self.settings.relist_backoff_max_seconds,
+            least=0.5,
+        )
+        self._listed_at = -math.inf  # when the last list completed
+        self._list_budget = list_budget_seconds
+        self._unlisted_since: float | None = None  # since when a list is wanted, not done
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -260,6 +335,8 @@ class Informer(Generic[T]):
                 need_list = True
             try:
                 if need_list:
+                    if self._unlisted_since is None:
+                        self._unlisted_since = time.monotonic()
                     self._list()
                     need_list = False
                     self._synced.set()
@@ -271,6 +348,11 @@ class Informer(Generic[T]):
                 self.reporter.count("relists")
                 log.info("informer_relist", resource=self.resource.plural, reason=str(exc))
                 need_list = True
+                self._pause(self._relist_delay())
+            except EndlessList as exc:
+                self.reporter.count("lists_abandoned")
+                self._degraded("list abandoned: it does not end", exc)
+                self._pause(self._relist_backoff.next_delay())
             except Aborted:
                 # Ended on purpose (a relist wanted here or elsewhere): resume at once, from
                 # the resourceVersion reached, or with a list when one was asked for.
@@ -346,7 +428,7 @@ class Informer(Generic[T]):
             ) as lines:
                 for line in lines:
                     self._check_stop()
-                    if self._initial_event(_decode_event(line), seen, listed_at):
+                    if self._initial_event(line, seen, listed_at):
                         return  # ends this request; the watch resumes from the bookmark
         except TimedOut as exc:
             raise _StreamingUnavailable(
@@ -362,27 +444,27 @@ class Informer(Generic[T]):
             raise
         raise _StreamCut("the stream ended before the initial events did")
 
-    def _initial_event(self, event: _WatchEvent, seen: set[str], listed_at: str) -> bool:
+    def _initial_event(self, line: bytes, seen: set[str], listed_at: str) -> bool:
         """One event of a streaming list; True once it was the end of the initial events."""
+        event = _event(line)
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
-            meta = _decode_bookmark(event.object).metadata
+            meta = _strict(_decode_bookmark, event.object).metadata
             if meta.annotations.get(INITIAL_EVENTS_END) != "true":
                 raise _StreamingUnavailable("a plain bookmark came first")
             self._listed(meta.resource_version, listed_at, seen)
             return True
         if event.type != "ADDED":
             raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
-        obj = self._decode_object(event.object)
-        seen.add(obj.metadata.key)  # type: ignore[attr-defined]
-        self.sink.apply(obj)
+        self._list_item(event.object, seen)
         return False
 
     def _list_pages(self) -> None:
         listed_at = utc_timestamp()
         seen: set[str] = set()
         token: str | None = None
+        end = ListEnd(self.resource.path, max_pages=self.settings.max_list_pages)
         while True:
             params = {"limit": str(self._pages.limit), **self.resource.selectors()}
             if token:
@@ -409,31 +491,46 @@ class Informer(Generic[T]):
                         raise
                     # The continue token expired mid-list: start the list over.
                     token, seen, listed_at = None, set(), utc_timestamp()
+                    end.restarted()
                     self.reporter.count("list_restarts")
                     continue
-                page = self._decode_page(raw)
+                page = self._page(raw)
                 self._pages.read(objects=len(page.items), size=len(raw))
                 del raw
                 token, resource_version = page.metadata.continue_, page.metadata.resource_version
+                remaining = page.metadata.remaining_item_count
                 items = page.items
                 del page
+                objects, known = len(items), len(seen)
                 items.reverse()
                 while items:  # each object is let go of once the sink has it
                     item = items.pop()
                     self._check_stop()
-                    seen.add(item.metadata.key)
-                    self.sink.apply(item)
+                    if not self._list_item(item, seen):
+                        objects -= 1  # no key to tell whether it came before
             self.reporter.count("list_pages")
             self.reporter.progress()
+            end.page(token=token, remaining=remaining, objects=objects, new=len(seen) - known)
             if not token:
                 break
         self._listed(resource_version, listed_at, seen)
 
     def _listed(self, resource_version: str, listed_at: str, keys: set[str]) -> None:
         self._hold(resource_version)
+        self.skips.listed(keys)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
+        self._listed_at = time.monotonic()
+        self._unlisted_since = None
         self._healthy()
+
+    def _relist_delay(self) -> float:
+        """How long to wait before a relist: nothing after a healthy stretch (and the
+        backoff starts over), else the relist backoff's next step."""
+        if time.monotonic() - self._listed_at >= self.settings.relist_reset_seconds:
+            self._relist_backoff.reset()
+            return 0.0
+        return self._relist_backoff.next_delay()
 
     def _watch(self) -> None:
         timeout = self._watch_timeout()
@@ -457,7 +554,7 @@ class Informer(Generic[T]):
             try:
                 for line in lines:
                     self._check_stop()
-                    self._handle(_decode_event(line))
+                    self._handle(_event(line))
                     self._healthy()
             except TimedOut:
                 # Nothing, not even a bookmark, until the read timeout: a quiet resource.
@@ -494,11 +591,11 @@ class Informer(Generic[T]):
             return None
         self.reporter.count("progress_probes")
         raw = self.api.get(self.resource.path, {"limit": "1"}, accept=METADATA_LIST)
-        return _decode_list_head(raw).metadata.resource_version
+        return _strict(_decode_list_head, raw).metadata.resource_version
 
     def _status_error(self, event: _WatchEvent) -> KubeError:
         """What an ERROR event means (410: the history to resume from is gone)."""
-        status = msgspec.json.decode(event.object, type=_Status)
+        status = _strict(_decode_status, event.object)
         error = Gone if status.code == 410 else KubeError
         message = status.message[:MESSAGE_LIMIT]
         return error(
@@ -511,19 +608,77 @@ class Informer(Generic[T]):
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
-            bookmark = _decode_bookmark(event.object)
+            bookmark = _strict(_decode_bookmark, event.object)
             self._advance(bookmark.metadata.resource_version)
             self.reporter.count("bookmarks")
             return
-        obj = self._decode_object(event.object)
-        meta: ObjectMeta = obj.metadata  # type: ignore[attr-defined]
         self.reporter.count("events")
-        if event.type == "DELETED":
-            self.sink.remove(obj)
-        else:
-            self.sink.apply(obj)
-        # Only once the sink has it: an event it failed on is replayed when the watch resumes.
-        self._advance(meta.resource_version)
+        who = self._give_raw(event.object, deleted=event.type == "DELETED")
+        # Only once the sink has it (or skipped it): an event it failed on is replayed when
+        # the watch resumes.
+        if who is not None:
+            self._advance(who.resource_version)
+
+    # -- one object ----------------------------------------------------------------------
+
+    def _page(self, raw: bytes | bytearray) -> Any:
+        """A list page, decoded whole, or else cut into its objects (`collector.raw_json`)
+        so that one object that does not decode costs only itself."""
+        try:
+            return self._decode_page(raw)
+        except _UNDECODABLE as exc:
+            try:
+                parts = raw_json.members(bytes(raw), ("metadata", "items"))
+                metadata = _decode_list_meta(parts.get("metadata", b"{}"))
+                items = raw_json.elements(parts.get("items", b"[]"))
+            except (raw_json.Unreadable, msgspec.DecodeError):
+                raise _broken(exc) from None  # the page itself is broken, not one object
+            self.reporter.count("pages_decoded_per_object")
+            return _RawPage(metadata, [msgspec.Raw(item) for item in items])
+
+    def _list_item(self, item: Any, seen: set[str]) -> bool:
+        """One object of a list: decoded (`T`) or still raw (`msgspec.Raw`). False when
+        not even its key could be read."""
+        if isinstance(item, msgspec.Raw):
+            who = self._give_raw(item)
+            if who is None or who.key is None:
+                return False
+            seen.add(who.key)  # skipped, but it exists: what it was before is not deleted
+            return True
+        seen.add(item.metadata.key)
+        self._give(item)
+        return True
+
+    def _give_raw(self, raw: msgspec.Raw, *, deleted: bool = False) -> Identity | None:
+        """Decode one object and hand it to the sink, or skip it; its key and
+        resourceVersion, unless not even its metadata could be read."""
+        try:
+            obj = self._decode_object(raw)
+        except _UNDECODABLE as exc:
+            who, bare = _identify(bytes(raw))
+            if deleted and bare is not None:
+                # Gone, however it read: what it produced goes too, by its metadata alone.
+                with contextlib.suppress(*_UNDECODABLE):
+                    self._give(self._decode_object(bare), deleted=True)
+                    return who
+            self.skips.skipped(who, skips.undecodable(exc))
+            return who if who.key is not None else None
+        meta: ObjectMeta = obj.metadata  # type: ignore[attr-defined]
+        self._give(obj, deleted=deleted)
+        return Identity(meta.key, meta.resource_version)
+
+    def _give(self, obj: Any, *, deleted: bool = False) -> None:
+        """Hand a decoded object to the sink; one it cannot normalize or store is skipped."""
+        meta: ObjectMeta = obj.metadata
+        try:
+            if deleted:
+                self.sink.remove(obj)
+            else:
+                self.sink.apply(obj)
+        except SkippedObject as skip:
+            self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
+            return
+        self.skips.passed(meta.key)
 
     def _advance(self, resource_version: str) -> None:
         """Hold `resource_version` unless it is older than the one held."""
@@ -560,10 +715,22 @@ class Informer(Generic[T]):
 
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
-        if self.reporter.set(Health.degraded(reason)):
+        health = self._failing(reason)
+        if self.reporter.set(health):
             log.warning(
-                "informer_failing", resource=self.resource.plural, reason=reason, error=str(exc)
+                "informer_failing",
+                resource=self.resource.plural,
+                reason=health.reason,
+                error=str(exc),
             )
+
+    def _failing(self, reason: str) -> Health:
+        """Degraded; not ready too while a list wanted for longer than the budget is not
+        done (discovery of this kind is then not merely late but missing)."""
+        since, budget = self._unlisted_since, self._list_budget
+        if since is not None and budget is not None and time.monotonic() - since > budget:
+            return Health.not_ready(f"{reason}; no complete list for {budget:g} s")
+        return Health.degraded(reason)
 
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")
@@ -575,3 +742,43 @@ class Informer(Generic[T]):
                 permission=exc.denied,
                 error=str(exc),
             )
+
+
+def _event(line: bytes) -> _WatchEvent:
+    """A watch event. One whose object will not decode is cut apart instead, so that the
+    object alone is skipped: a line that is not a whole event is what fails here."""
+    try:
+        return _decode_event(line)
+    except _UNDECODABLE as exc:
+        try:
+            parts = raw_json.members(line, ("type", "object"))
+            return _WatchEvent(_decode_text(parts["type"]), msgspec.Raw(parts["object"]))
+        except (raw_json.Unreadable, KeyError, msgspec.DecodeError):
+            raise _broken(exc) from None
+
+
+def _strict(decode: Callable[[bytes | bytearray], R], raw: bytes | bytearray) -> R:
+    """`decode(raw)`, where JSON nested past the decoder's limit is a decode error too (a
+    broken answer, retried), not an exception that would end the informer."""
+    try:
+        return decode(raw)
+    except RecursionError as exc:
+        raise _broken(exc) from None
+
+
+def _broken(exc: BaseException) -> msgspec.DecodeError:
+    """A document that is not well-formed, as the decode error the informer retries."""
+    if isinstance(exc, msgspec.DecodeError):
+        return exc
+    return msgspec.DecodeError("JSON nested too deeply, and not well-formed")
+
+
+def _identify(raw: bytes) -> tuple[Identity, bytes | None]:
+    """Who an object that will not decode is, from its metadata alone; with the object
+    reduced to that metadata (None when not even that reads)."""
+    try:
+        metadata = raw_json.members(raw, ("metadata",))["metadata"]
+        meta = _decode_meta(metadata)
+    except (raw_json.Unreadable, KeyError, *_UNDECODABLE):
+        return Identity.unknown(raw), None
+    return Identity(meta.key, meta.resource_version), b'{"metadata":' + metadata + b"}"

@@ -8,11 +8,44 @@ partial object never fails to decode.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from shipper.records import Record, new_id, utc_timestamp
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+"""An integer field of an object, as Kubernetes, SQLite and the platform hold them: one past
+64 bits fails the object's decoding (it is skipped) instead of the state store's write."""
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def past_int64(value: Any) -> bool:
+    """Whether an integer past 64 bits is anywhere in `value` (as decoded into `Any`: a
+    field kept as the API gives it, which no `Int64` bounds)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def parse_int64(text: str) -> int | None:
+    """An integer written as text (an annotation), read as Go's `strconv.ParseInt(text, 10,
+    64)` reads it, as the controllers that write it do; None where that fails. Python's
+    `int()` also takes spaces, `_` and non-ASCII digits, and integers of any size."""
+    if len(text) > 20 or not _DECIMAL.fullmatch(text):
+        return None
+    number = int(text)
+    return number if INT64_MIN <= number <= INT64_MAX else None
 
 
 class OwnerReference(msgspec.Struct, rename="camel", frozen=True):
@@ -28,7 +61,7 @@ class ObjectMeta(msgspec.Struct, rename="camel", frozen=True):
     namespace: str | None = None
     uid: str = ""
     resource_version: str = ""
-    generation: int | None = None
+    generation: Int64 | None = None
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)

@@ -4,9 +4,11 @@ Two layers keep secrets in. First, the decode shapes below name only the fields 
 may carry: a container has no `args` or `command`, an env var no `value`, a probe no
 handler contents, so those bytes are skipped by the decoder and never exist in memory as
 Python objects. Second, the helpers copy from those shapes into plain dicts, dropping the
-annotations that hold whole manifests (`last-applied-configuration`), redacting
-annotations whose key names a secret, truncating values past 2 KiB, and keeping only the
-known-safe words of the command line recorded in `kubernetes.io/change-cause`.
+annotations that hold whole manifests (`last-applied-configuration`, `kapp.k14s.io/original`)
+or proxy configuration (`...-snippet`), masking the values of annotations whose key names a
+credential, keeping only the known-safe words of the command line recorded in
+`kubernetes.io/change-cause`, and passing every value through the free-text redactor
+(`collector.redact`), which also cuts it to 2 KiB.
 
 The label selector and condition shapes live here too: several kinds share them, and the
 condition shape is where heartbeat-like times (which would defeat coalescing) are left out.
@@ -23,17 +25,26 @@ from typing import Any
 
 import msgspec
 
-from collector.model import ObjectMeta
+from collector import redact
+from collector.model import Int64, ObjectMeta
+from collector.redact import REDACTED, names_credential
 
-MAX_ANNOTATION_BYTES = 2048
-REDACTED = "[REDACTED]"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 
 # Whole manifests, env values included; there is nothing safe to keep from them.
-_DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+_MANIFEST_ANNOTATIONS = frozenset(
+    {
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "kapp.k14s.io/original",
+        "kapp.k14s.io/original-diff",
+        "objectset.rio.cattle.io/applied",
+    }
+)
+# Proxy configuration pasted as text (nginx's `configuration-snippet`, `server-snippet`,
+# `auth-snippet`, nginx.org's `server-snippets`, HAProxy's `backend-config-snippet`):
+# headers with credentials live there, in any syntax.
+_SNIPPET = re.compile(r"snippets?$", re.IGNORECASE)
 
-
-_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 # Change causes (see `change_cause`). A word with no quote, brace, `=` or `$` in it.
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+,-]*")
 # A safe flag's value: a plain word, a selector (`app=web,tier!=db`), or empty. No `?`, so
@@ -105,7 +116,7 @@ class EnvFromSource(msgspec.Struct, rename="camel", frozen=True):
 
 class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
     name: str | None = None
-    container_port: int | None = None
+    container_port: Int64 | None = None
     protocol: str = "TCP"
 
 
@@ -184,31 +195,39 @@ class Condition(msgspec.Struct, rename="camel", frozen=True):
 
 
 def safe_annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, str]:
-    """Annotations safe to ship: manifests dropped, secret-named values redacted, long cut."""
+    """Annotations safe to ship, sorted by key: manifests, snippets and credential-named
+    ones dropped, the others redacted and cut."""
     source = meta_annotations or {}
-    return {
-        key: annotation_value(key, source[key])
-        for key in sorted(source)
-        if key not in _DROPPED_ANNOTATIONS
-    }
+    shipped = {key: annotation_value(key, source[key]) for key in sorted(source)}
+    return {key: value for key, value in shipped.items() if value is not None}
+
+
+def kept(annotation: str) -> bool:
+    """Whether an annotation (its key) is shipped at all."""
+    # The name, not the prefix: `rbac.authorization.kubernetes.io/autoupdate` names none.
+    name = annotation.rpartition("/")[2]
+    return not (
+        annotation in _MANIFEST_ANNOTATIONS
+        or _SNIPPET.search(name) is not None
+        or names_credential(name)
+    )
 
 
 def without_dropped_annotations(meta: ObjectMeta) -> ObjectMeta:
     """The metadata minus annotations no record ever carries (for objects kept in memory:
     a last-applied-configuration is often the largest part of a Deployment)."""
-    if _DROPPED_ANNOTATIONS.isdisjoint(meta.annotations):
+    if all(kept(key) for key in meta.annotations):
         return meta
-    kept = {k: v for k, v in meta.annotations.items() if k not in _DROPPED_ANNOTATIONS}
-    return msgspec.structs.replace(meta, annotations=kept)
+    slim = {key: value for key, value in meta.annotations.items() if kept(key)}
+    return msgspec.structs.replace(meta, annotations=slim)
 
 
-def annotation_value(key: str, value: str) -> str:
-    """One annotation's value as it may be shipped (see `annotations`)."""
-    if _SECRET_KEY.search(key):
-        return REDACTED
-    if key == CHANGE_CAUSE:
-        value = change_cause(value)
-    return truncate(value)
+def annotation_value(key: str, value: str) -> str | None:
+    """One annotation's value as it may be shipped (see `safe_annotations`); None when the
+    annotation is not shipped at all."""
+    if not kept(key):
+        return None
+    return redact.text(change_cause(value) if key == CHANGE_CAUSE else value)
 
 
 def change_cause(value: str) -> str:
@@ -262,36 +281,23 @@ def _plain(word: str) -> bool:
 
 
 def _safe_flag_value(value: str) -> bool:
-    """A known-safe flag's value that names no secret either (`-f x.yaml?token=`)."""
+    """A known-safe flag's value that names no secret either (`--selector=token=x`)."""
     return (
         _SAFE_FLAG_VALUE.fullmatch(value) is not None
-        and not _SECRET_KEY.search(value)
+        and not names_credential(value)
         and not _has_credentials(value)
     )
 
 
-def _has_credentials(text: str) -> bool:
-    return "://" in text and "@" in text
+def _has_credentials(word: str) -> bool:
+    """Whether the redactor finds a credential in the word: then it goes whole."""
+    return redact.redact(word) != word
 
 
 def _redact(value: str) -> str:
     """`[REDACTED]`, after the name when the value assigns one (`NAME=[REDACTED]`)."""
     assignment = _ASSIGNMENT.match(value)
     return REDACTED if assignment is None else f"{assignment.group()}{REDACTED}"
-
-
-def truncate(value: str, limit: int = MAX_ANNOTATION_BYTES) -> str:
-    """At most `limit` bytes of UTF-8, cut on a character boundary, then a marker.
-
-    The marker says how many bytes of the original value were left out:
-    `<first bytes>…[truncated N bytes]`.
-    """
-    encoded = value.encode()
-    if len(encoded) <= limit:
-        return value
-    # A cut inside a multi-byte character leaves a partial sequence at the end; drop it.
-    head = encoded[:limit].decode(errors="ignore")
-    return f"{head}…[truncated {len(encoded) - len(head.encode())} bytes]"
 
 
 def labels(meta_labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -318,7 +324,7 @@ def conditions(items: Iterable[Condition] | None, *, message: bool = True) -> li
     for cond in sorted(items or [], key=lambda c: c.type):
         entry: dict[str, Any] = {"type": cond.type, "status": cond.status, "reason": cond.reason}
         if message:
-            entry["message"] = truncate(cond.message) if cond.message else None
+            entry["message"] = redact.text(cond.message) if cond.message else None
         entry["last_transition_time"] = cond.last_transition_time
         summary.append(entry)
     return summary

@@ -39,6 +39,8 @@ class CollectorSettings:
     flush_max_records: int = 1000
     """A buffer this full is committed at once (bounds its memory during lists)."""
     warm_up_timeout_seconds: float = 120.0
+    """How long the warm-up waits for one resource's first list; also how long a list may
+    be wanted without completing before its informer reports not ready."""
     pages_in_memory: int = 1
     """List pages (up to a few MB each) held at once across all informers."""
     state_file: Path | None = None

@@ -11,14 +11,15 @@ object at a time.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import msgspec
-import structlog
 
 from collector import sanitize
 from collector.filters import Filters
@@ -26,14 +27,27 @@ from collector.model import ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Object
 from collector.relations import Relations
 from collector.resources import Resource
+from collector.skips import NORMALIZE_FAILED, UNSTORABLE, SkippedObject
 from collector.sources import DEPENDENTS, RELATION_DEPENDENTS, Dependents, Keep, Source
 from collector.state import ProducedRecords
 from kube.errors import KubeError
 from shipper.records import Record
 
-log = structlog.get_logger("collector")
-
 T = TypeVar("T", bound=Object)
+
+# What a value the state store cannot hold raises (an integer past 64 bits, in SQLite or in
+# the msgpack of a kept record). SQLite's own failures (a full disk) are not among them: they
+# are no fault of the object.
+_UNSTORABLE = (OverflowError, sqlite3.InterfaceError, msgspec.EncodeError)
+
+
+@contextlib.contextmanager
+def _storing() -> Iterator[None]:
+    """An object whose values the state store cannot hold is skipped (`SkippedObject`)."""
+    try:
+        yield
+    except _UNSTORABLE as exc:
+        raise SkippedObject(UNSTORABLE, type(exc).__name__) from None
 
 
 class Stale:
@@ -107,7 +121,8 @@ class SourceSink(Generic[T]):
         self.objects: dict[str, T] = {}
 
     def apply(self, obj: T) -> None:
-        with self._wiring.lock:
+        """Raises `SkippedObject` for an object it cannot normalize or store."""
+        with self._wiring.lock, _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return
@@ -131,6 +146,7 @@ class SourceSink(Generic[T]):
             wiring.stale.mark(RELATION_DEPENDENTS, affected)
 
     def emit(self, obj: T) -> None:
+        """Raises `SkippedObject` for an object the normalizer fails on."""
         meta = obj.metadata
         wiring, source = self._wiring, self.source
         if source.keep is Keep.VERSIONED:
@@ -142,17 +158,12 @@ class SourceSink(Generic[T]):
             records = self.normalizer.upserts(obj, wiring.context)
         except KubeError:
             raise  # a read it needed failed for now: its informer tries the object again
+        except SkippedObject:
+            raise  # the normalizer said itself what it cannot use
         except Exception as exc:
             # One object the normalizer cannot handle must not stop its informer. The
-            # message could quote the object's contents, so only its type is logged.
-            log.error(
-                "normalize_failed",
-                kind=self.normalizer.kind,
-                namespace=meta.namespace,
-                name=meta.name,
-                error=type(exc).__name__,
-            )
-            return
+            # message could quote the object's contents, so only its type is said.
+            raise SkippedObject(NORMALIZE_FAILED, type(exc).__name__) from None
         if not source.events_only and not any(record.op == "upsert" for record in records):
             # It no longer yields its kind's record (a ReplicaSet orphaned from its
             # Deployment, a release Secret that stopped decoding): what it produced goes.
@@ -199,7 +210,9 @@ class SourceSink(Generic[T]):
         if self.source.keep is Keep.OBJECTS:
             obj = self.objects.get(key)
             if obj is not None:
-                self.emit(obj)
+                # One skipped when it was applied is skipped again, already reported.
+                with contextlib.suppress(SkippedObject), _storing():
+                    self.emit(obj)
             return
         relink = self.source.relink
         if relink is None:
@@ -222,7 +235,8 @@ class SourceSink(Generic[T]):
         self._produced.add(self._name, key, (kind, record_key), kept)
 
     def remove(self, obj: T) -> None:
-        with self._wiring.lock:
+        """Raises `SkippedObject` for an object whose values it cannot handle."""
+        with self._wiring.lock, _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return  # never collected (see `apply`), so nothing to delete

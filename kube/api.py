@@ -16,6 +16,9 @@ timeout between two chunks.
 Memory: no answer is held past a byte bound, counted after decompression (`runtime.bounded`):
 `max_bytes` per call (an informer's list page), else `ANSWER_LIMIT`; a watch event likewise.
 Watches are asked for without compression, so their lines are split from the bytes as sent.
+Every event the server sends ends with a newline, so a stream that ends inside a line (the
+body ended cleanly, but mid-event) was cut short: a `KubeError` without a status, as for a
+dropped connection, never a half line handed on to be decoded as an object.
 """
 
 from __future__ import annotations
@@ -275,7 +278,8 @@ def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) 
 
 def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
     """Non-empty lines of a newline-delimited stream; a line is never held past
-    ANSWER_LIMIT (one event is one object, so only a broken server gets there)."""
+    ANSWER_LIMIT (one event is one object, so only a broken server gets there), nor handed
+    on before its newline (the stream's end inside one is a cut: `KubeError`)."""
     pending = bytearray()
     for chunk in chunks:
         start = 0
@@ -296,7 +300,7 @@ def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
                 limit=ANSWER_LIMIT,
             )
     if pending.strip():
-        yield bytes(pending)
+        raise KubeError(f"GET {path}: the stream ended inside an event ({len(pending)} bytes)")
 
 
 def _translate(exc: Exception, method: str, path: str) -> KubeError:

@@ -43,6 +43,10 @@ MANAGED_HASH = PREFIX + "managed-hash"
 IGNORE = PREFIX + "ignore"
 # Left behind by an `overridden` or `manual` revert: these windows are not applied again.
 RELEASED = PREFIX + "released"
+# A label, on a Deployment whose provisional HPA is being deleted: the replicas to restore.
+# The cluster's copy of the local store's journal, found by a label selector once the store
+# is lost (`scheduler.revert.read_restore_journal`).
+RESTORE_REPLICAS = PREFIX + "restore-replicas"
 
 # Everything a revert removes (RELEASED stays: it outlives the window on purpose).
 WINDOW_KEYS = (
@@ -193,6 +197,14 @@ def with_released(obj: Mapping[str, Any], marker: str) -> str:
     With one released window this is exactly `<template>/<action>/<window_start>`."""
     kept = [item for item in released(obj) if item != marker]
     return ",".join([*kept, marker][-RELEASED_KEPT:])
+
+
+def journalled_replicas(deployment: Mapping[str, Any]) -> int | None:
+    """The replicas a Deployment's RESTORE_REPLICAS label journals; None without a usable one."""
+    labels = (deployment.get("metadata") or {}).get("labels") or {}
+    value = labels.get(RESTORE_REPLICAS)
+    replicas = _int(value) if isinstance(value, str) else None
+    return replicas if replicas is not None and replicas >= 0 else None
 
 
 def spec_json(spec: Mapping[str, Any]) -> str:

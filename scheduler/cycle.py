@@ -39,6 +39,11 @@ class EventSink(Protocol):
     @property
     def at_bound(self) -> bool: ...
 
+    @property
+    def epoch(self) -> str:
+        """The identity of the file events go into: a new file has a new one."""
+        ...
+
     def put(self, events: Iterable[ScalingEvent]) -> None: ...
 
     def clear_resync_needed(self) -> None: ...
@@ -63,7 +68,7 @@ class Cycle:
         if self.store.enqueued(event.id):
             return False
         self.outbox.put([event])
-        self.store.note_enqueued([event.id])
+        self.store.note_enqueued([event])
         self.count(f"{event.type}_events")
         return True
 

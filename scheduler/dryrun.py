@@ -66,6 +66,7 @@ class DryRunEvents:
 
     resync_needed = False
     at_bound = False
+    epoch = "dry-run"
 
     def put(self, events: Iterable[ScalingEvent]) -> None:
         for event in events:

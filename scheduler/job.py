@@ -145,7 +145,7 @@ class ScalingJob:
         )
         # A bad entry fails before the store opens.
         ignore = ResourceGlobs(ignore_resources, kinds=SCALED_KINDS)
-        self.store = Store(store_path)
+        self.store = Store(store_path, reporter=self.reporter)
         self.reconciler = Reconciler(
             kube=kube,
             api=api,

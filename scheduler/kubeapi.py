@@ -34,6 +34,8 @@ from scheduler import names
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 HPAS = "horizontalpodautoscalers"
+DEPLOYMENT_API_VERSION = "apps/v1"
+DEPLOYMENT_KIND = "Deployment"
 LIST_PAGE = 500
 EVENT_SOURCE = "moonin-agent"
 
@@ -65,6 +67,17 @@ class KubeApi:
             lambda: self._apps.read_namespaced_deployment(name, namespace, **RAW),
         )
 
+    def list_deployments(self, *, label_selector: str) -> list[Obj]:
+        """The Deployments across the cluster that match `label_selector` (paginated)."""
+        lister = functools.partial(
+            self._apps.list_deployment_for_all_namespaces, label_selector=label_selector
+        )
+        needs = _allowed("list", "apps", "deployments", None)
+        pages = self._pages(
+            "list deployments", needs, lister, DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND
+        )
+        return list(pages)
+
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         return self._call(
             f"patch deployment {namespace}/{name}",
@@ -78,9 +91,7 @@ class KubeApi:
 
     def list_hpas(self, namespace: str | None = None) -> list[Obj]:
         """Every HPA of a namespace, or of the cluster when `namespace` is None (paginated)."""
-        return list(self._pages(namespace))
-
-    def _pages(self, namespace: str | None) -> Iterator[Obj]:
+        lister: Callable[..., Any]
         if namespace is None:
             what = "list horizontalpodautoscalers"
             lister = self._autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces
@@ -90,6 +101,17 @@ class KubeApi:
                 self._autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace
             )
         needs = _allowed("list", "autoscaling", HPAS, namespace)
+        return list(self._pages(what, needs, lister, HPA_API_VERSION, HPA_KIND))
+
+    def _pages(
+        self,
+        what: str,
+        needs: Permission,
+        lister: Callable[..., Any],
+        api_version: str,
+        kind: str,
+    ) -> Iterator[Obj]:
+        """Every item of a paginated list, typed with `api_version` and `kind`."""
         token: str | None = None
         while True:
             options: dict[str, Any] = {"limit": LIST_PAGE, **RAW}
@@ -98,8 +120,8 @@ class KubeApi:
             page = self._call(what, needs, functools.partial(lister, **options))
             for item in page.get("items") or ():
                 # List items come without their type; later writes and events want it.
-                item.setdefault("apiVersion", HPA_API_VERSION)
-                item.setdefault("kind", HPA_KIND)
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
                 yield item
             token = (page.get("metadata") or {}).get("continue")
             if not token:

@@ -28,15 +28,23 @@ GET: down, an error status, an answer over its byte limit, a deadline passed) no
 is applied; reverts go on. While the scaling outbox is at its bound nothing new is applied
 either, and no error events are put, but reverts go on.
 
+A full or failing disk (the outbox or the local store cannot be written:
+`runtime.storage_errors`) is a pause, not a failure: the part stops where it is (an event not
+yet put means its write was not made either, so nothing applied or reverted goes
+unreported), readiness fails (`Health.not_ready`), and both parts wait out a backoff before
+they try again; once writes go through again they catch up, without a restart.
+
 How it fails: neither part raises for a Kubernetes or Moonin failure of one action or one
 HPA: it logs it, counts it on the reporter, and carries on with the next; the next run
-retries. They raise only for a programming error or a local store they cannot write.
+retries. They raise only for a programming error or a local store that is damaged under
+them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -49,7 +57,9 @@ from kubernetes import client
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
 from runtime import deadline
+from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
+from runtime.storage_errors import is_passing_storage_error
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
@@ -61,6 +71,7 @@ from scheduler.revert import (
     finish_restores,
     is_overridden,
     managed_window,
+    read_restore_journal,
     revert,
 )
 from scheduler.store import Store
@@ -154,6 +165,7 @@ class Reconciler:
         reporter: HealthReporter | None = None,
         budget_seconds: float = BUDGET_SECONDS,
         clock: Callable[[], datetime] = _utc_now,
+        storage_backoff: Backoff | None = None,
     ) -> None:
         self.kube = kube if isinstance(kube, KubeApi) else KubeApi(kube)
         # The most one run of either loop waits on the network, however many calls hang.
@@ -177,9 +189,16 @@ class Reconciler:
         self._calls: deadline.Deadline | None = None
         self._calls_lock = threading.Lock()
         self._health_lock = threading.Lock()
-        # Part -> its problem (None: fine) and whether it is a refused permission.
+        # Part -> its problem (None: fine) and whether readiness fails for it.
         self._problems: dict[str, tuple[str, bool] | None] = {APPLY: None, REVERTS: None}
+        # The parts a full or failing disk holds; both wait (until time.monotonic() reaches
+        # `_storage_retry_at`) before writing again, and the backoff grows until none is held.
+        self._storage_held: set[str] = set()
+        self._storage_backoff = storage_backoff or Backoff(initial=1.0, maximum=300.0)
+        self._storage_retry_at = float("-inf")
         self._failing: dict[str, str] = {}  # platform or kube call -> how it last failed
+        # Whether this process has read the restores journalled on Deployments (once).
+        self._journal_read = False
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
         self._released_noted: set[tuple[str, str, str]] = set()
@@ -207,6 +226,8 @@ class Reconciler:
         ended while the platform was slow to answer must not be applied again after the
         revert scan has ended it."""
         cycle = self._cycle(now)
+        if self._storage_waiting():
+            return CycleReport.of(cycle.tally)
         cycle.count("cycles")
         at_bound = self.outbox.at_bound
         try:
@@ -230,7 +251,7 @@ class Reconciler:
             {template_id: _ids(found) for template_id, found in parsed.items()},
         )
         self._answer = answer
-        with self._writing:
+        with self._writing, self._storage(APPLY) as attempt:
             if now is None:
                 cycle.now = self._clock()
                 view = answer.view_at(cycle.now)
@@ -243,6 +264,8 @@ class Reconciler:
                 for planned in self._plan(cycle, view, parsed):
                     self._apply(cycle, planned, view)
             self.store.commit()
+        if attempt.held:
+            return CycleReport.of(cycle.tally, moonin_reachable=True)
         self._set_problem(
             APPLY, "scaling outbox at its bound: applying nothing new" if at_bound else None
         )
@@ -375,7 +398,9 @@ class Reconciler:
 
         try:
             outcome = apply_action(cycle, planned, ignore=self.ignore, reason_for=reason_for)
-        except Exception:
+        except Exception as exc:
+            if is_passing_storage_error(exc):
+                raise  # the cycle holds its place (`_storage`)
             # A bug must not stop the other actions; it is loud in the log.
             cycle.count("apply_failures")
             log.exception(
@@ -399,28 +424,46 @@ class Reconciler:
         """Revert every managed HPA whose window is over (see the module); never asks the
         platform."""
         cycle = self._cycle(now)
+        if self._storage_waiting():
+            return CycleReport.of(cycle.tally)
         cycle.count("revert_scans")
         answer = self._answer
         view = None if answer is None else answer.view_at(cycle.now)
-        with self._writing:
-            if self.outbox.resync_needed:
-                # The scaling queue file was damaged and set aside: events the store counts
-                # as enqueued may be gone. Forgetting them re-enqueues every managed window's
-                # apply event in this scan (the platform de-duplicates by id).
-                log.warning("scaling_queue_lost_events", action="re-enqueueing apply events")
-                self.store.forget_enqueued()
-                self.outbox.clear_resync_needed()
+        unlisted: KubeError | None = None
+        with self._writing, self._storage(REVERTS) as attempt:
+            self._follow_outbox(cycle)
             with deadline.within(self.budget_seconds):  # however many calls hang
                 unlisted = self._scan(cycle, view)
             self.store.commit()
+        if attempt.held:
+            return CycleReport.of(cycle.tally)
         if unlisted is None:
             self._set_problem(REVERTS, None)
         elif isinstance(unlisted, Forbidden):
             problem = f"kubernetes: {unlisted.denied}: reverts are waiting"
-            self._set_problem(REVERTS, problem, denied=True)
+            self._set_problem(REVERTS, problem, unready=True)
         else:
             self._set_problem(REVERTS, "kubernetes: cannot list HPAs: reverts are waiting")
         return CycleReport.of(cycle.tally, kube_reachable=unlisted is None)
+
+    def _follow_outbox(self, cycle: Cycle) -> None:
+        """When the outbox file is not the one the store's events went into (it was
+        quarantined, emptied or deleted), put every event the store holds into it again:
+        the platform de-duplicates the ones it already had."""
+        epoch = self.outbox.epoch
+        known = self.store.outbox_epoch
+        if self.outbox.resync_needed or known not in (None, epoch):
+            events, unrecoverable = self.store.events()
+            self.outbox.put(events)
+            cycle.count("events_replayed", len(events))
+            cycle.count("events_unrecoverable", unrecoverable)
+            # An error only when events are lost: ids an earlier version kept without them.
+            (log.error if unrecoverable else log.warning)(
+                "scaling_outbox_replaced", replayed=len(events), unrecoverable=unrecoverable
+            )
+            self.outbox.clear_resync_needed()
+        if known != epoch:
+            self.store.follow_outbox(epoch)
 
     def _scan(self, cycle: Cycle, view: TemplateView | None) -> KubeError | None:
         """The scan; returns why the HPAs could not be listed, if they could not."""
@@ -453,13 +496,61 @@ class Reconciler:
                 cycle.count("revert_failures")
                 call = f"revert {metadata['namespace']}/{metadata['name']}"
                 self._failed(call, "scaling_revert_failed", exc, **where)
-            except Exception:
+            except Exception as exc:
+                if is_passing_storage_error(exc):
+                    raise  # the scan holds its place (`_storage`)
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
+        if not self._journal_read:
+            try:
+                read_restore_journal(cycle)
+            except KubeError as exc:  # the next scan tries again
+                self._failed("restore_journal", "restore_journal_unread", exc)
+            else:
+                self._journal_read = True
+                self._answered("restore_journal")
         finish_restores(cycle)
         return None
 
     # shared -----------------------------------------------------------------------------------
+
+    def _storage_waiting(self) -> bool:
+        """Whether a full or failing disk's backoff is still running (the part skips this run)."""
+        with self._health_lock:
+            return time.monotonic() < self._storage_retry_at
+
+    @contextlib.contextmanager
+    def _storage(self, part: str) -> Iterator[_Attempt]:
+        """Hold `part`'s place when the block meets a full or failing disk: the error is
+        counted, readiness fails, and both parts wait out a backoff. Logged once when the
+        first part is held and once when the last one writes again: a part with nothing to
+        write proves nothing about the disk."""
+        attempt = _Attempt()
+        try:
+            yield attempt
+        except Exception as exc:
+            if not is_passing_storage_error(exc):
+                raise
+            attempt.held = True
+            self.reporter.count("storage_errors")
+            with self._health_lock:
+                first = not self._storage_held
+                self._storage_held.add(part)
+                delay = self._storage_backoff.next_delay()
+                self._storage_retry_at = time.monotonic() + delay
+            if first:
+                log.error("scaling_storage_unavailable", part=part, error=str(exc))
+            self._set_problem(
+                part, f"storage: {exc}: holding its place until it can write", unready=True
+            )
+            return
+        with self._health_lock:
+            recovered = part in self._storage_held and len(self._storage_held) == 1
+            self._storage_held.discard(part)
+            if recovered:
+                self._storage_backoff.reset()
+        if recovered:
+            log.info("scaling_storage_writable", part=part)
 
     def _cycle(self, now: datetime | None) -> Cycle:
         return Cycle(
@@ -486,19 +577,26 @@ class Reconciler:
         with self._health_lock:
             self._failing.pop(call, None)
 
-    def _set_problem(self, part: str, problem: str | None, *, denied: bool = False) -> None:
+    def _set_problem(self, part: str, problem: str | None, *, unready: bool = False) -> None:
         """One part's problem (None: fine); the component's health says every part's.
-        `denied`: a permission the API server refuses (readiness reports it)."""
+        `unready`: readiness fails for it (a permission the API server refuses, a full disk)."""
         with self._health_lock:
-            self._problems[part] = None if problem is None else (problem, denied)
+            self._problems[part] = None if problem is None else (problem, unready)
             problems = [found for found in self._problems.values() if found is not None]
             reason = "; ".join(text for text, _ in problems)
-            if any(refused for _, refused in problems):
-                health = Health.forbidden(reason)
+            if any(fails for _, fails in problems):
+                health = Health.not_ready(reason)
             else:
                 health = Health.degraded(reason) if problems else Health.healthy()
             if self.reporter.set(health):
                 log.info("scheduler_health", ok=health.ok, reason=health.reason)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """A block of writes; `held` once it met a full or failing disk and stopped there."""
+
+    held: bool = False
 
 
 def _instant(now: datetime) -> datetime:

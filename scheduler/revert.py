@@ -3,10 +3,13 @@
 - Someone else changed min or max during the window (`overridden`): their values stay,
   only our annotations go, and a RELEASED marker keeps this window from being applied again.
   A provisional HPA taken over this way stays too: it is theirs now.
-- A provisional HPA: the Deployment's original replicas are journalled in the local store,
-  the HPA is deleted (uid and resourceVersion preconditions), then the Deployment's
-  replicas are restored and the journal entry cleared. A crash or a failed request in
-  between leaves the entry, and `finish_restores` (every cycle, and `revert-all`) ends it.
+- A provisional HPA: the Deployment's original replicas are journalled in the local store
+  and on the Deployment itself (the `restore-replicas` label, with the RELEASED marker when
+  there is one), the HPA is deleted (uid and resourceVersion preconditions), then the
+  Deployment's replicas are restored and both journal entries cleared. A crash or a failed
+  request in between leaves the entries, and `finish_restores` (every cycle, and
+  `revert-all`) ends them. A store that was lost (damaged, emptied, deleted) forgets its
+  entries; `read_restore_journal`, once per process, takes them back from the labels.
 - A pre-existing HPA: min and max back to the originals, our annotations removed. Originals
   a server would refuse (min > max, max < 1: a 422 on every cycle) give way to those of
   `original-spec`; when those will not do either, the HPA is released as it is, with an
@@ -128,6 +131,29 @@ def revert(
     log.info("scaling_reverted", template=managed.template_id, action=managed.action_id, **where)
 
 
+def read_restore_journal(cycle: Cycle) -> None:
+    """Take into the store the restores journalled on Deployments that it does not hold (it
+    was lost, or this is another process: `revert-all`). Raises `kube.errors.KubeError`
+    when the Deployments cannot be listed."""
+    journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
+    known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
+    for deployment in journalled:
+        metadata = deployment["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        replicas = notes.journalled_replicas(deployment)
+        if (namespace, name) in known or replicas is None:
+            continue
+        cycle.store.add_restore(PendingRestore(namespace, name, replicas, None))
+        cycle.count("restores_recovered")
+        log.warning(
+            "replicas_restore_recovered",
+            namespace=namespace,
+            deployment=name,
+            replicas=replicas,
+            source="the Deployment's journal label (the local store did not hold it)",
+        )
+
+
 def finish_restores(cycle: Cycle) -> None:
     """Restore the Deployments whose provisional HPA is gone but whose replicas are not
     back yet (a crash, a 409 or a failed request in the middle of a revert).
@@ -149,6 +175,7 @@ def finish_restores(cycle: Cycle) -> None:
         return
     for entry in pending:
         if (entry.namespace, entry.deployment) in targeted:
+            _clear_journal(cycle, entry)
             cycle.store.drop_restore(entry.namespace, entry.deployment)
             continue
         try:
@@ -255,6 +282,11 @@ def _delete_provisional(
         pending = PendingRestore(namespace, deployment, managed.originals.replicas, marker)
         # Journalled before the delete: once the HPA is gone, nothing else remembers it.
         cycle.store.add_restore(pending)
+        try:
+            _journal(cycle, pending)
+        except NotFound:  # no Deployment left to restore
+            cycle.store.drop_restore(namespace, deployment)
+            pending = None
     # A failed delete raises and keeps the entry: a timeout or a 5xx may come after the
     # delete went through, and then the entry is all that remembers the replicas.
     # `finish_restores` sees whether the HPA is gone.
@@ -277,11 +309,44 @@ def _delete_provisional(
     cycle.record(written, reason=REVERTED, message=_message(managed, reason))
 
 
+def _journal(cycle: Cycle, pending: PendingRestore) -> None:
+    """Write the restore on the Deployment: the replicas label, and the RELEASED marker.
+
+    Without a resourceVersion: it adds a label and a marker and changes nothing anyone else
+    could have changed meanwhile (the replicas are written later, with one)."""
+    metadata: dict[str, Any] = {"labels": {notes.RESTORE_REPLICAS: str(pending.replicas)}}
+    if pending.released is not None:
+        current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
+        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
+    cycle.kube.patch_deployment(pending.namespace, pending.deployment, {"metadata": metadata})
+
+
+def _clear_journal(cycle: Cycle, pending: PendingRestore) -> None:
+    """Remove the journal label of a restore that is not needed. Failing to is logged only: a
+    label left behind is read at the next start and dropped again."""
+    patch = {"metadata": {"labels": {notes.RESTORE_REPLICAS: None}}}
+    try:
+        cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
+    except NotFound:
+        pass
+    except KubeError as exc:
+        log.info(
+            "restore_journal_left",
+            namespace=pending.namespace,
+            deployment=pending.deployment,
+            error=str(exc),
+        )
+
+
 def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
     """Put the Deployment back to its replicas from before the window (whatever the HPA
-    made of them since: its scaling and anyone else's cannot be told apart)."""
+    made of them since: its scaling and anyone else's cannot be told apart), and clear the
+    journal label in the same write."""
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
-    metadata: dict[str, Any] = {"resourceVersion": current["metadata"]["resourceVersion"]}
+    metadata: dict[str, Any] = {
+        "resourceVersion": current["metadata"]["resourceVersion"],
+        "labels": {notes.RESTORE_REPLICAS: None},
+    }
     if pending.released is not None:
         metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
     patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}

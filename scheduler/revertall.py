@@ -31,7 +31,7 @@ from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import KubeApi, Obj
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, is_overridden, revert
+from scheduler.revert import finish_restores, is_overridden, read_restore_journal, revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -79,6 +79,10 @@ def revert_all(
             else:
                 failed[key] = error
                 log.warning("revert_all_failed", hpa=key, error=error)
+        try:
+            read_restore_journal(cycle)  # restores the running role left half done
+        except KubeError as exc:
+            log.warning("restore_journal_unread", status=exc.status, error=str(exc))
         finish_restores(cycle)
     finally:
         store.commit()

@@ -22,12 +22,16 @@ which the agent's configuration applies at start-up too. A request either return
 of the `shipper.errors` classes; httpx's own exceptions are translated in one function
 (`ApiClient._request`) and chained. Error messages name the method and URL, never the
 token, and carry at most a short, redacted piece of the response body.
+
+URLs in messages: an API URL is a scheme, a host, a port and a path prefix; credentials
+(user:password@), a query and a fragment are refused (`checked_base_url`). The path prefix
+stays out of every message and log line all the same (`shown_url`): some gateways put a
+key there, and a retry line is written every few seconds for as long as the API is down.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import ssl
 import time
@@ -83,7 +87,7 @@ _SHORTEST_TOKEN_PART = 4
 
 # httpx would percent-encode these into a host name that can never resolve.
 _BAD_HOST = re.compile(r"[\s\x00-\x1f%]")
-_SHOWN_CHARS = 60  # of a URL in a message
+_HIDDEN_PATH = "/***"  # a URL's path, in messages
 _json = msgspec.json.Encoder()
 _T = TypeVar("_T")
 
@@ -144,12 +148,24 @@ class ApiClient:
         try:
             self._base = checked_base_url(base_url, insecure_http=settings.insecure_http)
         except ValueError as e:
-            raise type(e)(f"API_URL {shown_url(base_url.strip())}: {e}") from None
+            raise type(e)(f"API_URL {shown_url(base_url)}: {e}") from None
+        self._shown_base = shown_url(self._base)
         self._deadline_seconds = settings.deadline_seconds
         self._max_answer_bytes = settings.max_answer_bytes
         self._observe = observe
         self._token = token
         self._cluster_path = f"/v1/clusters/{_segment(cluster_id)}"
+        # The key a path prefix may hold, as an error can quote it: in the whole URL, or
+        # in the path of a request (the prefix alone is too short to be told from text).
+        path_prefix = urlsplit(self._base).path
+        self._hidden = (
+            {
+                self._base: self._shown_base,
+                path_prefix + self._cluster_path: _HIDDEN_PATH + self._cluster_path,
+            }
+            if path_prefix
+            else {}
+        )
         # The envelope's fixed start, encoded once; msgspec escapes the strings.
         self._envelope_start = (
             b'{"project_id":'
@@ -270,7 +286,7 @@ class ApiClient:
         bytes; None: not needed, b"" is returned), or a `shipper.errors` raise.
 
         `endpoint` names the call for the observer (paths carry ids)."""
-        url = self._url(path)
+        url, shown = self._url(path), self._shown(path)
         token = self._token.current()
         headers = {"X-Cluster-Token": token, "Authorization": f"Bearer {token}"}
         if body is not None:
@@ -292,7 +308,7 @@ class ApiClient:
                 outcome = f"{response.status_code // 100}xx"
                 try:
                     if response.is_success:
-                        content = self._answer(response, method, url, answer_limit)
+                        content = self._answer(response, method, shown, answer_limit)
                         if answer_limit is not None and limit.interrupted:
                             # Shut down under it, a body that ends with the connection
                             # looks complete: it was cut short.
@@ -308,13 +324,13 @@ class ApiClient:
             except (httpx.RequestError, MalformedAnswer) as e:
                 if limit.cancelled:
                     outcome = "cancelled"
-                    raise CallCancelled(f"{method} {url}: given up, the agent is stopping") from e
+                    raise CallCancelled(f"{method} {shown}: given up, the agent is stopping") from e
                 if limit.expired:
                     outcome = "deadline"
-                    raise DeadlineExceeded(f"{method} {url}: {limit.missed()}") from e
+                    raise DeadlineExceeded(f"{method} {shown}: {limit.missed()}") from e
                 if isinstance(e, MalformedAnswer):
                     raise
-                raise self._transport_error(e, method, url) from e
+                raise self._transport_error(e, method, shown) from e
             except AnswerOverLimit:
                 outcome = "over_limit"
                 raise
@@ -323,7 +339,7 @@ class ApiClient:
                     self._observe(endpoint, outcome, time.perf_counter() - started)
         error = _status_error(
             method,
-            url,
+            shown,
             response.status_code,
             response.headers,
             self._redact(snippet, limit=BODY_SNIPPET),
@@ -380,7 +396,7 @@ class ApiClient:
             # A 2xx with a body we cannot use is the platform's problem, not ours, and
             # nothing is lost by asking again later, so it is retried rather than paused.
             raise MalformedAnswer(
-                f"malformed answer from {self._url(path)}: {self._redact(str(e))}",
+                f"malformed answer from {self._shown(path)}: {self._redact(str(e))}",
                 body=self._redact(
                     content[:_SNIPPET_BYTES].decode("utf-8", "replace"), limit=BODY_SNIPPET
                 ),
@@ -389,10 +405,17 @@ class ApiClient:
     def _url(self, path: str) -> str:
         return f"{self._base}{self._cluster_path}{path}"
 
+    def _shown(self, path: str) -> str:
+        """`_url(path)` as messages show it (`shown_url`)."""
+        return f"{self._shown_base}{self._cluster_path}{path}"
+
     def _redact(self, text: str, *, limit: int | None = None) -> str:
-        """`text` without any token held so far. With `limit`, the text is the start of a
-        longer body: it is cut to `limit` characters only after redacting, and an ending
-        that begins a token (the read stopped inside it) goes too."""
+        """`text` without any token held so far, nor the base URL's path prefix (an httpx
+        error can quote the URL). With `limit`, the text is the start of a longer body: it
+        is cut to `limit` characters only after redacting, and an ending that begins a
+        token (the read stopped inside it) goes too."""
+        for found, shown in self._hidden.items():
+            text = text.replace(found, shown)
         secrets = self._token.secrets()
         for secret in secrets:
             text = text.replace(secret, REDACTED)
@@ -429,8 +452,9 @@ def _status_error(
             retry_after=backoff.parse_retry_after(headers.get("Retry-After")),
         )
     if 300 <= status < 400:
+        location = headers.get("Location")
         return Misconfigured(
-            f"{where} (a redirect to {headers.get('Location', 'nowhere')!r}); "
+            f"{where} (a redirect to {shown_url(location) if location else 'nowhere'}); "
             "the API URL must point at the API itself",
             status=status,
             body=body,
@@ -479,30 +503,34 @@ def _segment(value: str) -> str:
 def checked_base_url(value: str, *, insecure_http: bool) -> str:
     """The rules of a Moonin API base URL, for the client and the configuration alike.
 
-    Returns the URL without a trailing slash. Raises ValueError (`InsecureURLError` when
-    the scheme is the problem) with a message fit to follow the setting's name; a value
-    holding "@" may carry credentials and is never repeated.
+    A base URL is a scheme, a host, an optional port and an optional path prefix. Returns
+    it without a trailing slash. Raises ValueError (`InsecureURLError` when the scheme is
+    the problem) with a message fit to follow the setting's name, which never repeats the
+    value: it may hold a key.
     """
     value = value.strip()
-    shown = shown_url(value)
+    given = _unshown(value)
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 (parsing the port is part of the check)
     except ValueError:
-        raise ValueError(f"not a valid URL, got {shown}") from None
+        raise ValueError(f"not a valid URL, got {given}") from None
     if parts.username is not None or parts.password is not None:
         raise ValueError("must not contain credentials (user:password@); the token is separate")
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
-        raise InsecureURLError(f"expected an https:// URL with a host, got {shown}")
+        raise InsecureURLError(f"expected an https:// URL with a host, got {given}")
     if not parts.hostname:
-        raise ValueError(f"expected an https:// URL with a host, got {shown}")
+        raise ValueError(f"expected an https:// URL with a host, got {given}")
     if any(char.isspace() for char in value):
-        raise ValueError(f"contains whitespace, got {shown}")
+        raise ValueError(f"contains whitespace, got {given}")
     if _BAD_HOST.search(parts.hostname):
-        raise ValueError(f"has an invalid host name, got {shown}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"must not have a query or fragment, got {shown}")
+        raise ValueError(f"has an invalid host name, got {given}")
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(
+            "must be a scheme, a host, a port and a path prefix, without a query or "
+            f"fragment; got {given}"
+        )
     if scheme == "http" and not insecure_http:
         raise InsecureURLError(
             "plain http:// is refused; set MOONIN_INSECURE_HTTP=true to allow it "
@@ -512,15 +540,31 @@ def checked_base_url(value: str, *, insecure_http: bool) -> str:
     try:
         httpx.URL(normalized)
     except httpx.InvalidURL:
-        raise ValueError(f"not a valid URL, got {shown}") from None
+        raise ValueError(f"not a valid URL, got {given}") from None
     return normalized
 
 
 def shown_url(value: str) -> str:
-    """A URL as messages show it: quoted and cut short, or not at all when it has "@"."""
-    if "@" in value:
-        return "a value with '@' (not shown)"
-    return json.dumps(value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "...")
+    """A URL as messages and logs show it: scheme, host and port, and `/***` for a path.
+
+    What else a URL holds (credentials, a query, a path that may carry a key) stays out;
+    a value that is not an http(s) URL with a host is not shown at all."""
+    try:
+        parts = urlsplit(value.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return _unshown(value)
+    scheme = parts.scheme.lower()
+    if not host or scheme not in ("http", "https"):
+        return _unshown(value)
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc = f"{netloc}:{port}"
+    return f"{scheme}://{netloc}{_HIDDEN_PATH if parts.path.strip('/') else ''}"
+
+
+def _unshown(value: str) -> str:
+    return f"a value of {len(value)} characters (not shown)"
 
 
 def _ssl_context(ca_bundle: str) -> ssl.SSLContext:

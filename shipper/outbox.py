@@ -158,11 +158,6 @@ class StreamOutbox:
         self.reporter.count("events_lost", lost.events)
         self._write_meta(resync_needed="1")
 
-    @property
-    def epoch(self) -> str:
-        """Made when the file was created; another one means another file."""
-        return self._meta["epoch"]
-
     # -- producers ---------------------------------------------------------------------
 
     def put(self, records: Iterable[Outgoing]) -> None:
@@ -201,6 +196,13 @@ class StreamOutbox:
             self.reporter.set(Health.degraded(f"the {self.stream} queue is at its bound"))
         else:
             self.reporter.set(Health.healthy())
+
+    @property
+    def epoch(self) -> str:
+        """The file's identity: a file created anew (first start, emptied, deleted or
+        quarantined) has a new one, so a producer can tell its puts went into another file."""
+        with self._lock:
+            return self._meta["epoch"]
 
     @property
     def resync_needed(self) -> bool:

@@ -5,10 +5,15 @@ credentials the shipper calls `reload()` and the next request carries the new to
 without a restart. Every value ever held is remembered so the log redactor can hide old
 tokens too (a log line about a rotation must not leak either side of it).
 
+A usable token is visible ASCII (anything else cannot travel in an HTTP header) and at least
+`MIN_TOKEN_CHARS` long: a shorter one is a mistake (a placeholder, a cut paste), and the
+log redactor would have to hide every occurrence of a common string. `token_problem` is
+that rule, for the configuration at start-up and for every rotation here.
+
 How it fails: construction raises ValueError (without the token in the message) when no
 usable token is configured. After that nothing raises: a file that disappears, is
-unreadable, empty or holds a value that cannot go into an HTTP header keeps the token
-already held, and `reload()` answers False.
+unreadable, empty or holds a value that is not a usable token keeps the token already
+held, and `reload()` answers False.
 """
 
 from __future__ import annotations
@@ -21,7 +26,21 @@ from collections.abc import Mapping
 # refuse it later would put the value into an exception message.
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
+MIN_TOKEN_CHARS = 16
+
 _NOT_SET = "CLUSTER_TOKEN or CLUSTER_TOKEN_FILE must be set"
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` (stripped) cannot be the cluster token, without quoting it; None if it can."""
+    if not _HEADER_SAFE.fullmatch(token):
+        return (
+            "holds whitespace, control or non-ASCII characters that cannot be sent in an HTTP "
+            "header"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"has length {len(token)}; a cluster token has at least {MIN_TOKEN_CHARS} characters"
+    return None
 
 
 class TokenSource:
@@ -38,16 +57,14 @@ class TokenSource:
         token = self._read_file()
         if token is None and value is not None:
             value = value.strip()
-            if value and not _HEADER_SAFE.fullmatch(value):
-                raise ValueError(
-                    "CLUSTER_TOKEN contains characters that cannot be sent in an HTTP header"
-                )
+            if value and (problem := token_problem(value)) is not None:
+                raise ValueError(f"CLUSTER_TOKEN {problem}")
             token = value or None
         if token is None:
             if self._file is not None and not value:
                 raise ValueError(
                     f"{_NOT_SET} (CLUSTER_TOKEN_FILE {self._file} is missing, unreadable, "
-                    "empty or holds characters that cannot be sent in an HTTP header)"
+                    "empty or holds no usable token)"
                 )
             raise ValueError(_NOT_SET)
         self._token = token
@@ -95,8 +112,8 @@ class TokenSource:
                 token = handle.read().strip()
         except (OSError, UnicodeDecodeError):
             return None
-        if not token or not _HEADER_SAFE.fullmatch(token):
-            return None
+        if not token or token_problem(token) is not None:
+            return None  # a rotation to a token that cannot be one keeps the one held
         return token
 
     def __repr__(self) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 from sandbox.platform import FakePlatform
 
 TOKEN = "test-token-6f1d2c"
+# The crash worker's token: its fake platform must be told it.
+CRASH_TOKEN = "crash-token-4e1a7c"
 WORKER = Path(__file__).with_name("crash_worker.py")
 
 
@@ -124,7 +126,7 @@ def worker_env(platform: FakePlatform, queue_dir: Path) -> dict[str, str]:
         **os.environ,
         "PROJECT_ID": "p-1",
         "CLUSTER_ID": "c-1",
-        "CLUSTER_TOKEN": "crash-token",
+        "CLUSTER_TOKEN": CRASH_TOKEN,
         "API_URL": platform.url,
         "MOONIN_INSECURE_HTTP": "true",
         "QUEUE_DIR": str(queue_dir),

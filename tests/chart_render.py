@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "moonin-agent"
 RELEASE = "moonin-agent"
 NAMESPACE = "moonin"
-CREDENTIALS = {"projectId": "p-1", "clusterId": "c-1", "clusterToken": "t0ken-abc"}
+CREDENTIALS = {"projectId": "p-1", "clusterId": "c-1", "clusterToken": "t0ken-abc-7d2e91f4"}
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
 # A private CA's certificate, as an operator behind a TLS-inspecting proxy gives it.
 CA_PEM = trustme.CA().cert_pem.bytes().decode().strip()

@@ -26,6 +26,7 @@ FAST = InformerSettings(
     forbidden_retry_seconds=0.3,
     backoff_initial_seconds=0.05,
     backoff_max_seconds=0.2,
+    relist_backoff_max_seconds=0.2,
 )
 # Lists in pages even where the server streams them (the fake does unless told otherwise).
 PAGED = dataclasses.replace(FAST, streaming_lists=False)

@@ -8,7 +8,7 @@ Templates default to a daily window 08:00-18:00 UTC, so `at(9)` is inside the wi
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -146,6 +146,25 @@ class Harness:
     def close(self) -> None:
         self.outbox.close()
         self.store.close()
+
+
+def failing_replica_writes(
+    kube_api: KubeApi, error: Callable[[], BaseException], count: int | None = None
+) -> Callable[[str, str, dict[str, Any]], dict[str, Any]]:
+    """`kube_api.patch_deployment`, except that a patch writing replicas raises `error()`
+    (the first `count` times; every time when None). Other Deployment patches (a revert's
+    journal label) go through."""
+    write = kube_api.patch_deployment
+    failed = 0
+
+    def patch_deployment(namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        nonlocal failed
+        if "replicas" in (patch.get("spec") or {}) and (count is None or failed < count):
+            failed += 1
+            raise error()
+        return write(namespace, name, patch)
+
+    return patch_deployment
 
 
 def ours(obj: dict[str, Any]) -> dict[str, str]:

@@ -25,6 +25,17 @@ def test_each_failure_doubles_the_ceiling_until_the_maximum() -> None:
         assert min(delays) < ceiling * 0.1
 
 
+def test_a_floor_keeps_each_wait_within_the_upper_part_of_its_ceiling() -> None:
+    random.seed(7)
+    backoff = Backoff(initial=1.0, maximum=8.0, least=0.5)
+    delays = [backoff.next_delay() for _ in range(300)]
+    ceilings = [1.0, 2.0, 4.0] + [8.0] * 297
+    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True))
+    assert min(delays[3:]) < 4.5 and max(delays[3:]) > 7.5  # still spread over that part
+    with pytest.raises(ValueError):
+        Backoff(least=1.5)
+
+
 def test_a_retry_after_is_waited_at_least_but_an_absurd_one_is_capped() -> None:
     backoff = Backoff(initial=0.01, maximum=0.02)
     assert backoff.next_delay(at_least=5.0) == 5.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,17 @@ from runtime.version import VERSION
 from sandbox.platform import FakePlatform
 from shipper.outbox import Bounds, Outbox
 from shipper.records import DISCOVERY, SCALING, Record, ScalingEvent, utc_timestamp
-from tests.agent_process import WORKER, agent_env, run_cli, worker_env
+from tests.agent_process import (
+    CRASH_TOKEN,
+    WORKER,
+    agent_env,
+    log_events,
+    log_until,
+    run_cli,
+    start_agent,
+    stop_within,
+    worker_env,
+)
 
 STATS_KEYS = {"records", "bytes", "oldest_age_seconds", "dead_letters", "dropped", "resync_needed"}
 
@@ -107,8 +118,7 @@ def test_an_unreadable_queue_file_is_one_line_and_exit_code_2(
 def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     platform: FakePlatform, tmp_path: Path
 ) -> None:
-    crash_platform_token = "crash-token"
-    platform.token = crash_platform_token
+    platform.token = CRASH_TOKEN
     queue = tmp_path / "queue"
     committed = tmp_path / "committed.log"
     total = 3000
@@ -197,3 +207,74 @@ def test_bad_input_to_a_command_is_one_line_not_a_traceback(
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and says in lines[0]
+
+
+# --- `run`: start-up ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("in_the_way", "command"),
+    [
+        ("disk-reserve", ("run", "--role", "discovery")),
+        ("collector-state.sqlite", ("run", "--role", "discovery")),
+        ("disk-reserve", ("scaling", "revert-all")),
+    ],
+)
+def test_a_directory_where_a_queue_file_belongs_is_one_line_not_a_traceback(
+    platform: FakePlatform,
+    kubeconfig: Path,
+    tmp_path: Path,
+    in_the_way: str,
+    command: tuple[str, ...],
+) -> None:
+    queue = tmp_path / "queue"
+    (queue / in_the_way).mkdir(parents=True)
+    env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), LEADER_ELECTION="false")
+    result = run_cli(*command, env=env)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
+    assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and in_the_way in lines[0]
+
+
+def test_a_misspelt_variable_is_named_at_start_up_without_its_value(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    pasted = "k-8c1d55e0a9b34f27"
+    env = agent_env(platform, tmp_path / "queue", QUEUE_MAX_RECORD=pasted, NODE_NAME="node-1")
+    agent = start_agent(env)
+    try:
+        logged = log_until(agent, "setting_name_misspelt")
+        agent.send_signal(signal.SIGTERM)
+        logged += stop_within(agent, 30)
+    finally:
+        agent.kill()
+    [warning] = [e for e in log_events(logged) if e["event"] == "setting_name_misspelt"]
+    assert (warning["variable"], warning["did_you_mean"]) == (
+        "QUEUE_MAX_RECORD",
+        "QUEUE_MAX_RECORDS",
+    )
+    assert pasted not in logged
+
+
+def test_a_key_in_the_api_url_path_stays_out_of_the_retry_lines(
+    platform: FakePlatform, kubeconfig: Path, tmp_path: Path
+) -> None:
+    key = "k-8c1d55e0a9b34f27"
+    queue = tmp_path / "queue"
+    with Outbox(queue) as outbox:
+        outbox[DISCOVERY].put([record(n) for n in range(3)])
+    with socket.socket() as closed:  # bound, never listening: every connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        api_url = f"http://127.0.0.1:{port}/gw/{key}"
+        env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), API_URL=api_url)
+        agent = start_agent(env)
+        try:
+            logged = log_until(agent, "stream_retrying")
+            agent.send_signal(signal.SIGTERM)
+            logged += stop_within(agent, 30)
+        finally:
+            agent.kill()
+    assert key not in logged
+    assert f"POST http://127.0.0.1:{port}/***/v1/clusters/c-1/records failed" in logged

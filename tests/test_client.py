@@ -542,11 +542,11 @@ def test_the_token_never_appears_in_an_error(answer: httpx.Response | Exception)
 
 def test_an_old_token_is_redacted_after_rotation(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    file.write_text("old-token-1\n")
+    file.write_text("old-token-1-5e0c9a\n")
     token = TokenSource(file=str(file))
-    file.write_text("new-token-2\n")
+    file.write_text("new-token-2-5e0c9a\n")
     assert token.reload()
-    answer = httpx.Response(403, text="old-token-1 and new-token-2 are both wrong")
+    answer = httpx.Response(403, text="old-token-1-5e0c9a and new-token-2-5e0c9a are both wrong")
     with (
         make_client(Recorder(answer), token=token) as client,
         pytest.raises(CredentialsRejected) as caught,
@@ -654,6 +654,41 @@ def test_urls_are_built_under_the_base_url(base: str, expected: str) -> None:
     assert str(recorder.last.url) == expected
 
 
+PATH_KEY = "k-8c1d55e0a9b34f27"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ok(status=503),
+        ok(status=401),
+        ok(status=302, headers={"Location": f"https://moonin.test/{PATH_KEY}?k={PATH_KEY}"}),
+        ok(status=200, content=b"not json"),
+        httpx.ConnectError(f"cannot reach https://moonin.test/gw/{PATH_KEY}/v1"),
+    ],
+    ids=["retry", "refused", "redirect", "malformed", "unreachable"],
+)
+def test_a_key_in_the_path_prefix_stays_out_of_every_message(
+    answer: httpx.Response | Exception,
+) -> None:
+    # Retry lines repeat these messages every few seconds while the API is down.
+    recorder = Recorder(answer)
+    with (
+        make_client(recorder, base_url=f"https://moonin.test/gw/{PATH_KEY}") as client,
+        pytest.raises(MooninAPIError) as caught,
+    ):
+        client.get_templates()
+    assert str(recorder.last.url) == f"https://moonin.test/gw/{PATH_KEY}/v1/clusters/c-1/templates"
+    assert PATH_KEY not in str(caught.value)
+    assert "https://moonin.test/***/v1/clusters/c-1/templates" in str(caught.value)
+
+
+def test_an_unusable_url_is_refused_without_repeating_it() -> None:
+    with pytest.raises(ValueError, match="API_URL") as caught:
+        make_client(Recorder(ok({})), base_url=f"https://moonin.test/v1?apikey={PATH_KEY}")
+    assert PATH_KEY not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("cluster_id", "raw_path"),
     [
@@ -690,20 +725,20 @@ def test_a_ca_bundle_without_certificates_is_refused_at_construction(tmp_path: P
 
 def test_a_rotated_token_file_changes_the_headers_of_the_next_request(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    file.write_text("first-token\n")
+    file.write_text("first-token-7a2c4e\n")
     token = TokenSource(file=str(file))
     recorder = Recorder(ok(status=401), ok(status=200))
     with make_client(recorder, token=token) as client:
         with pytest.raises(CredentialsRejected):
             client.post_records("01JB", [record(1)])
-        file.write_text("  second-token \n")
+        file.write_text("  second-token-7a2c4e \n")
         assert token.reload() is True
         client.post_records("01JB", [record(1)])
     first, second = recorder.requests
-    assert first.headers["X-Cluster-Token"] == "first-token"
-    assert second.headers["X-Cluster-Token"] == "second-token"
-    assert second.headers["Authorization"] == "Bearer second-token"
-    assert token.secrets() == ("first-token", "second-token")
+    assert first.headers["X-Cluster-Token"] == "first-token-7a2c4e"
+    assert second.headers["X-Cluster-Token"] == "second-token-7a2c4e"
+    assert second.headers["Authorization"] == "Bearer second-token-7a2c4e"
+    assert token.secrets() == ("first-token-7a2c4e", "second-token-7a2c4e")
 
 
 @pytest.mark.parametrize("refusal", [401, 403])
@@ -712,33 +747,35 @@ def test_a_refused_read_rereads_the_token_file_for_the_next_call(
 ) -> None:
     # A quiet scaling pod only reads templates: a rotated token must reach those too.
     file = tmp_path / "token"
-    file.write_text("old-token\n")
+    file.write_text("old-token-3b8d1f06\n")
     token = TokenSource(file=str(file))
     recorder = Recorder(ok(status=refusal), ok({"templates": []}))
     with make_client(recorder, token=token) as client:
-        file.write_text("new-token\n")  # the Secret rotated
+        file.write_text("new-token-3b8d1f06\n")  # the Secret rotated
         with pytest.raises(CredentialsRejected):
             client.get_templates()
         assert client.get_templates() == []
     first, second = recorder.requests
     assert (first.headers["X-Cluster-Token"], second.headers["X-Cluster-Token"]) == (
-        "old-token",
-        "new-token",
+        "old-token-3b8d1f06",
+        "new-token-3b8d1f06",
     )
 
 
 def test_reload_without_a_change_answers_false(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    file.write_text("same\n")
+    file.write_text("same-token-9c1e4b7a\n")
     token = TokenSource(file=str(file))
     assert token.reload() is False
-    assert TokenSource(value="fixed").reload() is False
+    assert TokenSource(value="fixed-token-6d0b3a").reload() is False
 
 
-@pytest.mark.parametrize("damage", ["remove", "empty", "whitespace", "binary", "spaces-inside"])
+@pytest.mark.parametrize(
+    "damage", ["remove", "empty", "whitespace", "binary", "spaces-inside", "too-short"]
+)
 def test_a_missing_or_unusable_token_file_keeps_the_old_token(tmp_path: Path, damage: str) -> None:
     file = tmp_path / "token"
-    file.write_text("good-token")
+    file.write_text("good-token-4f6a2d9e")
     token = TokenSource(file=str(file))
     if damage == "remove":
         file.unlink()
@@ -748,33 +785,42 @@ def test_a_missing_or_unusable_token_file_keeps_the_old_token(tmp_path: Path, da
         file.write_text(" \n\n")
     elif damage == "binary":
         file.write_bytes(b"\xff\xfe\x00")
+    elif damage == "too-short":
+        file.write_text("short-token")  # a cut paste: the log redactor could not hide it
     else:
         file.write_text("two words")
     assert token.reload() is False
-    assert token.current() == "good-token"
-    assert token.secrets() == ("good-token",)
+    assert token.current() == "good-token-4f6a2d9e"
+    assert token.secrets() == ("good-token-4f6a2d9e",)
 
 
 def test_the_token_value_is_stripped() -> None:
-    assert TokenSource(value="  abc\n").current() == "abc"
+    assert TokenSource(value="  tok-3f9a1c7e5b2d\n").current() == "tok-3f9a1c7e5b2d"
 
 
 def test_from_env_prefers_the_file_because_it_is_the_one_that_rotates(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    file.write_text("from-file\n")
-    env = {"CLUSTER_TOKEN": "from-env", "CLUSTER_TOKEN_FILE": str(file)}
-    assert TokenSource.from_env(env).current() == "from-file"
-    assert TokenSource.from_env({"CLUSTER_TOKEN": "from-env"}).current() == "from-env"
-    assert TokenSource.from_env({"CLUSTER_TOKEN_FILE": str(file)}).current() == "from-file"
+    file.write_text("from-file-token-8e2b\n")
+    env = {"CLUSTER_TOKEN": "from-env-token-1f7c", "CLUSTER_TOKEN_FILE": str(file)}
+    assert TokenSource.from_env(env).current() == "from-file-token-8e2b"
+    assert (
+        TokenSource.from_env({"CLUSTER_TOKEN": "from-env-token-1f7c"}).current()
+        == "from-env-token-1f7c"
+    )
+    assert (
+        TokenSource.from_env({"CLUSTER_TOKEN_FILE": str(file)}).current() == "from-file-token-8e2b"
+    )
 
 
 def test_from_env_falls_back_to_the_value_while_the_file_is_missing(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    token = TokenSource.from_env({"CLUSTER_TOKEN": "from-env", "CLUSTER_TOKEN_FILE": str(file)})
-    assert token.current() == "from-env"
-    file.write_text("from-file")
+    token = TokenSource.from_env(
+        {"CLUSTER_TOKEN": "from-env-token-1f7c", "CLUSTER_TOKEN_FILE": str(file)}
+    )
+    assert token.current() == "from-env-token-1f7c"
+    file.write_text("from-file-token-8e2b")
     assert token.reload() is True
-    assert token.current() == "from-file"
+    assert token.current() == "from-file-token-8e2b"
 
 
 @pytest.mark.parametrize(
@@ -796,13 +842,19 @@ def test_an_empty_token_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_token_that_cannot_be_a_header_is_refused_without_echoing_it() -> None:
     with pytest.raises(ValueError, match="cannot be sent in an HTTP header") as caught:
-        TokenSource(value="sëcret")
+        TokenSource(value="sëcret-3f9a1c7e5b2d")
     assert "sëcret" not in str(caught.value)
+
+
+def test_a_token_too_short_to_be_told_from_ordinary_text_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ValueError, match="has length 11") as caught:
+        TokenSource(value="short-token")
+    assert "short-token" not in str(caught.value)
 
 
 def test_the_token_source_is_safe_to_share_between_threads(tmp_path: Path) -> None:
     file = tmp_path / "token"
-    file.write_text("t-0")
+    file.write_text("token-rotation-00")
     token = TokenSource(file=str(file))
     seen: set[str] = set()
 
@@ -814,12 +866,12 @@ def test_the_token_source_is_safe_to_share_between_threads(tmp_path: Path) -> No
     for reader in readers:
         reader.start()
     for i in range(1, 50):
-        file.write_text(f"t-{i}")
+        file.write_text(f"token-rotation-{i:02d}")
         token.reload()
     for reader in readers:
         reader.join()
     assert seen <= set(token.secrets())
-    assert token.current() == "t-49"
+    assert token.current() == "token-rotation-49"
 
 
 # -- proxies from the environment -----------------------------------------------------------

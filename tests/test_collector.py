@@ -310,10 +310,10 @@ def test_an_object_the_normalizer_fails_on_is_skipped_and_its_informer_goes_on(
         kube.create(objects.namespace(name="later"))
         wait_until(lambda: ("namespace", "later") in received.latest())
     assert {key for kind, key in received.latest() if kind == "namespace"} == {"shop", "later"}
-    failed = [line for line in logs if line["event"] == "normalize_failed"]
-    assert [(line["name"], line["error"]) for line in failed] == [
-        ("broken", "ValueError"),
-        ("broken-too", "ValueError"),
+    failed = [line for line in logs if line["event"] == "object_skipped"]
+    assert [(line["name"], line["reason"], line["field"]) for line in failed] == [
+        ("broken", "normalize_failed", "ValueError"),
+        ("broken-too", "normalize_failed", "ValueError"),
     ]
     assert secret not in repr(logs)
     assert all(reporter.snapshot().health.ok for reporter in collector.reporters())

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from sandbox.platform import FakePlatform
-from tests.agent_process import WORKER, worker_env
+from tests.agent_process import CRASH_TOKEN, WORKER, worker_env
 
 KILLS = 20
 
@@ -44,7 +44,7 @@ def _record_ids(body: bytes) -> list[str]:
 
 @pytest.fixture
 def crash_platform() -> FakePlatform:
-    platform = FakePlatform(token="crash-token")
+    platform = FakePlatform(token=CRASH_TOKEN)
     platform.start()
     yield platform
     platform.stop()

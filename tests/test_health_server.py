@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import select
 import signal
 import socket
+import struct
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -76,6 +81,110 @@ def test_a_taken_port_is_an_error_at_construction() -> None:
             HealthServer("127.0.0.1", taken.getsockname()[1], live=list, ready=list, metrics=bytes)
 
 
+# --- connections: none may be held -------------------------------------------------------------
+
+
+@pytest.fixture
+def started() -> Iterator[Callable[..., HealthServer]]:
+    servers: list[HealthServer] = []
+
+    def make(**options: Any) -> HealthServer:
+        checks: dict[str, Any] = {"live": list, "ready": list, "metrics": bytes}
+        server = HealthServer("127.0.0.1", 0, **(checks | options))
+        server.start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def connect(server: HealthServer) -> socket.socket:
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    connection.settimeout(10)  # a server that holds the connection fails the test here
+    return connection
+
+
+def closed_by_server(connection: socket.socket) -> bool:
+    try:
+        return connection.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def probe(server: HealthServer) -> int | None:
+    try:
+        return httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5).status_code
+    except httpx.TransportError:
+        return None
+
+
+def test_an_idle_connection_is_closed_at_its_deadline(
+    started: Callable[..., HealthServer],
+) -> None:
+    server = started(request_seconds=0.3)
+    with connect(server) as idle:
+        assert closed_by_server(idle)
+    assert probe(server) == 200
+
+
+def test_a_request_trickled_a_byte_at_a_time_is_cut_off_at_its_deadline(
+    started: Callable[..., HealthServer],
+) -> None:
+    server = started(request_seconds=0.5)
+    with connect(server) as slow:
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+        # A header byte whenever the server stayed quiet for 50 ms: every read gets its byte
+        # in time, so only a deadline for the whole request can end this.
+        header = itertools.cycle(b"X-Slow: a\r\n")
+        for _ in range(400):
+            if select.select([slow], [], [], 0.05)[0]:
+                break
+            try:
+                slow.sendall(bytes([next(header)]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        assert closed_by_server(slow)
+
+
+def test_a_crowd_of_idle_connections_gets_few_threads_and_cannot_keep_a_probe_out(
+    started: Callable[..., HealthServer],
+) -> None:
+    server = started(max_connections=4, request_seconds=60)
+    threads = threading.active_count()
+    crowd = [connect(server) for _ in range(4)]
+    try:
+        assert probe(server) == 200  # displaces the oldest of the crowd
+        assert closed_by_server(crowd[0])
+        crowd += [connect(server) for _ in range(20)]
+        assert probe(server) == 200
+        assert threading.active_count() <= threads + 2 * 4
+    finally:
+        for connection in crowd:
+            connection.close()
+
+
+def test_a_client_that_leaves_before_its_answer_is_not_an_error(
+    started: Callable[..., HealthServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    left = threading.Event()
+
+    def live() -> list[str]:
+        left.wait(10)  # answers only once the client is gone
+        return []
+
+    server = started(live=live)
+    with connect(server) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: probe\r\n\r\n")
+        # Closing with a zero linger resets the connection, as a killed prober does.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    left.set()
+    wait_until(lambda: server.clients_gone == 1)
+    assert probe(server) == 200
+    assert capsys.readouterr().err == ""
+
+
 def test_liveness_fails_for_a_failed_or_stalled_component_not_a_degraded_one() -> None:
     degraded, failed, stalled = (HealthReporter(n) for n in ("shipper.x", "informer.a", "leader"))
     degraded.set(Health.degraded("platform unreachable"))
@@ -114,6 +223,8 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
         HealthReporter(n) for n in ("informer.pods", "shipper.discovery", "scheduler")
     )
     informer.count("relists", 2)
+    informer.count("objects_skipped/unstorable", 3)
+    informer.count("objects_skipped/nested_too_deep")
     shipper.count("records_shipped", 500)
     scheduler.count("applies")
     scheduler.set(Health.degraded("scaling API unreachable"))
@@ -131,6 +242,9 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
     metrics.observe_request("records", "error", 30.0)
     found = samples(metrics.exposition().decode())
     assert found[("moonin_agent_informer_relists_total", (("resource", "pods"),))] == 2
+    skipped = "moonin_agent_objects_skipped_total"
+    assert found[(skipped, (("reason", "unstorable"), ("resource", "pods")))] == 3
+    assert found[(skipped, (("reason", "nested_too_deep"), ("resource", "pods")))] == 1
     shipped = ("moonin_agent_shipper_records_shipped_total", (("stream", "discovery"),))
     assert found[shipped] == 500
     assert found[("moonin_agent_scheduler_applies_total", ())] == 1

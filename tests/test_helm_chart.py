@@ -208,6 +208,12 @@ def test_values_without_credentials_are_refused_naming_what_is_missing(chart: he
             {"global": {"clusterCredentials": CREDENTIALS | {"projectId": "p/1"}}},
             "projectId",
         ),
+        (
+            {"global": {"clusterCredentials": CREDENTIALS | {"clusterToken": "t0ken-abc"}}},
+            "clusterToken",
+        ),
+        (chart_values(scaling={"reconcileIntervalSeconds": 0.001}), "reconcileIntervalSeconds"),
+        (chart_values(queue={"maxBytes": 10**12}), "maxBytes"),
     ],
 )
 def test_the_schema_refuses_values_the_agent_could_not_run_with(
@@ -305,7 +311,7 @@ def test_scaling_and_the_uninstall_hook_hold_nothing_on_secrets(
 
 def test_scaling_holds_what_applying_and_reverting_windows_needs(default: Rendered) -> None:
     rules = rules_of(default, f"{RELEASE}-scaling")
-    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "apps", "deployments") == {"get", "list", "patch"}
     assert _grants(rules, "autoscaling", "horizontalpodautoscalers") == {
         "get",
         "list",
@@ -438,7 +444,11 @@ def test_numeric_ids_reach_the_secret_whole(chart: helm.Chart) -> None:
     values["global"]["clusterCredentials"].update(projectId=1234567, clusterId=42)
     (secret,) = render(chart, values).of_kind("Secret")
     decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    assert decoded == {"PROJECT_ID": "1234567", "CLUSTER_ID": "42", "CLUSTER_TOKEN": "t0ken-abc"}
+    assert decoded == {
+        "PROJECT_ID": "1234567",
+        "CLUSTER_ID": "42",
+        "CLUSTER_TOKEN": "t0ken-abc-7d2e91f4",
+    }
 
 
 def test_the_token_is_also_a_file_so_a_rotation_needs_no_restart(default: Rendered) -> None:
@@ -467,7 +477,7 @@ def test_pods_roll_when_config_or_credentials_change(chart: helm.Chart) -> None:
     assert changed_config["checksum/config"] != base["checksum/config"]
     assert changed_config["checksum/credentials"] == base["checksum/credentials"]
     rotated = chart_values()
-    rotated["global"]["clusterCredentials"]["clusterToken"] = "rotated"
+    rotated["global"]["clusterCredentials"]["clusterToken"] = "rotated-token-5b09e3"
     assert checksums(rotated)["checksum/credentials"] != base["checksum/credentials"]
 
 
@@ -603,7 +613,7 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         environment = container_environment(result, workload, container, root)
         settings = agent_config.load_settings(role, environment)
         assert settings.project_id == "p-1" and settings.cluster_id == "c-1"
-        assert settings.token_file and Path(settings.token_file).read_text() == "t0ken-abc"
+        assert settings.token_file and Path(settings.token_file).read_text() == "t0ken-abc-7d2e91f4"
         assert settings.health_addr == "0.0.0.0:8080"
         custom = variant == "custom-config"
         assert settings.queue.max_bytes == (104857600 if custom else 419430400)
@@ -722,7 +732,7 @@ def test_the_uninstall_hook_holds_what_scale_to_zero_and_revert_all_call(
         "patch",
         "delete",
     }
-    assert _grants(rules, "apps", "deployments") == {"get", "patch"}
+    assert _grants(rules, "apps", "deployments") == {"get", "list", "patch"}
     assert _grants(rules, "", "events") == {"create"}
 
 

@@ -374,7 +374,7 @@ def test_the_lease_lives_in_the_namespace_of_the_service_account_the_cluster_was
     in_pod = KubeTarget(
         server="https://127.0.0.1:1", verify=False, token=lambda: None, service_account=account
     )
-    environ = {"PROJECT_ID": "p-1", "CLUSTER_ID": "c-1", "CLUSTER_TOKEN": "t"}
+    environ = {"PROJECT_ID": "p-1", "CLUSTER_ID": "c-1", "CLUSTER_TOKEN": "tok-3f9a1c77e2b84d05"}
     settings = load_settings("discovery", environ)
     assert lease_namespace(settings, in_pod) == "moonin-agent"
     given = load_settings("discovery", {**environ, "POD_NAMESPACE": "elsewhere"})

@@ -112,6 +112,15 @@ def test_a_secret_in_a_field_is_redacted() -> None:
     assert lines(stream)[0]["url"] == f"https://x.test/?t={REDACTED}"
 
 
+def test_a_value_too_short_to_be_a_token_does_not_blank_ordinary_text() -> None:
+    # A 1-character "token" once turned every "e" of every line into [REDACTED].
+    stream = json_setup(secrets=["e", "tok-3f9a1c7", SECRET])
+    structlog.get_logger().info("stream_resumed", stream="discovery", detail=f"see {SECRET}")
+    [line] = lines(stream)
+    assert (line["event"], line["stream"]) == ("stream_resumed", "discovery")
+    assert line["detail"] == f"see {REDACTED}"
+
+
 def test_a_secret_in_the_event_name_is_redacted() -> None:
     stream = json_setup()
     structlog.get_logger().info(f"oops {SECRET}")

@@ -258,7 +258,7 @@ IMAGES = [
 ]
 TEMPLATE_DATA = {
     "labels": {"app": "web", "tier": "front"},
-    "annotations": {"checksum/api-token": "[REDACTED]", "prometheus.io/scrape": "true"},
+    "annotations": {"prometheus.io/scrape": "true"},
 }
 HELM = {
     "release": "shop",
@@ -340,7 +340,6 @@ DEPLOYMENT_DATA = {
     "paused": False,
     "labels": HELM_LABELS,
     "annotations": {
-        "db-password": "[REDACTED]",
         "deployment.kubernetes.io/revision": "3",
         **HELM_ANNOTATIONS,
     },
@@ -430,7 +429,6 @@ REVISION_DATA = {
     "actor": "ci@acme",
     "notes": None,
     "annotations": {
-        "db-password": "[REDACTED]",
         "deployment.kubernetes.io/desired-replicas": "3",
         "deployment.kubernetes.io/max-replicas": "3",
         "deployment.kubernetes.io/revision": "3",
@@ -635,7 +633,7 @@ SERVICE_DATA = {
     "external_name": None,
     "load_balancer": [{"ip": "203.0.113.10", "hostname": None}],
     "labels": {"app": "web"},
-    "annotations": {"db-password": "[REDACTED]"},
+    "annotations": {},
     "created_at": "2026-11-01T10:00:00Z",
 }
 

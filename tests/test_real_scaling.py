@@ -399,6 +399,8 @@ def test_bounds_someone_changes_during_a_window_are_left_as_set_and_reported_ove
     [reverted] = events_of(platform, "revert")
     assert reverted["min_replicas"] is None and "3:9" in reverted["message"]
     wait_until(lambda: set(ours(cluster.hpa("web"))) == {notes.RELEASED})
+    # The revert's Kubernetes Event follows its patch: it is not one of the later writes.
+    wait_until(lambda: "MooninScalingReverted" in cluster.event_reasons(cluster.hpa("web")))
     # The window is still on: later cycles leave the bounds as they were set.
     mark = control_plane.audit_mark()
     user = service_account(NAMESPACE, SCALING)

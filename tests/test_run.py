@@ -61,7 +61,11 @@ def fill(queue_dir: Path, count: int) -> None:
 
 
 def test_missing_configuration_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    env = {"PATH": os.environ.get("PATH", ""), "QUEUE_DIR": str(tmp_path), "CLUSTER_TOKEN": "t"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "QUEUE_DIR": str(tmp_path),
+        "CLUSTER_TOKEN": "tok-3f9a1c77e2b84d05",
+    }
     result = run_cli("run", "--role", "discovery", env=env)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
@@ -76,7 +80,7 @@ def _taken_port() -> socket.socket:
 
 
 @pytest.mark.parametrize("failure", ["health port taken", "lock file unusable"])
-def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_1(
+def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_2(
     platform: FakePlatform, tmp_path: Path, failure: str
 ) -> None:
     queue = tmp_path / "queue"
@@ -90,7 +94,7 @@ def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_1(
             (queue / "agent.lock").mkdir()
             expected = "agent.lock"
         result = run_cli("run", "--role", "discovery", env=env)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1 and lines[0].startswith("moonin-agent: ") and expected in lines[0]
@@ -129,7 +133,7 @@ def test_the_agent_ships_what_was_queued_and_stops_cleanly_on_sigterm(
         wait_until(lambda: len(queued_records(platform)) == 50 and "ev-1" in platform.events())
         # A second agent on the same directory is refused, and the first keeps running.
         second = start_agent(agent_env(platform, queue))
-        assert second.wait(timeout=30) == 1
+        assert second.wait(timeout=30) == 2
         assert "in use by another moonin-agent process" in second.communicate()[1]
         assert agent.poll() is None
         agent.send_signal(signal.SIGTERM)

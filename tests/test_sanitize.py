@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from collector import sanitize
+from collector import redact, sanitize
 from collector.model import ObjectMeta
 from collector.sanitize import Condition, Container, LabelSelector, PodSpec
 
@@ -57,20 +57,29 @@ def test_annotations_drop_redact_truncate_and_sort() -> None:
     raw = {
         "zeta": "last",
         "kubectl.kubernetes.io/last-applied-configuration": '{"env":"' + SECRET + '"}',
+        "kapp.k14s.io/original": '{"env":[{"name":"K","value":"' + SECRET + '"}]}',
+        "nginx.ingress.kubernetes.io/configuration-snippet": f'more_set_headers "X: {SECRET}";',
+        "nginx.ingress.kubernetes.io/server-snippet": f"set $k {SECRET};",
+        "nginx.org/location-snippets": f"set $k {SECRET};",
         "db-password": SECRET,
         "example.com/API_TOKEN": SECRET,
+        "example.com/apikey": SECRET,
         "vault.hashicorp.com/Credentials-ref": SECRET,
         "my-secret-name": "db",
+        "example.com/database": f"postgres://admin:{SECRET}@db:5432/shop",
+        "example.com/author": "Jane Doe",
+        "example.com/tokenizer": "bpe",
         "long": "a" * 3000,
         "alpha": "first",
     }
+    # Manifests, snippets and credential-named annotations go whole, the rest is redacted
+    # and cut.
     assert sanitize.safe_annotations(raw) == {
         "alpha": "first",
-        "db-password": "[REDACTED]",
-        "example.com/API_TOKEN": "[REDACTED]",
+        "example.com/author": "Jane Doe",
+        "example.com/database": "postgres://[REDACTED]@db:5432/shop",
+        "example.com/tokenizer": "bpe",
         "long": "a" * 2048 + "…[truncated 952 bytes]",
-        "my-secret-name": "[REDACTED]",
-        "vault.hashicorp.com/Credentials-ref": "[REDACTED]",
         "zeta": "last",
     }
     assert list(sanitize.safe_annotations(raw)) == sorted(sanitize.safe_annotations(raw))
@@ -78,11 +87,11 @@ def test_annotations_drop_redact_truncate_and_sort() -> None:
 
 
 def test_truncation_keeps_whole_characters() -> None:
-    assert sanitize.truncate("a" * 2048) == "a" * 2048
+    assert redact.truncate("a" * 2048) == "a" * 2048
     # 3-byte characters: 682 of them fit in 2048 bytes (2046), the partial 683rd is dropped.
-    cut = sanitize.truncate("€" * 1000)
+    cut = redact.truncate("€" * 1000)
     assert cut == "€" * 682 + "…[truncated 954 bytes]"
-    cut = sanitize.truncate("é" * 2000)
+    cut = redact.truncate("é" * 2000)
     assert cut == "é" * 1024 + "…[truncated 1952 bytes]"
 
 

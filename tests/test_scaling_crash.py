@@ -457,13 +457,11 @@ def test_a_revert_killed_after_the_delete_restores_the_replicas_even_if_a_new_wi
         harness.run(h.at(9))
         assert harness.deployment()["spec"]["replicas"] == 4
 
-        def die(*_: object, **__: object) -> None:
-            raise Died
-
         # The revert: journal, DELETE of the provisional HPA, then the process dies before
         # the replicas PATCH (what a SIGKILL there leaves).
         with monkeypatch.context() as patch:
-            patch.setattr(harness.kube_api, "patch_deployment", die)
+            dying = h.failing_replica_writes(harness.kube_api, Died)
+            patch.setattr(harness.kube_api, "patch_deployment", dying)
             with pytest.raises(Died):
                 harness.run(h.at(18, 1))
         assert kube.list("horizontalpodautoscalers") == []

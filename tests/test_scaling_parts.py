@@ -18,6 +18,7 @@ from sandbox.kube import FakeKube
 from scheduler import actions, events, kubeapi
 from scheduler import annotations as notes
 from scheduler.store import PendingRestore, Store
+from shipper.records import ScalingEvent
 from tests.scaling_harness import deployment, hpa, namespace
 
 NOW = datetime(2026, 12, 2, 9, tzinfo=UTC)
@@ -182,10 +183,16 @@ def test_ignore_globs_match_deployments_and_hpas_by_namespace_and_name() -> None
 # --- the local store -----------------------------------------------------------------------------
 
 
+def noted(event_id: str) -> ScalingEvent:
+    return ScalingEvent(
+        id=event_id, type="error", template_id="t-1", occurred_at="2026-12-02T09:00:00Z"
+    )
+
+
 def test_the_store_keeps_ids_once_committed_and_pending_restores_at_once(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = Store(path)
-    store.note_enqueued(["e-1"])
+    store.note_enqueued([noted("e-1")])
     assert store.enqueued("e-1")
     store.add_restore(PendingRestore("shop", "web", 3, None))
     store.close()  # without a commit: the id is not kept, the restore is
@@ -193,7 +200,7 @@ def test_the_store_keeps_ids_once_committed_and_pending_restores_at_once(tmp_pat
     store = Store(path)
     assert not store.enqueued("e-1")
     assert store.restores() == [PendingRestore("shop", "web", 3, None)]
-    store.note_enqueued(["e-1", "e-2"])
+    store.note_enqueued([noted("e-1"), noted("e-2")])
     store.commit()
     store.drop_restore("shop", "web")
     store.close()

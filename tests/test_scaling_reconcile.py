@@ -3,6 +3,7 @@ discipline and the events each step puts into a real outbox."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 import structlog
 from kubernetes import client as kubernetes_client
 
-from kube.errors import KubeError
+from kube.errors import Conflict, KubeError
 from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
@@ -35,6 +36,7 @@ from tests.scaling_harness import (
     action,
     at,
     deployment,
+    failing_replica_writes,
     hpa,
     make_harness,
     ours,
@@ -862,13 +864,16 @@ def test_a_delete_that_went_through_but_failed_to_answer_still_restores_the_repl
 
 
 def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycle(
-    h: Harness,
+    h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h.kube.create(deployment(replicas=2))
     h.run(at(9))
     h.events()
     # Both the revert's restore and the same cycle's retry of it meet a 409.
-    h.kube.fail_next(409, 2, resource="deployments", verb="patch")
+    conflict = functools.partial(Conflict, "patch deployment shop/web: 409", status=409)
+    monkeypatch.setattr(
+        h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, conflict, 2)
+    )
     h.run(at(18, 1))
     assert h.kube.list("horizontalpodautoscalers") == []
     assert h.deployment()["spec"]["replicas"] == 4

@@ -4,14 +4,21 @@ A cluster is filled with distinctive strings, one per place a secret lives (env 
 containers and init containers, args, commands, probe and hook handlers, Secret data, Helm
 release values, notes, templates and manifests, last-applied manifests, annotations named
 like secrets, change causes, managedFields, a terminated container's message, an exec
-probe's output and a lifecycle hook's command and output in Warning Events). The real agent
-runs against it and ships to the fake platform; then every byte that reached the platform,
-every line the agent logged at debug level and every byte of its queue files is searched
-for each string, and for its base64 form. `preview` is searched the same way.
+probe's output and a lifecycle hook's command and output in Warning Events), and one per
+form a credential takes in the free text that is shipped on purpose (`plant_free_text`):
+user:password in URLs, proxy snippets, kapp's original manifest, `Authorization` headers,
+`key=value` and flags naming a credential, `-pVALUE`, GitHub, AWS, Slack and JWT tokens and
+PEM blocks, in annotations, change causes, a failed Job's log, a waiting message, a
+sandbox error, admission denials in an Event and a Deployment's condition, and a
+scheduler's Event the collector keeps in its state file. The real agent runs against it
+and ships to the fake platform; then every byte that reached the platform, every line the
+agent logged at debug level and every byte of its queue files (the outbox and the
+collector's state file) is searched for each string, and for its base64 form. `preview` is
+searched the same way.
 
 A positive control makes sure the search looks at real records: env var names, images,
-the Helm release and chart version, the failed Job's log lines (shipped on purpose, so no
-secret is planted there) and the redaction markers must all be there.
+the Helm release and chart version, the failed Job's log lines, the redaction markers and
+the fixed wording around the masked credentials must all be there.
 """
 
 from __future__ import annotations
@@ -49,6 +56,13 @@ class Planted:
         assert place not in self.values, f"{place} planted twice"
         self.values[place] = f"SECRET-{place}-c0ffee"
         return self.values[place]
+
+    def exact(self, place: str, value: str) -> str:
+        """A secret of a given shape (a token format), remembered like the others."""
+        assert place not in self.values, f"{place} planted twice"
+        assert value not in self.values.values()
+        self.values[place] = value
+        return value
 
     def needles(self) -> dict[str, bytes]:
         """Each secret as text and as base64 (how Secret data and Helm's []byte carry it)."""
@@ -383,7 +397,255 @@ def plant_cronjob(kube: FakeKube, plant: Planted) -> None:
             },
         }
     )
-    kube.set_pod_log(NS, pod, "app", JOB_LOG)  # shipped on purpose: the positive control
+    # Shipped on purpose: the positive control, after the lines with credentials in them.
+    kube.set_pod_log(NS, pod, "app", job_log_with_credentials(plant) + JOB_LOG)
+
+
+# -- credentials in free text ------------------------------------------------------------------
+
+API_POD = "api-5f6b-q9z8k"
+GITHUB_CHANGE_CAUSE = "ghp_C0ffeeChangeCause0123456789abcdefghij"
+PENDING_POD = "api-5f6b-w2c4m"
+# What a credential looks like where a key names it.
+CREDENTIAL_KEYS = (
+    *("password", "passwd", "pwd", "secret", "token", "apikey", "api_key", "auth"),
+    *("credential", "private_key", "Private-Key"),
+)
+
+
+def token_formats(plant: Planted, where: str) -> str:
+    """One credential of each well-known format, as a sentence; `where` makes them unique."""
+    tag = "".join(c for c in where.title() if c.isalnum())  # job-log -> JobLog
+    github = plant.exact(f"{where}-github", f"ghp_C0ffee{tag}0123456789abcdefghij")
+    pat = plant.exact(f"{where}-github-pat", f"github_pat_11C0FFEE_{tag}_0123456789abcdef")
+    aws = plant.exact(f"{where}-aws", f"AKIA{tag.upper()[:10]:0<10}C0FFEE")
+    slack = plant.exact(f"{where}-slack", f"xoxb-1234-5678-C0ffee{tag}")
+    jwt = plant.exact(f"{where}-jwt", f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhcGkifQ.C0ffee{tag}Sig")
+    pem = plant.exact(f"{where}-pem", f"MIIEpAIBAAKCAQEAC0ffee{tag}Pem0123456789")
+    return (
+        f"pushed with {github} then {pat}, aws {aws}, slack {slack}, session {jwt}, key"
+        f" -----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY----- loaded"
+    )
+
+
+def credential_assignments(plant: Planted, where: str) -> str:
+    return " ".join(f"{key}={plant(f'{where}-{key}')}" for key in CREDENTIAL_KEYS)
+
+
+def job_log_with_credentials(plant: Planted) -> str:
+    pem = plant.exact("job-log-pem-line", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCC0ffeeJobLogPem")
+    return (
+        f"GET /upload Authorization: Bearer {plant('job-log-bearer')}\n"
+        f"connecting to db with password={plant('job-log-db-password')}\n"
+        f"{credential_assignments(plant, 'job-log')}\n"
+        f"{token_formats(plant, 'job-log')}\n"
+        f"-----BEGIN PRIVATE KEY-----\n{pem}\n-----END PRIVATE KEY-----\n"
+        f"mysql --user=root --password {plant('job-log-password-flag')} -h db\n"
+    )
+
+
+def plant_free_text(kube: FakeKube, plant: Planted) -> None:
+    """Credentials in the free text the agent ships on purpose (annotations, messages)."""
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "edge",
+                "namespace": NS,
+                "annotations": {
+                    "example.com/database": f"postgres://admin:{plant('url-postgres')}@db:5432/shop",
+                    "example.com/upstream": f"https://svc:{plant('url-https')}@auth.example.com/v1",
+                    "external-dns.alpha.kubernetes.io/webhook": (
+                        f"http://dns:{plant('url-external-dns')}@external-dns-webhook:8888"
+                    ),
+                    "nginx.ingress.kubernetes.io/configuration-snippet": (
+                        f'proxy_set_header Authorization "Basic {plant("snippet-configuration")}";'
+                    ),
+                    "nginx.ingress.kubernetes.io/server-snippet": (
+                        f"set $upstream_token {plant('snippet-server')};"
+                    ),
+                    "nginx.ingress.kubernetes.io/auth-snippet": (
+                        f"proxy_set_header X-Api-Key {plant('snippet-auth')};"
+                    ),
+                    "example.com/apikey": plant("annotation-apikey"),
+                    "example.com/password": plant("annotation-password"),
+                    "example.com/token": plant("annotation-token"),
+                    "kapp.k14s.io/original": last_applied(plant("kapp-original")),
+                    "example.com/notes": credential_assignments(plant, "notes-annotation"),
+                    "example.com/tokens": token_formats(plant, "tokens-annotation"),
+                    "example.com/owner": "team-shop",
+                },
+            },
+            "spec": {"selector": {"app": "api"}, "ports": [{"port": 80}]},
+        }
+    )
+    denial = (
+        'admission webhook "deny-plaintext.example.com" denied the request: env value'
+        " {} is not allowed"
+    )
+    api = kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "api", "namespace": NS, "labels": {"app": "api"}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "api"}},
+                "template": {
+                    "metadata": {"labels": {"app": "api"}},
+                    "spec": {
+                        "containers": [{"name": "app", "image": "registry.example/shop/api:2.0"}]
+                    },
+                },
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "ReplicaFailure",
+                        "status": "True",
+                        "reason": "FailedCreate",
+                        "message": denial.format(plant("condition-webhook-denial")),
+                        "lastTransitionTime": "2026-12-02T11:00:00Z",
+                    }
+                ]
+            },
+        }
+    )
+    replicaset = kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": "api-5f6b",
+                "namespace": NS,
+                "labels": {"app": "api"},
+                "annotations": {
+                    "deployment.kubernetes.io/revision": "1",
+                    "kubernetes.io/change-cause": (
+                        "kubectl run api --image=registry.example/shop/api:2.0 --command mysql"
+                        f" -p{plant('change-cause-short-password')}"
+                        f" {plant.exact('change-cause-github', GITHUB_CHANGE_CAUSE)}"
+                    ),
+                },
+                "ownerReferences": objects.controlled_by(api),
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "api"}},
+                "template": {
+                    "metadata": {"labels": {"app": "api"}},
+                    "spec": {
+                        "containers": [{"name": "app", "image": "registry.example/shop/api:2.0"}]
+                    },
+                },
+            },
+        }
+    )
+    kube.create(
+        objects.event(
+            involved=replicaset,
+            reason="FailedCreate",
+            message="Error creating: " + denial.format(plant("event-webhook-denial")),
+            series="17e0c1f2a3b4c5bb",
+        )
+    )
+    pod = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": API_POD,
+                "namespace": NS,
+                "labels": {"app": "api"},
+                "ownerReferences": objects.controlled_by(replicaset),
+            },
+            "spec": {
+                "nodeName": "node-1",
+                "containers": [{"name": "app", "image": "registry.example/shop/api:2.0"}],
+            },
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "app",
+                        "image": "registry.example/shop/api:2.0",
+                        "ready": False,
+                        "state": {
+                            "waiting": {
+                                "reason": "CreateContainerError",
+                                "message": "failed to create containerd task: exec:"
+                                f' "/bin/api --db-password={plant("waiting-db-password")}":'
+                                " permission denied",
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    kube.create(
+        objects.event(
+            involved=pod,
+            reason="FailedCreatePodSandBox",
+            # What a CNI plugin's error can quote: the command it sent, with its credentials.
+            message="Failed to create pod sandbox: rpc error: code = Unknown desc = failed to"
+            " setup network for sandbox 4f1c: plugin redis-cni failed: sent"
+            f" auth admin {plant('sandbox-auth')}",
+            series="17e0c1f2a3b4c5cc",
+        )
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": PENDING_POD,
+                "namespace": NS,
+                "labels": {"app": "api"},
+                "ownerReferences": objects.controlled_by(replicaset),
+            },
+            "spec": {"containers": [{"name": "app", "image": "registry.example/shop/api:2.0"}]},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes are available: extender"
+                        f" https://sched:{plant('unschedulable-extender')}@extender:8888 failed.",
+                        "lastTransitionTime": "2026-12-02T11:00:00Z",
+                    }
+                ],
+            },
+        }
+    )
+    # The scheduler's Event about a pod whose status does not say Unschedulable yet: the
+    # collector keeps its message in its state file until the status says the same.
+    unscheduled = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "api-5f6b-n8d7r",
+                "namespace": NS,
+                "labels": {"app": "api"},
+                "ownerReferences": objects.controlled_by(replicaset),
+            },
+            "spec": {"containers": [{"name": "app", "image": "registry.example/shop/api:2.0"}]},
+            "status": {"phase": "Pending"},
+        }
+    )
+    kube.create(
+        objects.event(
+            involved=unscheduled,
+            reason="FailedScheduling",
+            message="0/1 nodes are available: extender"
+            f" https://sched:{plant('scheduling-event-extender')}@extender:8888 failed.",
+            series="17e0c1f2a3b4c5dd",
+        )
+    )
 
 
 def plant_secrets(kube: FakeKube, plant: Planted) -> None:
@@ -458,6 +720,7 @@ def planted(kube: FakeKube) -> Planted:
     plant_workloads(kube, plant)
     plant_cronjob(kube, plant)
     plant_secrets(kube, plant)
+    plant_free_text(kube, plant)
     return plant
 
 
@@ -524,8 +787,11 @@ def complete(records: list[dict[str, Any]]) -> bool:
     return (
         set(kinds) >= SHIPPED_KINDS
         and any(job["data"]["logs"] for job in jobs)
-        and {"web-7c9d-x2x4q", "backup-29001-k8s7p"} <= pods
-        and {"ReadinessProbeFailed", "FailedPostStartHook"} <= from_events
+        and {"web-7c9d-x2x4q", "backup-29001-k8s7p", API_POD, PENDING_POD} <= pods
+        and {"ReadinessProbeFailed", "FailedPostStartHook", "CreatePodSandboxError"} <= from_events
+        and "FailedCreate" in {record["data"]["reason"] for record in kinds.get("pod_error", [])}
+        and {"api-5f6b", "web-7c9d"}
+        <= {record["name"] for record in kinds.get("revision", []) if record.get("name")}
     )
 
 
@@ -537,7 +803,7 @@ def assert_the_expected_is_there(records: list[dict[str, Any]]) -> None:
         assert expected in text
     deployment = kinds["deployment"][-1]["data"]
     assert [env["name"] for env in deployment["containers"][0]["env"]] == ["DB_PASSWORD", "API_KEY"]
-    assert deployment["annotations"]["db-password"] == "[REDACTED]"
+    assert "db-password" not in deployment["annotations"]  # a credential's name: dropped whole
     revision = kinds["revision"][-1]["data"]
     assert "API_KEY=[REDACTED]" in revision["change_cause"]
     release = kinds["helm_release"][-1]["data"]
@@ -552,6 +818,39 @@ def assert_the_expected_is_there(records: list[dict[str, Any]]) -> None:
         r["data"] for r in kinds["pod_error"] if r["data"]["reason"] == "ReadinessProbeFailed"
     ]
     assert [probe["message"] for probe in probes] == ["Readiness probe failed: [REDACTED]"]
+    assert_free_text_is_masked_and_readable(kinds)
+
+
+def assert_free_text_is_masked_and_readable(kinds: dict[str, list[dict[str, Any]]]) -> None:
+    """The credentials went, what was around them stayed."""
+    [edge] = [r["data"] for r in kinds["service"] if r["name"] == "edge"][-1:]
+    annotations = edge["annotations"]
+    assert annotations["example.com/database"] == "postgres://[REDACTED]@db:5432/shop"
+    assert "example.com/apikey" not in annotations  # a credential's name: dropped whole
+    assert annotations["example.com/owner"] == "team-shop"
+    assert annotations["example.com/notes"].startswith("password=[REDACTED] passwd=[REDACTED]")
+    for dropped in ("kapp.k14s.io/original", "nginx.ingress.kubernetes.io/server-snippet"):
+        assert dropped not in annotations
+    logs = [line for job in kinds["job_execution"] for line in job["data"]["logs"] or []]
+    assert "GET /upload Authorization: Bearer [REDACTED]" in logs
+    assert "-----BEGIN PRIVATE KEY-----[REDACTED]-----END PRIVATE KEY-----" in logs
+    errors = {r["data"]["reason"]: r["data"]["message"] for r in kinds["pod_error"]}
+    assert errors["CreateContainerError"] == (
+        'Container "app" is waiting: CreateContainerError: failed to create containerd task:'
+        ' exec: "/bin/api --db-password=[REDACTED]": permission denied'
+    )
+    assert errors["CreatePodSandboxError"] == (
+        "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network"
+        " for sandbox 4f1c: plugin redis-cni failed: sent auth [REDACTED]"
+    )
+    assert errors["FailedCreate"] == (
+        'Error creating: admission webhook "deny-plaintext.example.com" denied the request:'
+        " [REDACTED]"
+    )
+    [api] = [r["data"] for r in kinds["deployment"] if r["name"] == "api"][-1:]
+    assert api["conditions"][0]["message"].endswith("denied the request: [REDACTED]")
+    [revision] = [r["data"] for r in kinds["revision"] if r["name"] == "api-5f6b"][-1:]
+    assert revision["change_cause"].startswith("kubectl run api --image=registry.example")
 
 
 def assert_no_secret_was_read(kube: FakeKube) -> None:

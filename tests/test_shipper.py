@@ -202,7 +202,7 @@ def test_rejected_credentials_pause_until_the_rotated_token_file_is_read(
     tmp_path: Path, platform: FakePlatform
 ) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text("old-token\n")
+    token_file.write_text("old-token-2b7e9c41\n")
     built = Pipeline(tmp_path / "queue", platform, TokenSource(file=str(token_file)))
     try:
         built.outbox[SCALING].put([scaling_event(1)])
@@ -221,7 +221,7 @@ def test_a_token_rotated_before_the_401_is_used_at_once_not_after_a_backoff(
     tmp_path: Path, platform: FakePlatform
 ) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text("old-token\n")
+    token_file.write_text("old-token-2b7e9c41\n")
     token = TokenSource(file=str(token_file))
     # Backoff long enough that only an immediate retry can deliver within the wait below.
     slow = dataclasses.replace(FAST, backoff_initial_seconds=60, backoff_max_seconds=60)

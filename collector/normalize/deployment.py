@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import Int64, ObjectMeta, delete, parse_int64, upsert
 from collector.normalize.base import Context, HpaRef, Lookups
 from collector.sanitize import Condition, LabelSelector, PodTemplate
 from shipper.records import Record
@@ -34,8 +34,8 @@ _CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+(?:[-_][0-9A-Za-
 
 
 class RollingUpdate(msgspec.Struct, rename="camel", frozen=True):
-    max_surge: int | str | None = None
-    max_unavailable: int | str | None = None
+    max_surge: Int64 | str | None = None
+    max_unavailable: Int64 | str | None = None
 
 
 class Strategy(msgspec.Struct, rename="camel", frozen=True):
@@ -44,7 +44,7 @@ class Strategy(msgspec.Struct, rename="camel", frozen=True):
 
 
 class DeploymentSpec(msgspec.Struct, rename="camel", frozen=True):
-    replicas: int | None = None
+    replicas: Int64 | None = None
     selector: LabelSelector | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
     strategy: Strategy | None = None
@@ -52,11 +52,11 @@ class DeploymentSpec(msgspec.Struct, rename="camel", frozen=True):
 
 
 class DeploymentStatus(msgspec.Struct, rename="camel", frozen=True):
-    replicas: int | None = None
-    ready_replicas: int | None = None
-    available_replicas: int | None = None
-    updated_replicas: int | None = None
-    unavailable_replicas: int | None = None
+    replicas: Int64 | None = None
+    ready_replicas: Int64 | None = None
+    available_replicas: Int64 | None = None
+    updated_replicas: Int64 | None = None
+    unavailable_replicas: Int64 | None = None
     conditions: list[Condition] | None = None
 
 
@@ -68,10 +68,8 @@ class Deployment(msgspec.Struct, frozen=True):
 
 def revision_number(annotations: Mapping[str, str]) -> int | None:
     """The rollout number the Deployment controller writes on Deployments and ReplicaSets."""
-    try:
-        return int(annotations[REVISION_ANNOTATION])
-    except (KeyError, ValueError):
-        return None
+    text = annotations.get(REVISION_ANNOTATION)
+    return None if text is None else parse_int64(text)
 
 
 def helm_context(

@@ -42,7 +42,7 @@ import msgspec
 import structlog
 import yaml
 
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import Int64, ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Drop, ObjectTooLarge
 from shipper.records import Record, utc_timestamp
 
@@ -116,7 +116,7 @@ class _Release(msgspec.Struct, frozen=True):
 
     name: str = ""
     namespace: str | None = None
-    version: int = 0
+    version: Int64 = 0
     info: _Info = msgspec.field(default_factory=_Info)
     chart: _Chart = msgspec.field(default_factory=_Chart)
     manifest: str = ""

@@ -14,9 +14,10 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta, past_int64
 from collector.normalize.base import Context, PerObject
 from collector.sanitize import Condition, LabelSelector, Quantity
+from collector.skips import NUMBER_OUT_OF_RANGE, SkippedObject
 
 
 class ObjectRef(msgspec.Struct, rename="camel", frozen=True):
@@ -34,7 +35,7 @@ class MetricValue(msgspec.Struct, rename="camel", frozen=True):
     type: str | None = None
     value: Quantity | None = None
     average_value: Quantity | None = None
-    average_utilization: int | None = None
+    average_utilization: Int64 | None = None
 
 
 class MetricSource(msgspec.Struct, rename="camel", frozen=True):
@@ -60,15 +61,15 @@ class Metric(msgspec.Struct, rename="camel", frozen=True):
 
 class HpaSpec(msgspec.Struct, rename="camel", frozen=True):
     scale_target_ref: ObjectRef = msgspec.field(default_factory=ObjectRef)
-    min_replicas: int | None = None
-    max_replicas: int | None = None
+    min_replicas: Int64 | None = None
+    max_replicas: Int64 | None = None
     metrics: list[Metric] | None = None
     behavior: dict[str, Any] | None = None
 
 
 class HpaStatus(msgspec.Struct, rename="camel", frozen=True):
-    current_replicas: int | None = None
-    desired_replicas: int | None = None
+    current_replicas: Int64 | None = None
+    desired_replicas: Int64 | None = None
     last_scale_time: str | None = None
     conditions: list[Condition] | None = None
 
@@ -87,6 +88,8 @@ def min_replicas(spec: HpaSpec) -> int:
 def hpa_data(obj: HorizontalPodAutoscaler, ctx: Context) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     target = spec.scale_target_ref
+    if past_int64(spec.behavior):
+        raise SkippedObject(NUMBER_OUT_OF_RANGE, "$.spec.behavior")
     return {
         "min_replicas": min_replicas(spec),
         "max_replicas": spec.max_replicas,

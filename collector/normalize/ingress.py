@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 from collector.normalize.base import Context, PerObject
 from collector.normalize.service import LoadBalancerStatus, load_balancer
 
@@ -22,7 +22,7 @@ CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 
 class ServiceBackendPort(msgspec.Struct, frozen=True):
     name: str | None = None
-    number: int | None = None
+    number: Int64 | None = None
 
 
 class ServiceBackend(msgspec.Struct, frozen=True):

@@ -18,7 +18,8 @@ Logs are asked for only for failed runs and only when `Context.collect_job_logs`
 through `Context.job_logs`, which never blocks (`collector.job_logs` reads them on a worker
 of its own): until the log has been read the record says `logs: null`, and once it has,
 the collector builds the record again, now with the lines. A Job deleted meanwhile is
-forgotten there.
+forgotten there. The lines are redacted as they are read (`log_lines`), before they are
+kept or cut.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import Any
 
 import msgspec
 
-from collector.model import ObjectMeta, delete, upsert
+from collector import redact
+from collector.model import Int64, ObjectMeta, delete, upsert
 from collector.normalize.base import Context, LogRequest
 from collector.normalize.pod_error import (
     Pod,
@@ -38,7 +40,7 @@ from collector.normalize.pod_error import (
     termination_reason,
     termination_signal,
 )
-from collector.sanitize import Condition, truncate
+from collector.sanitize import Condition
 from shipper.records import Record
 
 KIND = "job_execution"
@@ -49,9 +51,9 @@ MAX_LOG_LINE_BYTES = 2048  # a record must fit a batch even when a log is one hu
 class JobStatus(msgspec.Struct, rename="camel", frozen=True):
     start_time: str | None = None
     completion_time: str | None = None
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    active: Int64 = 0
+    succeeded: Int64 = 0
+    failed: Int64 = 0
     conditions: list[Condition] = msgspec.field(default_factory=list)
 
 
@@ -205,7 +207,7 @@ class JobExecutionNormalizer:
             exit_ = culprit.exit if culprit else None
             data.update(
                 failure_reason=failed.reason or (exit_.reason if exit_ else "Failed"),
-                failure_message=truncate(failed.message) if failed.message else None,
+                failure_message=redact.text(failed.message) if failed.message else None,
                 pod=culprit.pod if culprit else None,
                 container=culprit.container if culprit else None,
                 exit_code=exit_.exit_code if exit_ else None,
@@ -234,6 +236,13 @@ class JobExecutionNormalizer:
             lines=LOG_LINES,
         )
         return ctx.job_logs.lines(request)
+
+
+def log_lines(log: bytes | bytearray, count: int) -> list[str]:
+    """A log's last `count` lines as a record carries them: the text redacted as a whole
+    (a PEM block spans lines), then split, then each line cut to `MAX_LOG_LINE_BYTES`."""
+    text = redact.redact(log.decode("utf-8", errors="replace"))
+    return [redact.truncate(line, MAX_LOG_LINE_BYTES) for line in text.splitlines()[-count:]]
 
 
 def _cronjob_of(meta: ObjectMeta) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 from collector.normalize.base import Context, PerObject
 from collector.sanitize import LabelSelector
 
@@ -30,8 +30,8 @@ class Peer(msgspec.Struct, rename="camel", frozen=True):
 
 class PolicyPort(msgspec.Struct, rename="camel", frozen=True):
     protocol: str = "TCP"
-    port: int | str | None = None
-    end_port: int | None = None
+    port: Int64 | str | None = None
+    end_port: Int64 | None = None
 
 
 class IngressRule(msgspec.Struct, frozen=True):

@@ -44,9 +44,10 @@ from typing import Any
 
 import msgspec
 
-from collector.model import ObjectMeta, event
+from collector import redact
+from collector.model import Int64, ObjectMeta, event
 from collector.normalize.base import Context
-from collector.sanitize import Condition, truncate
+from collector.sanitize import Condition
 from collector.state import PodMemos, StateStore
 from shipper.records import Record, utc_timestamp
 
@@ -103,8 +104,8 @@ class Running(msgspec.Struct, rename="camel", frozen=True):
 class Terminated(msgspec.Struct, rename="camel", frozen=True):
     """A finished container. Its `message` (application output) is deliberately not read."""
 
-    exit_code: int = 0
-    signal: int | None = None
+    exit_code: Int64 = 0
+    signal: Int64 | None = None
     reason: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -121,7 +122,7 @@ class ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
     name: str = ""
     image: str | None = None
     ready: bool = False
-    restart_count: int = 0
+    restart_count: Int64 = 0
     state: ContainerState = msgspec.field(default_factory=ContainerState)
     last_state: ContainerState = msgspec.field(default_factory=ContainerState)
 
@@ -396,7 +397,7 @@ class PodErrorNormalizer:
         note = signal.event
         data = {
             "reason": reason,
-            "message": truncate(signal.message or (note.message if note else "")),
+            "message": redact.text(signal.message or (note.message if note else "")),
             "occurred_at": signal.occurred_at or now,
             "pod": meta.name,
             "pod_uid": meta.uid or None,

@@ -45,9 +45,9 @@ from typing import Any
 
 import msgspec
 
-from collector import event_messages
+from collector import event_messages, redact
 from collector.filters import Filters
-from collector.model import ObjectMeta, event
+from collector.model import Int64, ObjectMeta, event
 from collector.normalize.base import Context
 from collector.normalize.pod_error import (
     EVICTED,
@@ -57,7 +57,6 @@ from collector.normalize.pod_error import (
     PodErrorNormalizer,
     seconds_between,
 )
-from collector.sanitize import truncate
 from collector.state import EventSeries
 from shipper.records import Record, utc_timestamp
 
@@ -93,7 +92,7 @@ class EventSource(msgspec.Struct, frozen=True):
 
 
 class Series(msgspec.Struct, rename="camel", frozen=True):
-    count: int = 0
+    count: Int64 = 0
     last_observed_time: str | None = None
 
 
@@ -107,7 +106,7 @@ class Event(msgspec.Struct, rename="camel", frozen=True):
     type: str | None = None
     reason: str | None = None
     message: str | None = None
-    count: int | None = None
+    count: Int64 | None = None
     first_timestamp: str | None = None
     last_timestamp: str | None = None
     event_time: str | None = None
@@ -274,7 +273,7 @@ def _note(obj: Event) -> EventNote:
         event_reason=obj.reason or "",
         # The scheduler's and eviction manager's own sentences, as the pod's status
         # carries them too (node counts, taints, resource names and amounts).
-        message=truncate(obj.message or ""),
+        message=redact.text(obj.message or ""),
         count=obj.times,
         occurred_at=obj.started,
     )

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import Int64, ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Lookups
 from collector.normalize.deployment import (
     helm_context,
@@ -39,14 +39,14 @@ _GITOPS_INFIXES = (".toolkit.fluxcd.io/",)
 
 
 class ReplicaSetSpec(msgspec.Struct, rename="camel", frozen=True):
-    replicas: int | None = None
+    replicas: Int64 | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
 
 
 class ReplicaSetStatus(msgspec.Struct, rename="camel", frozen=True):
-    replicas: int | None = None
-    ready_replicas: int | None = None
-    available_replicas: int | None = None
+    replicas: Int64 | None = None
+    ready_replicas: Int64 | None = None
+    available_replicas: Int64 | None = None
 
 
 class ReplicaSet(msgspec.Struct, frozen=True):

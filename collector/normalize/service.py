@@ -11,16 +11,16 @@ from typing import Any
 import msgspec
 
 from collector import sanitize
-from collector.model import ObjectMeta
+from collector.model import Int64, ObjectMeta
 from collector.normalize.base import Context, PerObject
 
 
 class ServicePort(msgspec.Struct, rename="camel", frozen=True):
     name: str | None = None
-    port: int | None = None
-    target_port: int | str | None = None
+    port: Int64 | None = None
+    target_port: Int64 | str | None = None
     protocol: str = "TCP"
-    node_port: int | None = None
+    node_port: Int64 | None = None
 
 
 class ServiceSpec(msgspec.Struct, rename="camel", frozen=True):

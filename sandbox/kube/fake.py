@@ -10,7 +10,9 @@ them); only HTTP writes are decoded, validated (`admission`) and authenticated, 
 the status-subresource rules.
 
 Streaming lists (watches with `sendInitialEvents`) are served, refused or ignored as
-`streaming_lists` says, and `drop_initial_events` cuts one short. Refusals raise
+`streaming_lists` says, and `drop_initial_events` cuts one short. Hostile servers are
+scripted per resource: `expire_watches` (a 410 for every watch), `endless_lists` (a continue
+token that never ends), `cut_streams` (streams that end inside a line). Refusals raise
 `ApiError` (the same Status the HTTP answer would carry); unknown resource
 names raise `KeyError`. The `kubernetes` package is imported only by the two helpers that
 need it, so a process that runs the fake does not pay for the client's models.
@@ -562,6 +564,26 @@ class FakeKube:
         then its connection drops without a clean end, before the bookmark. Scripted twice,
         it cuts two lists; `clear_faults()` forgets it."""
         self._faults.drop_initial_events(resources.resolve(resource), after)
+
+    def expire_watches(self, resource: ResourceName) -> None:
+        """Every watch of `resource` from a resourceVersion answers 410 Expired (an ERROR
+        event or an HTTP answer, as `set_watch_expired_mode` says), however recent the
+        resourceVersion, until `clear_faults()`: a server whose history is always gone.
+        Lists and streaming lists are served as usual."""
+        self._faults.expire_watches(resources.resolve(resource))
+
+    def endless_lists(self, resource: ResourceName, mode: str = "restart") -> None:
+        """Lists of `resource` never end until `clear_faults()`: the last page carries a
+        continue token all the same (`faults.ENDLESS_LIST_MODES`: "repeat" answers with the
+        token it was asked with; "restart" with one that starts the list over, a new one
+        each time; "uncounted" likewise, without `remainingItemCount`)."""
+        self._faults.endless_lists(resources.resolve(resource), mode)
+
+    def cut_streams(self, resource: ResourceName, *, after: int = 0) -> None:
+        """Every watch stream of `resource` that starts from now on (streaming lists
+        included) sends `after` whole lines, then half of the next one, and ends its body
+        cleanly there, until `clear_faults()`."""
+        self._faults.cut_streams(resources.resolve(resource), after)
 
     @property
     def bookmark_interval(self) -> float:

@@ -22,6 +22,15 @@ Another acts on a watch's stream: `drop_initial_events(resource, after)` makes t
 streaming list of that resource (a watch whose initial events end with the annotated
 bookmark) send `after` initial events and then lose its connection, before that bookmark.
 
+Three hostile servers last until cleared, for one resource each:
+- `expire_watches(resource)`: every watch from a resourceVersion answers 410 Expired,
+  however recent the resourceVersion (a history always gone); streaming lists are served;
+- `endless_lists(resource, mode)`: a list's last page carries a continue token all the same,
+  so the list never ends (`ENDLESS_LIST_MODES`: the token just given again, or one that
+  starts the list over, with or without `remainingItemCount`);
+- `cut_streams(resource, after)`: every watch stream (streaming lists included) sends
+  `after` whole lines, then half of the next one, and ends its body cleanly there.
+
 Every request is logged (method, path, query, status, resource, Accept header) for
 assertions; the log is bounded so a long benchmark cannot grow it without limit.
 """
@@ -36,6 +45,12 @@ from sandbox.kube import status
 from sandbox.kube.requestinfo import RequestInfo, forbidden
 from sandbox.kube.resources import Resource
 from sandbox.kube.status import ApiError
+
+ENDLESS_LIST_MODES = ("repeat", "restart", "uncounted")
+"""How a list never ends: its last page answers with the continue token it was asked with
+(`repeat`), or with one that starts the list over, from a new snapshot each time, so no token
+comes twice (`restart`; `uncounted`: the same without `remainingItemCount`, as for a list
+with selectors)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +120,9 @@ class Faults:
         self._forbidden: set[Resource] = set()
         self._drips: list[_DripScript] = []
         self._initial_cuts: dict[Resource, list[int]] = {}
+        self._expired_watches: set[Resource] = set()
+        self._endless_lists: dict[Resource, str] = {}
+        self._line_cuts: dict[Resource, int] = {}
         # Set to end the drips in progress; replaced so that later drips start afresh.
         self._drips_cancelled = threading.Event()
 
@@ -159,6 +177,38 @@ class Faults:
                 return None
             return cuts.pop(0)
 
+    def expire_watches(self, resource: Resource) -> None:
+        with self._lock:
+            self._expired_watches.add(resource)
+
+    def watches_expired(self, resource: Resource) -> bool:
+        """Whether every watch of `resource` from a resourceVersion is to answer 410."""
+        with self._lock:
+            return resource in self._expired_watches
+
+    def endless_lists(self, resource: Resource, mode: str) -> None:
+        if mode not in ENDLESS_LIST_MODES:
+            raise ValueError(f"mode must be one of {', '.join(ENDLESS_LIST_MODES)}")
+        with self._lock:
+            self._endless_lists[resource] = mode
+
+    def endless_list_mode(self, resource: Resource) -> str | None:
+        """How lists of `resource` never end (`ENDLESS_LIST_MODES`), if a fault says so."""
+        with self._lock:
+            return self._endless_lists.get(resource)
+
+    def cut_streams(self, resource: Resource, after: int) -> None:
+        if after < 0:
+            raise ValueError("after must not be negative")
+        with self._lock:
+            self._line_cuts[resource] = after
+
+    def stream_line_cut(self, resource: Resource) -> int | None:
+        """After how many whole lines every watch stream of `resource` is to end inside the
+        next one, if a fault says so."""
+        with self._lock:
+            return self._line_cuts.get(resource)
+
     def forbid(self, resource: Resource) -> None:
         with self._lock:
             self._forbidden.add(resource)
@@ -173,6 +223,9 @@ class Faults:
             self._forbidden.clear()
             self._drips.clear()
             self._initial_cuts.clear()
+            self._expired_watches.clear()
+            self._endless_lists.clear()
+            self._line_cuts.clear()
         self.end_drips()
 
     def end_drips(self) -> None:

@@ -18,6 +18,10 @@ as the real server does. A token that does not decode is a 400.
 
 A list at an exact resourceVersion (`resourceVersionMatch=Exact`) is rebuilt from the
 store's change history and paged the same way.
+
+A hostile server's list that never ends (`endless`, one of `faults.ENDLESS_LIST_MODES`) is
+cut the same way, but its last page carries a continue token too: the one it was asked with,
+or one that starts the same snapshot over under a new name.
 """
 
 from __future__ import annotations
@@ -143,8 +147,10 @@ class Pager:
         limit: int | None,
         token: str | None,
         at: int | None = None,
+        endless: str | None = None,
     ) -> Page:
-        """A page of the objects now, or as they were at resourceVersion `at` (Exact)."""
+        """A page of the objects now, or as they were at resourceVersion `at` (Exact); with
+        `endless`, the list never ends (see the module docstring)."""
         if token:
             snapshot_id, snapshot, position = self._resume(resource, namespace, match, token)
         else:
@@ -171,6 +177,13 @@ class Pager:
             )
             if not snapshot.filtered:
                 remaining = len(entries) - end
+        elif endless == "repeat" and token:
+            next_token = token
+        elif endless is not None:
+            next_token = _encode_token(snapshot.rv, "", self._keep(snapshot), 0)
+            remaining = None if snapshot.filtered else 0
+        if endless == "uncounted":
+            remaining = None
         return Page(snapshot.rv, entries[position:end], next_token, remaining)
 
     def _keep(self, snapshot: _Snapshot) -> int:

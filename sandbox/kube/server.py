@@ -528,7 +528,13 @@ class Router:
         elif options.resource_version == "0":
             limit = None  # the watch cache serves the rest whole, a continue token or not
         page = backend.pager.page(
-            resource, route.namespace, matcher(labels, fields), limit, token, at
+            resource,
+            route.namespace,
+            matcher(labels, fields),
+            limit,
+            token,
+            at,
+            endless=backend.faults.endless_list_mode(resource),
         )
         handler.reply(200, choice.list_body(resource, page))
 
@@ -788,6 +794,8 @@ class Router:
         namespace = route.namespace if resource.namespaced else None
         try:
             start = self._watch_start(options)
+            if start is not None and backend.faults.watches_expired(resource):
+                raise status.watch_expired(start, backend.store.current_rv + 1)
             subscription, backlog, initial, rv = backend.store.subscribe(
                 resource, namespace, start, options.allow_bookmarks
             )
@@ -825,6 +833,7 @@ class Router:
             bool(options.send_initial_events),
             view,
             cut,
+            backend.faults.stream_line_cut(resource),
         )
         stream = WatchStream(backend.store, spec, subscription, writer)
         stream.run(backlog, initial, rv if start is None else start)

@@ -23,6 +23,8 @@ It ends in one of these ways, each meant to be observable by a client under test
 - an event its `View` cannot write: the chunked body ends cleanly there, as upstream;
 - `DROP` (a fault): the connection is shut down mid-stream, no terminating chunk;
 - `cut_after` (a fault): the same, after that many initial events, before the bookmark;
+- `cut_line_after` (a fault): after that many whole lines, half of the next one, then the
+  chunked body ends cleanly, inside that line;
 - a `Stall` (a fault): nothing more is written, the connection stays open until the fault
   is released (then dropped) or the client gives up and closes it;
 - the client went away: noticed on the next write or within a fraction of a second while
@@ -70,6 +72,10 @@ class Stall:
         self.release = release
 
 
+class _EndedInLine(Exception):
+    """The stream's `cut_line_after` was reached: it ends inside the line it was writing."""
+
+
 class StreamWriter(Protocol):
     def write(self, data: bytes) -> None: ...  # one chunk, flushed; OSError if the client left
 
@@ -104,6 +110,7 @@ class WatchSpec:
     initial_events_end: bool  # sendInitialEvents: a bookmark marks the end of the replay
     view: View
     cut_after: int | None  # drop the connection after this many initial events
+    cut_line_after: int | None = None  # end cleanly inside the line after this many
 
 
 class WatchStream:
@@ -119,6 +126,7 @@ class WatchStream:
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._told = 0  # the highest resourceVersion the client has learnt from this stream
+        self._lines = 0  # lines written or buffered
 
     def run(self, backlog: list[Change], initial: list[Entry] | None, start_rv: int) -> str:
         """Stream from `start_rv`: the RV of the `initial` objects, or the one to resume
@@ -127,6 +135,10 @@ class WatchStream:
             return self._run(backlog, initial, start_rv)
         except OSError:
             return "client gone"
+        except _EndedInLine:
+            with contextlib.suppress(OSError):
+                self._writer.end()
+            return "ended inside a line"
         except Unencodable:
             # Nothing is written for the event; the body ends there (the buffer holds nothing
             # either: the view refuses every object).
@@ -265,6 +277,12 @@ class WatchStream:
         self._add(event_line(event_type, obj))
 
     def _add(self, line: bytes) -> None:
+        cut = self._spec.cut_line_after
+        if cut is not None and self._lines >= cut:
+            self._buffer.append(line[: len(line) // 2])
+            self._flush()
+            raise _EndedInLine
+        self._lines += 1
         self._buffer.append(line)
         self._buffered += len(line)
         if self._buffered >= _BURST_BYTES:
