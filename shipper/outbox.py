@@ -144,7 +144,7 @@ class StreamOutbox:
             raise QueueFileError(f"cannot open queue file {self.path}: {exc}") from exc
 
     def _quarantined(self, moved_to: Path) -> None:
-        lost = queuefile.salvage_count(moved_to)
+        lost = queuefile.salvage_count(moved_to, stream=self.stream)
         log.error(
             "queue_file_quarantined",
             stream=self.stream,

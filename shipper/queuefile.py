@@ -31,7 +31,7 @@ from urllib.parse import quote
 import msgspec
 
 from shipper import queueschema as schema
-from shipper.records import RecordClass
+from shipper.records import SCALING, RecordClass
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _HEADER_BYTES = 100  # the page size at offset 16 (2 bytes), the page count at 28 (4 bytes)
@@ -39,9 +39,10 @@ _HEADER_BYTES = 100  # the page size at offset 16 (2 bytes), the page count at 2
 # How long any connection waits for another writer before failing with "database is locked".
 SQLITE_TIMEOUT_SECONDS = 10.0
 
-# Discovery events the collector sends again with every full list, so the resync that
-# follows a quarantine rebuilds them; any other event in a lost file is lost.
-REBUILT_EVENT_KINDS = frozenset({"snapshot"})
+# Events a stream's producer puts again once its file is lost, so a loss counts only the
+# others: the collector's resync makes new snapshots (every other discovery event is
+# lost); the scheduler puts every event its store kept into the new file.
+REBUILT_DISCOVERY_EVENTS = frozenset({"snapshot"})
 
 # SQLite primary result codes that mean the bytes on disk are not a usable database.
 _CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
@@ -345,7 +346,7 @@ class Salvage:
 
     records: int
     events: int
-    """Event records that nothing sends again (a resync sends new snapshots)."""
+    """Event records that nothing puts again (`REBUILT_DISCOVERY_EVENTS`)."""
     complete: bool
     """False when the file could not be read to its end: the counts are a floor."""
 
@@ -357,7 +358,7 @@ class _Kind(msgspec.Struct):
 _read_kind = msgspec.json.Decoder(_Kind).decode
 
 
-def salvage_count(path: Path) -> Salvage:
+def salvage_count(path: Path, *, stream: str) -> Salvage:
     """Count the records and events still readable, chunk by chunk, in a file moved aside
     (a file that is not SQLite's is not opened: nothing of it can be read).
 
@@ -383,7 +384,7 @@ def salvage_count(path: Path) -> Salvage:
                     continue
                 for entry in chunk.entries:
                     records += 1
-                    if entry.cls == RecordClass.EVENT and not _rebuilt(entry.body):
+                    if entry.cls == RecordClass.EVENT and not _rebuilt(stream, entry.body):
                         events += 1
     except sqlite3.Error:
         complete = False
@@ -416,9 +417,11 @@ def open_readonly_file(path: Path) -> sqlite3.Connection:
     )
 
 
-def _rebuilt(body: bytes) -> bool:
+def _rebuilt(stream: str, body: bytes) -> bool:
+    if stream == SCALING:
+        return True
     try:
-        return _read_kind(body).kind in REBUILT_EVENT_KINDS
+        return _read_kind(body).kind in REBUILT_DISCOVERY_EVENTS
     except msgspec.DecodeError:
         return False
 

@@ -42,7 +42,8 @@ def test_an_intact_file_moved_aside_counts_every_record_and_every_event_not_rebu
     tmp_path: Path,
 ) -> None:
     fill_outbox(tmp_path)
-    assert queuefile.salvage_count(tmp_path / "discovery.db") == queuefile.Salvage(
+    found = queuefile.salvage_count(tmp_path / "discovery.db", stream=DISCOVERY)
+    assert found == queuefile.Salvage(
         QUEUED_UPSERTS + QUEUED_POD_ERRORS + 1, QUEUED_POD_ERRORS, complete=True
     )
 
@@ -68,7 +69,8 @@ def test_a_truncated_file_is_quarantined_and_what_it_still_shows_is_counted_as_l
     assert counters["quarantined"] == 1
 
 
-def test_a_scaling_file_quarantined_counts_its_events_as_lost(tmp_path: Path) -> None:
+def test_a_scaling_file_moved_aside_counts_its_events_but_none_as_lost(tmp_path: Path) -> None:
+    """The scheduler puts every event its store kept into the new file."""
     with Outbox(tmp_path, streams=(SCALING,)) as box:
         box[SCALING].put(
             ScalingEvent(id=f"ev-{i}", type="apply", template_id="t", occurred_at="x")
@@ -76,7 +78,7 @@ def test_a_scaling_file_quarantined_counts_its_events_as_lost(tmp_path: Path) ->
         )
     moved = tmp_path / "copy.db"
     shutil.copy(tmp_path / "scaling.db", moved)
-    assert queuefile.salvage_count(moved) == queuefile.Salvage(5, 5, complete=True)
+    assert queuefile.salvage_count(moved, stream=SCALING) == queuefile.Salvage(5, 0, complete=True)
 
 
 def test_a_zero_length_file_is_said_and_becomes_a_new_file_with_a_new_epoch(
