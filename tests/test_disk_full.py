@@ -5,18 +5,13 @@ once space returns it catches up without a restart, nothing missing at the platf
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from collector.collector import Collector
 from kube.api import KubeApi
@@ -29,6 +24,7 @@ from shipper.records import DISCOVERY
 from tests import cluster_objects
 from tests.agent_process import stop_within
 from tests.conftest import view
+from tests.small_volume import small_volume
 from tests.test_collector import SETTINGS, Received
 from tests.waiting import wait_until
 
@@ -89,42 +85,6 @@ def test_a_full_state_disk_holds_the_collector_unready_and_it_catches_up_without
 
 # -- a real full volume, under the agent process -------------------------------------------
 
-VOLUME_BYTES = 16 * 1024 * 1024
-
-
-@pytest.fixture
-def small_volume(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs (the agent's QUEUE_DIR goes there), unmounted after the test."""
-    volume = tmp_path / "volume"
-    volume.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={VOLUME_BYTES}", "tmpfs", str(volume)],
-        capture_output=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip("mounting a tmpfs is not permitted here (needs root)")
-    try:
-        yield volume
-    finally:
-        subprocess.run(["umount", "-l", str(volume)], check=False)
-
-
-def fill(volume: Path) -> Path:
-    """Take every free byte of the volume with one file; deleting it gives them back."""
-    filler = volume / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        for size in (64 * 1024, 4096, 512, 1):  # down to the last partial block
-            try:
-                while True:
-                    os.write(fd, bytes(size))
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
-
 
 def readiness(port: int) -> tuple[int, str]:
     answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5, trust_env=False)
@@ -144,40 +104,39 @@ def test_a_full_volume_under_the_agent_is_a_pause_and_nothing_is_missing_once_sp
     kube: FakeKube,
     platform: FakePlatform,
     discovery_env: dict[str, str],
-    small_volume: Path,
     tmp_path: Path,
 ) -> None:
     expected = cluster_objects.populate(kube)
-    env = {**discovery_env, "QUEUE_DIR": str(small_volume / "queue")}
     log = tmp_path / "agent.log"
-    with log.open("w") as stderr:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        wait_until(lambda: set(view(platform)) == expected, timeout=30)
-        port = health_port(log)
-        assert port is not None
-        filler = fill(small_volume)
-        expected |= added_deployments(kube, 600)
+    with small_volume(tmp_path / "volume", size="16m") as volume:
+        env = {**discovery_env, "QUEUE_DIR": str(volume.path)}
+        with log.open("w") as stderr:
+            agent = subprocess.Popen(
+                [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+            )
+        try:
+            wait_until(lambda: set(view(platform)) == expected, timeout=30)
+            port = health_port(log)
+            assert port is not None
+            volume.fill()
+            expected |= added_deployments(kube, 600)
 
-        def unready() -> bool:
-            status, body = readiness(port)
-            return status == 503 and "disk full" in body
+            def unready() -> bool:
+                status, body = readiness(port)
+                return status == 503 and "disk full" in body
 
-        wait_until(unready, timeout=30)
-        assert agent.poll() is None
+            wait_until(unready, timeout=30)
+            assert agent.poll() is None
 
-        os.unlink(filler)  # space comes back
-        wait_until(lambda: set(view(platform)) == expected, timeout=60)
-        wait_until(lambda: readiness(port)[0] == 200, timeout=30)
-        assert agent.poll() is None  # the same process: no restart
-        assert "informer_crashed" not in log.read_text()
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        stop_within(agent, 30)
-        shutil.rmtree(small_volume / "queue", ignore_errors=True)
+            volume.free()
+            wait_until(lambda: set(view(platform)) == expected, timeout=60)
+            wait_until(lambda: readiness(port)[0] == 200, timeout=30)
+            assert agent.poll() is None  # the same process: no restart
+            assert "informer_crashed" not in log.read_text()
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            stop_within(agent, 30)
