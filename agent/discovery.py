@@ -7,7 +7,10 @@ new term starts from a fresh collector. Without election the term starts right a
 The collector's state store (beside the outbox) carries over into a new term only when it
 still describes what the platform has: always without election, and with it only when no
 other replica led since this one did (`led_last`). Otherwise the term forgets it and
-sends everything, with snapshots.
+sends everything, with snapshots. It also names the outbox file its records went into (the
+file's epoch): when the outbox is another file now (deleted, emptied or quarantined since),
+the records the store says were sent may never have left, and the term resyncs, as the
+platform's `resync` request would (`outbox_replaced`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ log = structlog.get_logger("agent.discovery")
 # Losing the Lease stops the collector at once; this long without it means it did not.
 LOST_LEASE_GRACE_SECONDS = 10.0
 LEASE_MARK = "lease_transitions"
+OUTBOX_MARK = "outbox_epoch"
 
 
 def lease_namespace(settings: Settings, target: KubeTarget) -> str:
@@ -146,8 +150,10 @@ class DiscoveryRole:
             if self.collector is not None:
                 return
             collector = Collector(self.api, self.outbox, settings=self.collector_settings)
-            if not self._state_carries_over(collector.state):
+            carried_over = self._state_carries_over(collector.state)
+            if not carried_over:
                 collector.state.forget_all()  # this term sends everything, with snapshots
+            self._check_outbox(collector.state, carried_over=carried_over)
             heartbeat = Heartbeat(
                 self.client,
                 lambda: collector.cluster_metadata(self.probe, leader=self.identity),
@@ -169,6 +175,17 @@ class DiscoveryRole:
             state.set_mark(LEASE_MARK, str(acquired.transitions))
         log.info("collector_state", carried_over=ours)
         return ours
+
+    def _check_outbox(self, state: StateStore, *, carried_over: bool) -> None:
+        """Resync when the store describes what went into another outbox file. The mark
+        goes on the outbox first: a crash in between finds it and resyncs all the same."""
+        put_into = state.get_mark(OUTBOX_MARK)
+        if put_into == self.outbox.epoch:
+            return  # nothing to write: a start on a full disk is not made to write
+        if carried_over and put_into is not None:
+            log.warning("outbox_replaced", stream=self.outbox.stream, resync=True)
+            self.outbox.request_resync()
+        state.set_mark(OUTBOX_MARK, self.outbox.epoch)
 
     def _stop_term(self) -> None:
         with self._term_lock:

@@ -20,6 +20,11 @@ exactly the state of what was put: after a crash, the store never claims a recor
 outbox does not hold. Fingerprints move only after the put, so a failed put is retried
 with the next window rather than forgotten.
 
+A full or failing disk (`runtime.storage_errors`) under the outbox or the state store is
+waited out, not a crash: the records stay buffered for the next window and the coalescer
+says it is not ready (disk full) until a put and its commit go through again; a state
+store that rolled back is the collector's to repair (`collector.resync.AfterRollback`).
+
 The outbox is anything that can `put` records and keeps a `resync_needed` mark (the
 `Destination` protocol): the discovery `StreamOutbox` when running, a printer for
 `moonin-agent preview`, which shows the same records without queueing them.
@@ -38,6 +43,7 @@ import structlog
 
 from collector.state import Slot, StateStore
 from runtime.health import Health, HealthReporter
+from runtime.storage_errors import is_passing_storage_error
 from shipper.records import Record
 
 log = structlog.get_logger("collector.coalesce")
@@ -139,34 +145,42 @@ class Coalescer:
         self.flush()
 
     def flush(self) -> int:
-        """Commit the buffered records worth sending; returns how many were enqueued."""
+        """Commit the buffered records worth sending; returns how many were enqueued (none
+        while the disk is full or failing: they wait for the next window)."""
         with self._producers:
-            if self._before_flush is not None:
-                self._before_flush()
-            return self._flush()
+            try:
+                if self._before_flush is not None:
+                    self._before_flush()
+                return self._flush()
+            except Exception as exc:
+                if not is_passing_storage_error(exc):
+                    raise
+                self._cannot_write(exc)
+                return 0
 
     def _flush(self) -> int:
         sent = self._state.sent
         with self._lock:
             pending, self._pending = self._pending, {}
             worth: dict[Slot | tuple[str, int], tuple[Record, bytes]] = {}
-            for slot, record in pending.items():
-                mark = fingerprint(record)
-                if record.op != "event" and sent.get((record.kind, record.key)) == mark:
-                    continue
-                worth[slot] = (record, mark)
+            try:
+                for slot, record in pending.items():
+                    mark = fingerprint(record)
+                    if record.op != "event" and sent.get((record.kind, record.key)) == mark:
+                        continue
+                    worth[slot] = (record, mark)
+            except BaseException:
+                self._requeue(pending)
+                raise
         self.reporter.count("records_coalesced", len(pending) - len(worth))
         if not worth:
             return 0
         try:
             self.outbox.put(record for record, _ in worth.values())
         except Exception as exc:
-            with self._lock:  # keep them for the next window; a newer state of a slot wins
-                retry = {slot: record for slot, (record, _) in worth.items()}
-                retry.update(self._pending)
-                self._pending = retry
-            if self.reporter.set(Health.degraded(f"cannot write to the outbox: {exc}")):
-                log.error("outbox_write_failed", error=str(exc))
+            with self._lock:
+                self._requeue({slot: record for slot, (record, _) in worth.items()})
+            self._cannot_write(exc)
             return 0
         with self._lock:
             for record, mark in worth.values():
@@ -179,6 +193,19 @@ class Coalescer:
         if self.reporter.set(Health.healthy()):
             log.info("outbox_writable")
         return len(worth)
+
+    def _requeue(self, records: dict[Slot | tuple[str, int], Record]) -> None:
+        """(`_lock` held.) Keep records for the next window; a newer state of a slot wins."""
+        records.update(self._pending)
+        self._pending = records
+
+    def _cannot_write(self, exc: Exception) -> None:
+        if is_passing_storage_error(exc):
+            health = Health.not_ready(f"disk full or failing: {exc}")
+        else:
+            health = Health.degraded(f"cannot write to the outbox: {exc}")
+        if self.reporter.set(health):
+            log.error("outbox_write_failed", error=str(exc))
 
     def _resync_due(self) -> bool:
         """A resync the outbox asks for starts once it has room for it again: while the
@@ -195,7 +222,12 @@ class Coalescer:
                 self.flush()
                 on_resync_needed = self._on_resync_needed
                 if on_resync_needed is not None and self._resync_due():
-                    on_resync_needed()
+                    try:
+                        on_resync_needed()
+                    except Exception as exc:
+                        if not is_passing_storage_error(exc):
+                            raise
+                        self._cannot_write(exc)  # the mark stays: tried again next window
         except Exception:
             # A bug, not a condition to wait out: liveness fails and the pod restarts.
             log.exception("coalesce_flusher_crashed")

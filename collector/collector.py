@@ -54,7 +54,7 @@ from collector.normalize.base import Context, LogRequest, ObjectTooLarge
 from collector.normalize.node import Node
 from collector.relations import Relations
 from collector.resources import Resource
-from collector.resync import AntiEntropy, Resync
+from collector.resync import AfterRollback, AntiEntropy, Resync
 from collector.settings import CollectorSettings
 from collector.sink import SourceSink, Stale, Wiring
 from collector.snapshots import Snapshots
@@ -173,6 +173,7 @@ class Collector:
             # Looked up when called: a collector built only to be inspected has no API.
             abort_streams=lambda: api.abort_streams(),
         )
+        self._after_rollback = AfterRollback(self.state, self._resync, reporter=self.reporter)
         self._rebuilding = False
         self._version: str | None = None
         self._stopped = threading.Event()
@@ -291,6 +292,7 @@ class Collector:
                 return  # a flush that the rebuild's own records set off: it only commits
             self._rebuilding = True
             try:
+                self._after_rollback.check()
                 self._stale.mark(sources.JOB_RECORDS, self.job_logs.released())
                 for dependents, keys in self._stale.due():
                     for key in keys:

@@ -60,6 +60,9 @@ store raises `SkippedObject`. A skipped object's key still counts as listed, so 
 platform had of it before stays; a page or an event that is not well-formed JSON remains an
 error of the answer, retried. What happens to objects is the sink's
 business; the informer only tells it what exists, what changed and what is gone.
+
+A full or failing disk under what the sink stores (`runtime.storage_errors`) is no crash
+either: the informer is not ready, backs off as for other failures, and lists again.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ from kube.api import ANSWER_LIMIT, KubeApi
 from kube.errors import MESSAGE_LIMIT, Aborted, AnswerTooLarge, Forbidden, Gone, KubeError, TimedOut
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
+from runtime.storage_errors import is_passing_storage_error
 from shipper.records import utc_timestamp
 
 log = structlog.get_logger("collector.informer")
@@ -366,9 +370,16 @@ class Informer(Generic[T]):
                 self._degraded(f"failing: {type(exc).__name__}", exc)
                 retry_after = exc.retry_after if isinstance(exc, KubeError) else None
                 self._pause(self._backoff.next_delay(at_least=retry_after))
-            except Exception:
+            except Exception as exc:
                 if self._stopped.is_set():
                     return
+                if is_passing_storage_error(exc):
+                    # A full or failing disk under what the sink writes: hold the place and
+                    # list again once it may have passed (the sink's writes were rolled back).
+                    self._storage_failing(exc)
+                    need_list = True
+                    self._pause(self._backoff.next_delay())
+                    continue
                 log.exception("informer_crashed", resource=self.resource.plural)
                 self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
                 return
@@ -696,6 +707,11 @@ class Informer(Generic[T]):
         self._forbidden_backoff.reset()
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
+
+    def _storage_failing(self, exc: Exception) -> None:
+        self.reporter.count("failures")
+        if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
+            log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
 
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")

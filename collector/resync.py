@@ -5,6 +5,10 @@ forgets what was sent and relists every resource; the outbox mark is cleared onc
 informer has listed again and what that produced is committed. Anti-entropy, in case the
 platform lost something nobody noticed, does the same one resource at a time, waiting for
 room in the outbox between them.
+
+A full or failing disk that rolled back the state store (`collector.state`) is a gap
+nobody can measure: `AfterRollback` holds the collector unready until a write goes through
+again, then resyncs, anew even if one was running (what it had forgotten may be back).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import structlog
 
 from collector.coalesce import Coalescer
 from collector.informer import Informer
-from collector.state import SentFingerprints
+from collector.state import SentFingerprints, StateStore
 from collector.warmup import cannot_list
-from runtime.health import HealthReporter
+from runtime.backoff import Backoff
+from runtime.health import Health, HealthReporter
 
 log = structlog.get_logger("collector")
 
@@ -49,11 +54,12 @@ class Resync:
         with self._lock:
             return bool(self._pending)
 
-    def start(self) -> None:
-        """Forget what was sent and relist everything (idempotent while one is running)."""
+    def start(self, *, again: bool = False) -> None:
+        """Forget what was sent and relist everything (idempotent while one is running,
+        unless `again`: what it forgot may have been rolled back)."""
         with self._lock:
             self.settle()
-            if self._pending:
+            if self._pending and not again:
                 return
             log.info("resync_started")
             self._reporter.count("resyncs")
@@ -93,6 +99,58 @@ class Resync:
         if committed:
             self._coalescer.outbox.clear_resync_needed()
         log.info("resync_done", committed=committed)
+
+
+class AfterRollback:
+    """Checked before each flush, under the collector's lock: from a rollback of the state
+    store until the resync after it is done, the collector is unready ("disk full or
+    failing"). While the store is rolled back it probes, with backoff, for a write going
+    through; the first that does starts a resync. The backoff starts over only once the
+    store has gone its longest wait without a rollback."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        resync: Resync,
+        *,
+        reporter: HealthReporter,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._state = state
+        self._resync = resync
+        self._reporter = reporter
+        self._backoff = backoff or Backoff(initial=1.0, maximum=30.0)
+        self._next_probe = 0.0
+        self._probed_at: float | None = None  # the last probe that went through
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if not self._state.rolled_back:
+            self._settle(now)
+            return
+        unwritable = Health.not_ready("disk full or failing: the state cannot be written")
+        if self._reporter.set(unwritable):
+            log.error("collector_state_unwritable")
+            self._reporter.count("state_rollbacks")
+        if now < self._next_probe:
+            return
+        # Waits grow also after a probe that went through: a small write may fit where the
+        # resync's do not, and each round lists every resource again.
+        self._next_probe = now + self._backoff.next_delay()
+        if self._state.probe_writable():
+            self._probed_at = now
+            self._resync.start(again=True)
+
+    def _settle(self, now: float) -> None:
+        if self._probed_at is None:
+            return
+        if not self._reporter.health.ok and not self._resync.in_progress:
+            self._reporter.set(Health.healthy())
+            log.info("collector_state_writable")
+        # Written without a rollback for as long as the longest wait: the disk is back.
+        if now - self._probed_at > self._backoff.maximum:
+            self._backoff.reset()
+            self._probed_at = None
 
 
 class AntiEntropy:

@@ -22,17 +22,27 @@ deletes for what vanished. A file that is not a database or fails SQLite's integ
 is moved aside like a corrupt queue file (everything is then sent once); one written by a
 different schema version starts empty. Without a path the store lives in memory
 (`moonin-agent preview`, tests).
+
+A full or failing disk (`runtime.storage_errors`) may make SQLite roll back the open
+transaction, all of it or only the failing statement: which writes survived cannot be told.
+The store then rolls back the rest itself, so what it holds is again exactly what was last
+committed (with the outbox), says so (`rolled_back`), and raises the error for the writer
+to hold its place. What the informers wrote since that commit is gone, so the collector
+sends everything again once a write goes through (`probe_writable`, `collector.resync`).
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from runtime.storage_errors import is_passing_storage_error
 from shipper import queuefile
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
@@ -84,6 +94,7 @@ Slot = tuple[str, str]  # (record kind, record key)
 class StateStore:
     def __init__(self, path: Path | None = None) -> None:
         self.lock = threading.RLock()
+        self._rolled_back = False
         # Where a corrupt file was moved (the caller logs it); raises QueueFileError when
         # the file only could not be opened (locked, permissions): that is not corruption.
         self.quarantined = None if path is None else queuefile.check_or_quarantine(path)
@@ -112,7 +123,7 @@ class StateStore:
     def forget_all(self) -> None:
         """Start over: nothing is known to have been sent, no object or pod is remembered.
         The marks stay: they say whose store this is (the trust rule), not what was sent."""
-        with self.lock:
+        with self.lock, self._guarded():
             for table in _FORGETTABLE:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.commit()
@@ -122,30 +133,67 @@ class StateStore:
         return str(found[0][0]) if found else None
 
     def set_mark(self, name: str, value: str) -> None:
-        with self.lock:
+        with self.lock, self._guarded():
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
             self._db.commit()
 
-    def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
+    @property
+    def rolled_back(self) -> bool:
+        """Whether a full or failing disk rolled back writes since the last commit, and no
+        write went through since (see the module docstring)."""
         with self.lock:
+            return self._rolled_back
+
+    def probe_writable(self) -> bool:
+        """Whether the disk takes writes again: one small write, committed alone (what was
+        written since the rollback is rolled back too: the resync that follows writes it
+        again, and the store stays behind the outbox). Clears `rolled_back` when it goes
+        through; raises only what is not a full or failing disk."""
+        with self.lock:
+            try:
+                with self._guarded():
+                    self._db.rollback()
+                self.set_mark("writable_at", f"{time.time():.3f}")
+            except sqlite3.Error as exc:
+                if is_passing_storage_error(exc):
+                    return False
+                raise
+            self._rolled_back = False
+        return True
+
+    def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
+        with self.lock, self._guarded():
             return self._db.execute(sql, tuple(parameters))
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
-        with self.lock:
+        with self.lock, self._guarded():
             return self._db.execute(sql, tuple(parameters)).fetchall()
 
     def missing(
         self, sql: str, parameters: Iterable[object], present: AbstractSet[str]
     ) -> set[str]:
         """The keys the one-column query yields that are not in `present`."""
-        with self.lock:
+        with self.lock, self._guarded():
             return {
                 key for (key,) in self._db.execute(sql, tuple(parameters)) if key not in present
             }
 
     def commit(self) -> None:
-        with self.lock:
+        with self.lock, self._guarded():
             self._db.commit()
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """(Lock held.) On a full or failing disk, roll back to the last commit (SQLite may
+        have kept part of the transaction) and say so; the error goes on to the writer."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            if is_passing_storage_error(exc):
+                with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
+                    self._db.rollback()
+                self._rolled_back = True
+            raise
 
     def close(self) -> None:
         with self.lock:

@@ -19,7 +19,12 @@ new). Only chunks not taken by the shipper are trimmed.
 Failure modes: `QueueDirectoryBusy` (another process owns the directory) and
 `QueueFileError` (locked, unreadable, disk errors, or a persist-queue whose table is not the
 one `shipper.queueschema` describes) stop start-up; a corrupt file is quarantined (see
-`shipper.queuefile`) and the stream starts empty with `resync_needed` set.
+`shipper.queuefile`) and the stream starts empty with `resync_needed` set, what the file
+still shows of its records counted as lost (`records_lost`, `events_lost`: the events no
+resync sends again) in its log line and metrics. A file found empty (zero length) is said
+so in a log line. Each file has an `epoch`, made when it is created: a producer that keeps
+state about what it put (the collector) tells from it that the file it put into is gone,
+deleted, emptied or quarantined, and asks for full state again (`request_resync`).
 """
 
 from __future__ import annotations
@@ -110,6 +115,9 @@ class StreamOutbox:
         self._wakeups = 0
 
         quarantined = queuefile.check_or_quarantine(self.path)
+        if self.path.exists() and self.path.stat().st_size == 0:
+            log.warning("queue_file_empty", stream=stream)
+            self.reporter.count("found_empty")
         queuefile.check_existing_schema(self.path)
         try:
             self._queue = persistqueue.SQLiteAckQueue(
@@ -130,12 +138,25 @@ class StreamOutbox:
             if "epoch" not in self._meta:
                 self._write_meta(epoch=uuid.uuid4().hex[:12])
             if quarantined is not None:
-                log.error("queue_file_quarantined", stream=stream, moved_to=str(quarantined))
-                self.reporter.count("quarantined")
-                self._write_meta(resync_needed="1")
+                self._quarantined(quarantined)
             self._load_index()
         except sqlite3.Error as exc:
             raise QueueFileError(f"cannot open queue file {self.path}: {exc}") from exc
+
+    def _quarantined(self, moved_to: Path) -> None:
+        lost = queuefile.salvage_count(moved_to, stream=self.stream)
+        log.error(
+            "queue_file_quarantined",
+            stream=self.stream,
+            moved_to=str(moved_to),
+            records_lost=lost.records,
+            events_lost=lost.events,
+            counted_to_the_end=lost.complete,
+        )
+        self.reporter.count("quarantined")
+        self.reporter.count("records_lost", lost.records)
+        self.reporter.count("events_lost", lost.events)
+        self._write_meta(resync_needed="1")
 
     # -- producers ---------------------------------------------------------------------
 
@@ -187,6 +208,11 @@ class StreamOutbox:
     def resync_needed(self) -> bool:
         with self._lock:
             return self._meta.get("resync_needed") == "1"
+
+    def request_resync(self) -> None:
+        """Ask the producer for full state again; durable until `clear_resync_needed`."""
+        with self._lock:
+            self._write_meta(resync_needed="1")
 
     def clear_resync_needed(self) -> None:
         """Called by the collector once it has re-sent full state with snapshots."""

@@ -8,14 +8,17 @@ through `scan_chunks`, so the agent rebuilding its index at start-up and `moonin
 stats` read the file the same way.
 
 A file that is not a database or fails SQLite's integrity check is moved aside with its
-`-wal`/`-shm` (see `check_or_quarantine`); lock, permission and I/O errors are raised as
-`QueueFileError`, because moving a healthy file aside would throw queued records away. So is
-a file, or an installed persist-queue, that does not match `shipper.queueschema`
-(`check_schema`).
+`-wal`/`-shm` (see `check_or_quarantine`), and so are a `-wal`/`-shm` whose database is gone
+(SQLite would replay that journal into the new file); `salvage_count` then reads what it
+still can of what was moved aside, to count what was lost. Lock, permission and I/O errors
+are raised as `QueueFileError`, because moving a healthy file aside would throw queued
+records away. So is a file, or an installed persist-queue, that does not match
+`shipper.queueschema` (`check_schema`).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,12 +31,18 @@ from urllib.parse import quote
 import msgspec
 
 from shipper import queueschema as schema
-from shipper.records import RecordClass
+from shipper.records import SCALING, RecordClass
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_HEADER_BYTES = 100  # the page size at offset 16 (2 bytes), the page count at 28 (4 bytes)
 
 # How long any connection waits for another writer before failing with "database is locked".
 SQLITE_TIMEOUT_SECONDS = 10.0
+
+# Events a stream's producer puts again once its file is lost, so a loss counts only the
+# others: the collector's resync makes new snapshots (every other discovery event is
+# lost); the scheduler puts every event its store kept into the new file.
+REBUILT_DISCOVERY_EVENTS = frozenset({"snapshot"})
 
 # SQLite primary result codes that mean the bytes on disk are not a usable database.
 _CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
@@ -235,9 +244,7 @@ def dropped_total(meta: dict[str, str]) -> int:
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A connection that can never write, so inspection is safe beside a running agent."""
     try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_TIMEOUT_SECONDS
-        )
+        conn = open_readonly_file(path)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.Error as exc:
         raise QueueFileError(f"cannot read queue file {path}: {exc}") from exc
@@ -260,9 +267,12 @@ def check_or_quarantine(path: Path) -> Path | None:
 
     Returns None when the file is missing or healthy. Anything that is not corruption
     (locked, permission denied, disk I/O) raises QueueFileError: start-up must stop rather
-    than discard a file that only could not be opened.
+    than discard a file that only could not be opened. A missing file whose `-wal` or
+    `-shm` is still there is broken too: they are moved aside (returned as the file).
     """
     if not path.exists():
+        if any(companion.exists() for companion in _companions(path)):
+            return _move_aside(path)
         return None
     if not _looks_like_sqlite(path):
         # Decided from the header alone: opening it would let SQLite discard its companions.
@@ -314,15 +324,106 @@ def _looks_like_sqlite(path: Path) -> bool:
     return header in (b"", _SQLITE_HEADER)  # an empty file is a valid empty database
 
 
+def _companions(path: Path) -> tuple[Path, Path]:
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
 def _move_aside(path: Path) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    for suffix in ("-wal", "-shm"):
-        companion = path.with_name(path.name + suffix)
+    for companion in _companions(path):
         if companion.exists():
-            companion.rename(target.with_name(target.name + suffix))
-    path.rename(target)
+            companion.rename(target.with_name(target.name + companion.name[len(path.name) :]))
+    if path.exists():
+        path.rename(target)
     return target
+
+
+@dataclass(frozen=True, slots=True)
+class Salvage:
+    """What a quarantined file still shows of the records it held (none was delivered:
+    acked chunks are deleted at once)."""
+
+    records: int
+    events: int
+    """Event records that nothing puts again (`REBUILT_DISCOVERY_EVENTS`)."""
+    complete: bool
+    """False when the file could not be read to its end: the counts are a floor."""
+
+
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+_read_kind = msgspec.json.Decoder(_Kind).decode
+
+
+def salvage_count(path: Path, *, stream: str) -> Salvage:
+    """Count the records and events still readable, chunk by chunk, in a file moved aside
+    (a file that is not SQLite's is not opened: nothing of it can be read).
+
+    A file cut short is first given back its length as zeros (sparse: it takes no space,
+    and the bytes it had stay as they were), else SQLite reads nothing of it at all."""
+    whole = _restore_length(path)
+    if whole is None:
+        return Salvage(0, 0, complete=False)
+    records = events = 0
+    complete = whole
+    try:
+        with closing(open_readonly_file(path)) as conn:
+            pqids: list[int] = []
+            try:
+                pqids.extend(pqid for (pqid,) in conn.execute(schema.SELECT_QUEUED_IDS))
+            except sqlite3.Error:
+                complete = False  # the ids read before the damage are still counted
+            for pqid in pqids:
+                try:
+                    chunk = read_chunk(conn, pqid)
+                except (sqlite3.Error, msgspec.DecodeError, TypeError):
+                    complete = False
+                    continue
+                for entry in chunk.entries:
+                    records += 1
+                    if entry.cls == RecordClass.EVENT and not _rebuilt(stream, entry.body):
+                        events += 1
+    except sqlite3.Error:
+        complete = False
+    return Salvage(records, events, complete=complete)
+
+
+def _restore_length(path: Path) -> bool | None:
+    """Extend a file shorter than its header says to that length. None when it is not an
+    SQLite file (or cannot be read), else whether it was whole."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(_HEADER_BYTES)
+        if len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_HEADER):
+            return None
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size  # 1 stands for 65536
+        length = page_size * int.from_bytes(header[28:32], "big")
+        if path.stat().st_size >= length:
+            return True
+        os.truncate(path, length)
+    except OSError:
+        return None
+    return False
+
+
+def open_readonly_file(path: Path) -> sqlite3.Connection:
+    """A read-only connection to `path`, which must exist (SQLite would not create it)."""
+    return sqlite3.connect(
+        f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_TIMEOUT_SECONDS
+    )
+
+
+def _rebuilt(stream: str, body: bytes) -> bool:
+    if stream == SCALING:
+        return True
+    try:
+        return _read_kind(body).kind in REBUILT_DISCOVERY_EVENTS
+    except msgspec.DecodeError:
+        return False
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

@@ -31,7 +31,7 @@ class Volume:
 
     def fill(self) -> None:
         """Leave no free byte on the volume."""
-        for db in self.path.glob("*.db"):
+        for db in [*self.path.glob("*.db"), *self.path.glob("*.sqlite")]:
             # A process using the file may hold the log a moment: wait for the truncation.
             wait_until(lambda db=db: _truncate_log(db), timeout=10)
         handle = os.open(self.path / FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND)

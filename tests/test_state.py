@@ -78,3 +78,31 @@ def test_snapshot_parts_stay_under_the_byte_budget_and_keep_every_key() -> None:
     assert [key for part in parts for key in part] == keys
     assert all(sum(len(k) + 3 for k in part) <= SNAPSHOT_PART_BYTES for part in parts)
     assert snapshot_parts([]) == [[]]  # no objects left: one empty part says so
+
+
+def test_a_full_disk_rolls_the_store_back_to_its_last_commit_until_a_probe_goes_through(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    fill(store)
+    store.produced.add("deployments", "shop/before", ("deployment", "shop/before"), None)
+    (pages,) = store.rows("PRAGMA page_count")[0]
+    store.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLITE_FULL
+    try:
+        for number in range(500):
+            store.produced.add("pods", f"shop/p{number}", ("pod", f"p{number}"), b"x" * 200)
+    except sqlite3.OperationalError as exc:
+        assert "full" in str(exc)
+    else:
+        raise AssertionError("the store never ran out of pages")
+    # Neither what came before the failure in its transaction nor after it: the last commit.
+    assert store.rolled_back
+    assert store.produced.keys_of_kind("pod") == []
+    assert store.produced.keys_of_kind("deployment") == ["shop/web"]
+
+    store.execute("PRAGMA max_page_count = 1073741823")
+    store.produced.add("pods", "shop/after", ("pod", "after"), None)  # dropped by the probe
+    assert store.probe_writable()
+    assert not store.rolled_back
+    assert store.produced.keys_of_kind("pod") == []
+    assert store.sent.get(("deployment", "shop/web")) == b"f" * 16
