@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from kube.errors import KubeError, NotFound
+from kube.errors import Conflict, KubeError, NotFound
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
@@ -338,10 +338,22 @@ def _clear_journal(cycle: Cycle, pending: PendingRestore) -> None:
         )
 
 
+# The Deployment controller answers the journal label with a status write of its own, so the
+# restore that follows it often meets a 409 that says nothing about the replicas.
+RESTORE_ATTEMPTS = 3
+
+
 def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
     """Put the Deployment back to its replicas from before the window (whatever the HPA
     made of them since: its scaling and anyone else's cannot be told apart), and clear the
-    journal label in the same write."""
+    journal label in the same write, read afresh after a 409 (a few times, then raised)."""
+    for _ in range(RESTORE_ATTEMPTS - 1):
+        with suppress(Conflict):
+            return _write_restore(cycle, pending)
+    return _write_restore(cycle, pending)
+
+
+def _write_restore(cycle: Cycle, pending: PendingRestore) -> Obj:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
     metadata: dict[str, Any] = {
         "resourceVersion": current["metadata"]["resourceVersion"],

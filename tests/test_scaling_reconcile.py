@@ -18,6 +18,7 @@ from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
+from scheduler import revert
 from scheduler.events import event_id
 from scheduler.kubeapi import KubeApi, Obj
 from scheduler.revertall import revert_all
@@ -826,6 +827,33 @@ def test_a_revert_event_is_enqueued_before_the_write_and_a_failed_revert_is_retr
     assert h.events() == []  # the retry makes no second event
 
 
+def test_a_restore_that_meets_the_deployment_controllers_write_reads_again_and_goes_through(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h.kube.create(deployment(replicas=2))
+    h.run(at(9))
+    h.events()
+    read = h.kube_api.get_deployment
+    raced: list[str] = []
+
+    def read_then_the_controller_writes(*args: Any, **kwargs: Any) -> Any:
+        found = read(*args, **kwargs)
+        if len(raced) < 2:  # twice: the third read is the last the restore makes
+            raced.append(found["metadata"]["resourceVersion"])
+            h.kube.patch(
+                "deployments", NS, "web", {"metadata": {"labels": {"seen": str(len(raced))}}}
+            )
+        return found
+
+    monkeypatch.setattr(h.kube_api, "get_deployment", read_then_the_controller_writes)
+    h.run(at(18, 1))
+    assert len(raced) == 2
+    assert h.kube.list("horizontalpodautoscalers") == []
+    assert h.deployment()["spec"]["replicas"] == 2  # in this cycle, not the next
+    assert h.store.restores() == []
+    assert [e["id"] for e in h.events()] == [REVERT]
+
+
 def test_a_failed_delete_of_a_provisional_hpa_is_retried_without_touching_replicas(
     h: Harness,
 ) -> None:
@@ -869,10 +897,11 @@ def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycl
     h.kube.create(deployment(replicas=2))
     h.run(at(9))
     h.events()
-    # Both the revert's restore and the same cycle's retry of it meet a 409.
+    # Every attempt of the revert's restore and of the same cycle's retry of it meets a 409.
     conflict = functools.partial(Conflict, "patch deployment shop/web: 409", status=409)
+    conflicts = 2 * revert.RESTORE_ATTEMPTS
     monkeypatch.setattr(
-        h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, conflict, 2)
+        h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, conflict, conflicts)
     )
     h.run(at(18, 1))
     assert h.kube.list("horizontalpodautoscalers") == []
