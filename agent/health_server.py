@@ -7,8 +7,9 @@
 - `/readyz` (readiness) fails until start-up is done, once shutdown began, and while a
   component is refused a permission it needs (a 403 from the API server: the problem names
   the verb, API group, resource and namespace or cluster scope, so a wrong RBAC rule shows
-  in `kubectl get pods` and in a GitOps tool's health, not only in the logs); a standby
-  discovery replica is ready.
+  in `kubectl get pods` and in a GitOps tool's health, not only in the logs), holds its
+  place until something outside it recovers (a full disk), or has not finished a list
+  within the warm-up budget; a standby discovery replica is ready.
 - `/metrics`: the Prometheus text format (`agent.metrics`).
 
 Both checks answer JSON `{"ok": bool, "problems": [...]}` with 200 or 503; `/readyz` adds

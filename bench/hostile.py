@@ -92,6 +92,19 @@ def window(platform: FakePlatform, seconds: float) -> datetime:
     return ends
 
 
+def environment(kube: FakeKube, platform: FakePlatform, scratch: Path) -> dict[str, str]:
+    """The agent's environment for these fakes, its queue and kubeconfig under `scratch`."""
+    kubeconfig = scratch / "kubeconfig"
+    kube.kubeconfig(kubeconfig)
+    return agent_environment(
+        os.environ,
+        platform_url=platform.url,
+        queue_dir=scratch / "queue",
+        kubeconfig=kubeconfig,
+        health_port=0,
+    )
+
+
 def sample(pid: int, seconds: float, into: list[float]) -> None:
     until = time.monotonic() + seconds
     while time.monotonic() < until:
@@ -159,15 +172,7 @@ def run_mode(name: str, args: argparse.Namespace) -> dict[str, object]:
             objects.deployment(name=f"web-{n:04d}", namespace=NS) for n in range(args.deployments)
         )
         mode.make_hostile(kube)
-        kubeconfig = Path(scratch) / "kubeconfig"
-        kube.kubeconfig(kubeconfig)
-        env = agent_environment(
-            os.environ,
-            platform_url=platform.url,
-            queue_dir=Path(scratch) / "queue",
-            kubeconfig=kubeconfig,
-            health_port=0,
-        )
+        env = environment(kube, platform, Path(scratch))
         agent = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"],
             cwd=args.agent_tree,
@@ -270,15 +275,7 @@ def bombs(args: argparse.Namespace) -> None:
         # The window ends a few seconds into the bombs.
         run_until = window(platform, args.idle_seconds + min(5.0, args.bomb_seconds / 2))
         run_until_monotonic = time.monotonic() + (run_until - datetime.now(UTC)).total_seconds()
-        kubeconfig = Path(scratch) / "kubeconfig"
-        kube.kubeconfig(kubeconfig)
-        env = agent_environment(
-            os.environ,
-            platform_url=platform.url,
-            queue_dir=Path(scratch) / "queue",
-            kubeconfig=kubeconfig,
-            health_port=0,
-        )
+        env = environment(kube, platform, Path(scratch))
         env["RECONCILE_INTERVAL_SECONDS"] = str(args.interval)
         agent = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "run", "--role", "scaling"],
