@@ -105,6 +105,16 @@ def environment(kube: FakeKube, platform: FakePlatform, scratch: Path) -> dict[s
     )
 
 
+def stop(agent: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if the agent is not gone within 30 s."""
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(30)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
+
+
 def sample(pid: int, seconds: float, into: list[float]) -> None:
     until = time.monotonic() + seconds
     while time.monotonic() < until:
@@ -204,12 +214,7 @@ def run_mode(name: str, args: argparse.Namespace) -> dict[str, object]:
             )
             recovered = time.monotonic()
         finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+            stop(agent)
     per_minute = 60.0 / (ended - started)
     return {
         "mode": name,
@@ -309,12 +314,7 @@ def bombs(args: argparse.Namespace) -> None:
             ]
             reverted = hpa_min() == 2
         finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+            stop(agent)
     idle_rss = statistics.median(idle)
     revert_late = None
     if reverted and len(reverts) >= 2:  # the apply's PATCH, then the revert's
