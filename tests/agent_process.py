@@ -95,6 +95,18 @@ def log_until(agent: subprocess.Popen[str], event: str, timeout: float = 20) -> 
     return "".join(lines)
 
 
+def logs_until(env: dict[str, str], event: str) -> str:
+    """Everything a discovery agent started with `env` logs until its first `event`, then
+    through a clean stop on SIGTERM."""
+    agent = start_agent(env)
+    try:
+        logged = log_until(agent, event)
+        agent.send_signal(signal.SIGTERM)
+        return logged + stop_within(agent, 30)
+    finally:
+        agent.kill()
+
+
 def queued(queue_dir: Path, stream: str = "discovery") -> list[dict[str, Any]]:
     """What the outbox in `queue_dir` holds now, oldest first (read beside a running agent;
     nothing while the agent has not created it yet)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -22,10 +21,8 @@ from tests.agent_process import (
     WORKER,
     agent_env,
     log_events,
-    log_until,
+    logs_until,
     run_cli,
-    start_agent,
-    stop_within,
     worker_env,
 )
 
@@ -242,13 +239,7 @@ def test_a_misspelt_variable_is_named_at_start_up_without_its_value(
 ) -> None:
     pasted = "k-8c1d55e0a9b34f27"
     env = agent_env(platform, tmp_path / "queue", QUEUE_MAX_RECORD=pasted, NODE_NAME="node-1")
-    agent = start_agent(env)
-    try:
-        logged = log_until(agent, "setting_name_misspelt")
-        agent.send_signal(signal.SIGTERM)
-        logged += stop_within(agent, 30)
-    finally:
-        agent.kill()
+    logged = logs_until(env, "setting_name_misspelt")
     [warning] = [e for e in log_events(logged) if e["event"] == "setting_name_misspelt"]
     assert (warning["variable"], warning["did_you_mean"]) == (
         "QUEUE_MAX_RECORD",
@@ -269,12 +260,6 @@ def test_a_key_in_the_api_url_path_stays_out_of_the_retry_lines(
         port = closed.getsockname()[1]
         api_url = f"http://127.0.0.1:{port}/gw/{key}"
         env = agent_env(platform, queue, KUBECONFIG=str(kubeconfig), API_URL=api_url)
-        agent = start_agent(env)
-        try:
-            logged = log_until(agent, "stream_retrying")
-            agent.send_signal(signal.SIGTERM)
-            logged += stop_within(agent, 30)
-        finally:
-            agent.kill()
+        logged = logs_until(env, "stream_retrying")
     assert key not in logged
     assert f"POST http://127.0.0.1:{port}/***/v1/clusters/c-1/records failed" in logged
