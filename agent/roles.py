@@ -17,6 +17,7 @@ from agent.delivery import Delivery
 from agent.discovery import DiscoveryRole
 from kube.cluster import KubeTarget
 from runtime.health import HealthReporter
+from runtime.sqlite_file import UnusableFile
 from shipper.records import DISCOVERY, SCALING
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def build_roles(
         # ConfigError names its setting; the scaling role's globs raise plain ValueError.
         where = "" if isinstance(exc, ConfigError) else "IGNORE_RESOURCES: "
         raise exits.Failure(f"{where}{exc}", exits.CANNOT_START) from None
-    except sqlite3.Error as exc:  # the scaling store: locked, read-only, disk full
+    except (sqlite3.Error, UnusableFile) as exc:  # the scaling store: locked, read-only, disk full
         raise exits.Failure(
             f"scaling store in {settings.queue_dir}: {exc}", exits.CANNOT_START
         ) from None

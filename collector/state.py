@@ -18,9 +18,12 @@ and the store never gets ahead of the outbox.
 
 With a path the store outlives the process (it sits beside the outbox, on the same volume):
 a restart compares the cluster with what it remembers and sends only what changed, plus
-deletes for what vanished. A file that is not a database or fails SQLite's integrity check
-is moved aside like a corrupt queue file (everything is then sent once); one written by a
-different schema version starts empty. Without a path the store lives in memory
+deletes for what vanished. The file is opened and checked by `runtime.sqlite_file` as
+`STATE_FILE`: one that is not a database, fails SQLite's integrity check or is empty is
+moved aside like a corrupt queue file (everything is then sent once); one written by a
+different schema version is emptied in place. Its durability is NORMAL: a process crash
+loses nothing committed, and a lost tail after a power cut only means records sent again,
+since the store is committed after the outbox. Without a path the store lives in memory
 (`moonin-agent preview`, tests).
 
 A full or failing disk (`runtime.storage_errors`) may make SQLite roll back the open
@@ -42,8 +45,9 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from runtime import sqlite_file
+from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
-from shipper import queuefile
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
 SCHEMA_VERSION = 2
@@ -51,7 +55,6 @@ SCHEMA_VERSION = 2
 _FORGETTABLE = ("produced", "sent", "pods", "event_series")
 # Rebuilt from the lists of every leadership term (`collector.relations`), never carried over.
 RELATION_TABLES = ("deployment_templates", "replicasets")
-_TABLES = (*_FORGETTABLE, *RELATION_TABLES, "meta")
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE produced (
@@ -91,26 +94,36 @@ CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
 Slot = tuple[str, str]  # (record kind, record key)
 
 
+def _other_version(db: sqlite3.Connection) -> str | None:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version == SCHEMA_VERSION or not sqlite_file.tables(db):
+        return None
+    return f"is of schema version {version}, not {SCHEMA_VERSION}"
+
+
+STATE_FILE = FileKind(
+    name="state file",
+    durability=Durability.NORMAL,
+    foreign=_other_version,
+    on_foreign=Foreign.EMPTY,
+)
+
+
 class StateStore:
     def __init__(self, path: Path | None = None) -> None:
         self.lock = threading.RLock()
         self._rolled_back = False
-        # Where a corrupt file was moved (the caller logs it); raises QueueFileError when
-        # the file only could not be opened (locked, permissions): that is not corruption.
-        self.quarantined = None if path is None else queuefile.check_or_quarantine(path)
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path), check_same_thread=False
-        )
+        if path is None:
+            self._db = sqlite3.connect(":memory:", check_same_thread=False)
+            self.quarantined: Path | None = None
+        else:
+            # Where a broken file was moved (the caller logs it); raises UnusableFile when
+            # the file only could not be opened (locked, permissions): that is not damage.
+            self._db, checked = sqlite_file.open_file(path, STATE_FILE)
+            self.quarantined = checked.moved_to
         self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-        if path is not None:
-            # A process crash loses nothing committed; a lost tail after a power cut only
-            # means records sent again, since the store is committed after the outbox.
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA_VERSION:
-            for table in _TABLES:
-                self._db.execute(f"DROP TABLE IF EXISTS {table}")
+        if version != SCHEMA_VERSION:  # a new file, or one emptied by `_other_version`
             self._db.executescript(_SCHEMA)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.commit()

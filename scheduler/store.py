@@ -18,14 +18,18 @@ replicas are committed here (at once, not at the end of the cycle) before the HP
 deleted, and cleared once the Deployment is restored, so a crash between the two cannot
 strand a Deployment at the window's size.
 
+The file is opened and checked by `runtime.sqlite_file` as `STORE_FILE`, at durability
+FULL: a pending restore must survive a power cut, not only a process crash.
+
 How it fails: a file that is not a database, fails SQLite's check, is empty (zero length) or
 holds tables other than this store's (a file written by something else, or by a schema this
 version does not know) is moved aside (`<name>.corrupt-<time>`), counted (`store_lost`) and
 logged once (`scaling_store_lost`, with how), and a fresh one started. The cost: events
 sent again, which the platform de-duplicates, and pending restores forgotten, which the
-Deployments' own journal label brings back (`scheduler.revert`). Other SQLite errors
-(locked, read-only, disk full) raise `sqlite3.Error` from the call that met them; a write
-that failed is kept to be written by the next `commit`.
+Deployments' own journal label brings back (`scheduler.revert`). A file that cannot be
+opened (locked, no permission) raises `UnusableFile`; SQLite errors met later (read-only,
+disk full) raise `sqlite3.Error` from the call that met them; a write that failed is kept
+to be written by the next `commit`.
 """
 
 from __future__ import annotations
@@ -35,13 +39,14 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import structlog
 
+from runtime import sqlite_file
 from runtime.health import HealthReporter
+from runtime.sqlite_file import Durability, FileKind, Foreign, Found
 from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.store")
@@ -50,7 +55,6 @@ log = structlog.get_logger("scheduler.store")
 FILE_NAME = "scaling-state.db"
 KEEP_IDS_FOR = 30 * 24 * 3600.0  # seconds
 PRUNE_EVERY = 3600.0  # seconds; a cycle with nothing new commits nothing in between
-_TIMEOUT = 10.0
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS enqueued (id TEXT PRIMARY KEY, at REAL NOT NULL, event BLOB)",
     "CREATE TABLE IF NOT EXISTS pending_restores ("
@@ -66,7 +70,9 @@ _COLUMNS = {
 }
 # Tables as the store's earlier version left them, and the statement that brings each up to
 # date (its rows have no event: they cannot be put again).
-_EARLIER = {("enqueued", ("id", "at")): "ALTER TABLE enqueued ADD COLUMN event BLOB"}
+_EARLIER: dict[tuple[str, tuple[str, ...]], str] = {
+    ("enqueued", ("id", "at")): "ALTER TABLE enqueued ADD COLUMN event BLOB"
+}
 _OUTBOX_EPOCH = "outbox_epoch"
 _encode_event = msgspec.json.Encoder().encode
 _decode_event = msgspec.json.Decoder(ScalingEvent).decode
@@ -196,81 +202,64 @@ class Store:
 
 def _open(path: Path) -> tuple[sqlite3.Connection, str | None]:
     """The store's connection, and how the file found there was lost (None: it was not)."""
-    if _is_empty(path):
-        lost = "empty"  # whatever it held is gone; SQLite would take it for a new database
-    else:
-        try:
-            return _connect(path), None
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not _is_corruption(exc):
-                raise
-            lost = "foreign schema" if isinstance(exc, _ForeignSchema) else "damaged"
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        source = Path(f"{path}{suffix}")
-        if source.exists():
-            source.replace(Path(f"{aside}{suffix}"))
-    log.error(
-        "scaling_store_lost",
-        how=lost,
-        moved_to=str(aside),
-        cost="events sent again; pending restores taken from the Deployments",
-    )
-    return _connect(path), lost
-
-
-def _is_empty(path: Path) -> bool:
+    db, checked = sqlite_file.open_file(path, STORE_FILE)
     try:
-        return path.stat().st_size == 0
-    except FileNotFoundError:
-        return False
-
-
-class _ForeignSchema(sqlite3.DatabaseError):
-    """The file is a database, but not this store's."""
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(str(path), timeout=_TIMEOUT, check_same_thread=False)
-    try:
-        check = db.execute("PRAGMA quick_check").fetchone()
-        if not check or check[0] != "ok":
-            raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
-        upgrades = _check_tables(db)
-        db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a pending restore must survive a power cut, not only a process crash.
-        db.execute("PRAGMA synchronous=FULL")
         with db:
-            for statement in (*upgrades, *_SCHEMA):
+            for statement in (*_upgrades(db), *_SCHEMA):
                 db.execute(statement)
     except BaseException:
         db.close()
         raise
-    return db
+    lost = _LOST.get(checked.found)
+    if lost is not None:
+        log.error(
+            "scaling_store_lost",
+            how=lost,
+            moved_to=str(checked.moved_to),
+            cost="events sent again; pending restores taken from the Deployments",
+        )
+    return db, lost
 
 
-def _check_tables(db: sqlite3.Connection) -> list[str]:
-    """The statements that bring tables of the store's earlier version up to date; raise
-    `_ForeignSchema` when the file holds a table that is not this store's, or one of its
-    tables with other columns."""
-    upgrades: list[str] = []
-    # SQLite's own tables (sqlite_stat1 after an ANALYZE) belong to any database.
-    tables = db.execute(
-        "SELECT name FROM sqlite_master"
-        " WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
-    ).fetchall()
-    for (table,) in tables:
-        expected = _COLUMNS.get(table)
-        columns = db.execute("SELECT name FROM pragma_table_info(?)", (table,))
-        found = tuple(row[0] for row in columns)
-        upgrade = _EARLIER.get((table, found))
-        if upgrade is not None:
-            upgrades.append(upgrade)
-        elif expected is None or found != expected:
-            raise _ForeignSchema(f"table {table!r} is not this store's")
-    return upgrades
+# What `scaling_store_lost` says of a file moved aside.
+_LOST = {
+    Found.EMPTY: "empty",  # whatever it held is gone; SQLite would take it for a new database
+    Found.DAMAGED: "damaged",
+    Found.FOREIGN: "foreign schema",
+}
 
 
-def _is_corruption(exc: sqlite3.OperationalError) -> bool:
-    return "malformed" in str(exc) or "not a database" in str(exc)
+def _tables(db: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    """Every table of the file with its columns, in order."""
+    return {
+        table: tuple(
+            row[0] for row in db.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        )
+        for table in sqlite_file.tables(db)
+    }
+
+
+def _upgrades(db: sqlite3.Connection) -> list[str]:
+    """The statements that bring tables of the store's earlier version up to date."""
+    return [
+        upgrade
+        for table, columns in _tables(db).items()
+        if (upgrade := _EARLIER.get((table, columns))) is not None
+    ]
+
+
+def _foreign(db: sqlite3.Connection) -> str | None:
+    """Which table makes the file not this store's: one it does not know, or one of its own
+    with other columns (neither as this version nor as the earlier one made it)."""
+    for table, columns in _tables(db).items():
+        if columns != _COLUMNS.get(table) and (table, columns) not in _EARLIER:
+            return f"holds table {table!r}, which is not this store's"
+    return None
+
+
+STORE_FILE = FileKind(
+    name="scaling store",
+    durability=Durability.FULL,
+    foreign=_foreign,
+    on_foreign=Foreign.MOVE_ASIDE,
+)

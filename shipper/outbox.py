@@ -18,13 +18,14 @@ new). Only chunks not taken by the shipper are trimmed.
 
 Failure modes: `QueueDirectoryBusy` (another process owns the directory) and
 `QueueFileError` (locked, unreadable, disk errors, or a persist-queue whose table is not the
-one `shipper.queueschema` describes) stop start-up; a corrupt file is quarantined (see
-`shipper.queuefile`) and the stream starts empty with `resync_needed` set, what the file
+one `shipper.queueschema` describes) stop start-up; a corrupt file is quarantined (by
+`runtime.sqlite_file`) and the stream starts empty with `resync_needed` set, what the file
 still shows of its records counted as lost (`records_lost`, `events_lost`: the events no
-resync sends again) in its log line and metrics. A file found empty (zero length) is said
-so in a log line. Each file has an `epoch`, made when it is created: a producer that keeps
-state about what it put (the collector) tells from it that the file it put into is gone,
-deleted, emptied or quarantined, and asks for full state again (`request_resync`).
+resync sends again) in its log line and metrics (`shipper.queuefile.salvage_count`). A file
+found empty (zero length) is moved aside too, and said so in a log line. Each file has an
+`epoch`, made when it is created: a producer that keeps state about what it put (the
+collector) tells from it that the file it put into is gone, deleted, emptied or
+quarantined, and asks for full state again (`request_resync`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ import msgspec
 import persistqueue
 import structlog
 
+from runtime import sqlite_file
 from runtime.health import Health, HealthReporter
+from runtime.sqlite_file import Found
 from shipper import queuefile, queueschema
 from shipper.lock import DirectoryLock
 from shipper.queuefile import Chunk, ChunkInfo, DeadLetter, Entry, QueueFileError, StreamStats
@@ -114,34 +117,32 @@ class StreamOutbox:
         self._freed_since_shrink = 0
         self._wakeups = 0
 
-        quarantined = queuefile.check_or_quarantine(self.path)
-        if self.path.exists() and self.path.stat().st_size == 0:
-            log.warning("queue_file_empty", stream=stream)
+        checked = sqlite_file.check(self.path, queuefile.QUEUE_FILE)
+        if checked.found is Found.EMPTY:
+            log.warning("queue_file_empty", stream=stream, moved_to=str(checked.moved_to))
             self.reporter.count("found_empty")
-        queuefile.check_existing_schema(self.path)
         try:
+            # persist-queue opens the file itself; the outbox's own connection comes after.
             self._queue = persistqueue.SQLiteAckQueue(
                 str(directory),
                 auto_resume=True,
                 name=queueschema.QUEUE_NAME,
                 multithreading=True,
-                timeout=queuefile.SQLITE_TIMEOUT_SECONDS,
+                timeout=sqlite_file.BUSY_TIMEOUT_SECONDS,
                 serializer=queuefile.ChunkSerializer,
                 db_file_name=self.path.name,
             )
-            self._db = sqlite3.connect(
-                str(self.path), timeout=queuefile.SQLITE_TIMEOUT_SECONDS, check_same_thread=False
-            )
+            self._db = sqlite_file.connect(self.path, queuefile.QUEUE_FILE)
             queuefile.check_schema(self._db, self.path)  # what persist-queue made of the file
             queuefile.create_own_tables(self._db)
             self._meta = queuefile.read_meta(self._db)
             if "epoch" not in self._meta:
                 self._write_meta(epoch=uuid.uuid4().hex[:12])
-            if quarantined is not None:
-                self._quarantined(quarantined)
+            if checked.found is Found.DAMAGED and checked.moved_to is not None:
+                self._quarantined(checked.moved_to)
             self._load_index()
         except sqlite3.Error as exc:
-            raise QueueFileError(f"cannot open queue file {self.path}: {exc}") from exc
+            raise sqlite_file.unusable(queuefile.QUEUE_FILE, self.path, exc) from exc
 
     def _quarantined(self, moved_to: Path) -> None:
         lost = queuefile.salvage_count(moved_to, stream=self.stream)

@@ -7,13 +7,12 @@ pickle), `outbox_meta` (the file's epoch, the `resync_needed` mark, drop counter
 through `scan_chunks`, so the agent rebuilding its index at start-up and `moonin-agent queue
 stats` read the file the same way.
 
-A file that is not a database or fails SQLite's integrity check is moved aside with its
-`-wal`/`-shm` (see `check_or_quarantine`), and so are a `-wal`/`-shm` whose database is gone
-(SQLite would replay that journal into the new file); `salvage_count` then reads what it
-still can of what was moved aside, to count what was lost. Lock, permission and I/O errors
+The file is opened, checked and quarantined by `runtime.sqlite_file` as `QUEUE_FILE`
+(durability FULL: nothing else holds the records it keeps); `salvage_count` then reads what
+it still can of a file moved aside, to count what was lost. Lock, permission and I/O errors
 are raised as `QueueFileError`, because moving a healthy file aside would throw queued
 records away. So is a file, or an installed persist-queue, that does not match
-`shipper.queueschema` (`check_schema`).
+`shipper.queueschema` (`check_schema`): refused, never moved aside.
 """
 
 from __future__ import annotations
@@ -24,28 +23,22 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
 import msgspec
 
+from runtime import sqlite_file
+from runtime.sqlite_file import Durability, FileKind, Foreign, UnusableFile
 from shipper import queueschema as schema
 from shipper.records import SCALING, RecordClass
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
 _HEADER_BYTES = 100  # the page size at offset 16 (2 bytes), the page count at 28 (4 bytes)
-
-# How long any connection waits for another writer before failing with "database is locked".
-SQLITE_TIMEOUT_SECONDS = 10.0
 
 # Events a stream's producer puts again once its file is lost, so a loss counts only the
 # others: the collector's resync makes new snapshots (every other discovery event is
 # lost); the scheduler puts every event its store kept into the new file.
 REBUILT_DISCOVERY_EVENTS = frozenset({"snapshot"})
-
-# SQLite primary result codes that mean the bytes on disk are not a usable database.
-_CORRUPTION_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
 
 def stream_path(directory: Path, stream: str) -> Path:
@@ -138,8 +131,24 @@ def summarise(
     )
 
 
-class QueueFileError(RuntimeError):
-    """The queue file cannot be used and must not be thrown away (locked, no permission, I/O)."""
+# The queue file (or its directory) cannot be used and must not be thrown away: locked, no
+# permission, I/O, or refused as another persist-queue's.
+QueueFileError = UnusableFile
+
+
+def _foreign(conn: sqlite3.Connection) -> str | None:
+    problem = schema.mismatch(conn)
+    if problem is None:
+        return None
+    return (
+        f"does not match persist-queue {schema.persist_queue_version()}: {problem}"
+        f" (the outbox is tested with persist-queue {schema.PERSIST_QUEUE_TESTED})"
+    )
+
+
+QUEUE_FILE = FileKind(
+    name="queue file", durability=Durability.FULL, foreign=_foreign, on_foreign=Foreign.REFUSE
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,87 +265,12 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def is_corruption(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) is not None and (
-        exc.sqlite_errorcode & 0xFF in _CORRUPTION_CODES
-    )
-
-
-def check_or_quarantine(path: Path) -> Path | None:
-    """Run SQLite's integrity check; move a broken file aside and return where it went.
-
-    Returns None when the file is missing or healthy. Anything that is not corruption
-    (locked, permission denied, disk I/O) raises QueueFileError: start-up must stop rather
-    than discard a file that only could not be opened. A missing file whose `-wal` or
-    `-shm` is still there is broken too: they are moved aside (returned as the file).
-    """
-    if not path.exists():
-        if any(companion.exists() for companion in _companions(path)):
-            return _move_aside(path)
-        return None
-    if not _looks_like_sqlite(path):
-        # Decided from the header alone: opening it would let SQLite discard its companions.
-        return _move_aside(path)
-    try:
-        conn = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)
-        try:
-            verdict = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        if not is_corruption(exc):
-            raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
-        verdict = [str(exc)]
-    if verdict == ["ok"]:
-        return None
-    return _move_aside(path)
-
-
-def check_existing_schema(path: Path) -> None:
-    """`check_schema` on a file that exists, before persist-queue opens it (which would write
-    to a table it does not know)."""
-    if not path.exists():
-        return
-    try:
-        with closing(sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_SECONDS)) as conn:
-            check_schema(conn, path)
-    except sqlite3.Error as exc:
-        raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
-
-
 def check_schema(conn: sqlite3.Connection, path: Path) -> None:
     """Raise QueueFileError, in one line, when the file or the installed persist-queue is not
     what `shipper.queueschema` expects (the outbox would otherwise read the wrong rows)."""
-    problem = schema.mismatch(conn)
+    problem = _foreign(conn)
     if problem is not None:
-        raise QueueFileError(
-            f"queue file {path} does not match persist-queue {schema.persist_queue_version()}:"
-            f" {problem} (the outbox is tested with persist-queue {schema.PERSIST_QUEUE_TESTED})"
-        )
-
-
-def _looks_like_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_HEADER))
-    except OSError as exc:
-        raise QueueFileError(f"cannot open queue file {path}: {exc}") from exc
-    return header in (b"", _SQLITE_HEADER)  # an empty file is a valid empty database
-
-
-def _companions(path: Path) -> tuple[Path, Path]:
-    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
-
-
-def _move_aside(path: Path) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    for companion in _companions(path):
-        if companion.exists():
-            companion.rename(target.with_name(target.name + companion.name[len(path.name) :]))
-    if path.exists():
-        path.rename(target)
-    return target
+        raise QueueFileError(f"{QUEUE_FILE.name} {path} {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,7 +331,7 @@ def _restore_length(path: Path) -> bool | None:
     try:
         with path.open("rb") as handle:
             header = handle.read(_HEADER_BYTES)
-        if len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_HEADER):
+        if len(header) < _HEADER_BYTES or not header.startswith(sqlite_file.SQLITE_HEADER):
             return None
         page_size = int.from_bytes(header[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size  # 1 stands for 65536
@@ -413,7 +347,7 @@ def _restore_length(path: Path) -> bool | None:
 def open_readonly_file(path: Path) -> sqlite3.Connection:
     """A read-only connection to `path`, which must exist (SQLite would not create it)."""
     return sqlite3.connect(
-        f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_TIMEOUT_SECONDS
+        f"file:{quote(str(path))}?mode=ro", uri=True, timeout=sqlite_file.BUSY_TIMEOUT_SECONDS
     )
 
 

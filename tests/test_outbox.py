@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from runtime import sqlite_file
 from shipper import queuefile, queueschema
 from shipper.lock import QueueDirectoryBusy
 from shipper.outbox import Bounds, Outbox, StreamOutbox
@@ -379,7 +380,7 @@ def test_a_file_that_fails_the_integrity_check_is_quarantined(tmp_path: Path) ->
 def test_a_locked_file_is_not_corruption_and_stops_start_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queuefile, "SQLITE_TIMEOUT_SECONDS", 0.1)
+    monkeypatch.setattr(sqlite_file, "BUSY_TIMEOUT_SECONDS", 0.1)
     with Outbox(tmp_path) as outbox:
         outbox[DISCOVERY].put([record("a/1")])
     blocker = sqlite3.connect(tmp_path / "discovery.db", timeout=0)

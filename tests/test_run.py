@@ -79,21 +79,27 @@ def _taken_port() -> socket.socket:
     return taken
 
 
-@pytest.mark.parametrize("failure", ["health port taken", "lock file unusable"])
+@pytest.mark.parametrize(
+    "failure", ["health port taken", "lock file unusable", "scaling store unusable"]
+)
 def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_2(
     platform: FakePlatform, tmp_path: Path, failure: str
 ) -> None:
     queue = tmp_path / "queue"
     queue.mkdir()
     env = agent_env(platform, queue)
+    role = "discovery"
     with closing(_taken_port()) as taken:
         if failure == "health port taken":
             env["HEALTH_ADDR"] = f"127.0.0.1:{taken.getsockname()[1]}"
             expected = "HEALTH_ADDR"
-        else:  # what a root-owned claim or a read-only volume does to the lock file
-            (queue / "agent.lock").mkdir()
+        elif failure == "lock file unusable":  # what a root-owned claim or a read-only volume
+            (queue / "agent.lock").mkdir()  # does to the lock file
             expected = "agent.lock"
-        result = run_cli("run", "--role", "discovery", env=env)
+        else:  # the same, to the scaling role's store
+            (queue / "scaling-state.db").mkdir()
+            expected, role = "scaling-state.db", "scaling"
+        result = run_cli("run", "--role", role, env=env)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if not line.startswith("{")]
