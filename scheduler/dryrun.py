@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, KubeApi, Obj
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj, ScalingKube
 from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.dryrun")
@@ -25,7 +25,7 @@ IN_MEMORY = ":memory:"  # a Store path: SQLite's in-memory database
 DRY_RUN_UID = "dry-run"
 
 
-class DryRunKube(KubeApi):
+class DryRunKube(ScalingKube):
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "deployment", namespace, name, patch=_shown(patch))
         return _patched(self.get_deployment(namespace, name), patch)

@@ -52,7 +52,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
-from kubernetes import client
 
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
@@ -65,7 +64,7 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import KubeApi, Obj, terminating
+from scheduler.kubeapi import Obj, ScalingKube, terminating
 from scheduler.revert import (
     bounds,
     finish_restores,
@@ -156,7 +155,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        kube: KubeApi | client.ApiClient,
+        kube: ScalingKube,
         api: TemplateSource,
         outbox: EventSink,
         store: Store,
@@ -167,7 +166,7 @@ class Reconciler:
         clock: Callable[[], datetime] = _utc_now,
         storage_backoff: Backoff | None = None,
     ) -> None:
-        self.kube = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+        self.kube = kube
         # The most one run of either loop waits on the network, however many calls hang.
         self.budget_seconds = budget_seconds
         self._clock = clock

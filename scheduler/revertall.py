@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
-from kubernetes import client
 
 from kube.errors import Conflict, KubeError, NotFound
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, is_overridden, read_restore_journal, revert
 from scheduler.store import Store
@@ -49,7 +48,7 @@ class RevertAllReport:
 
 def revert_all(
     *,
-    kube: KubeApi | client.ApiClient,
+    kube: ScalingKube,
     outbox: EventSink,
     store: Store,
     cluster_id: str,
@@ -57,7 +56,7 @@ def revert_all(
     attempts: int = 3,
     reporter: HealthReporter | None = None,
 ) -> RevertAllReport:
-    api = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+    api = kube
     cycle = Cycle(
         kube=api,
         outbox=outbox,
@@ -90,7 +89,7 @@ def revert_all(
 
 
 def _revert_one(
-    cycle: Cycle, api: KubeApi, hpa: Obj, managed: notes.Managed, attempts: int
+    cycle: Cycle, api: ScalingKube, hpa: Obj, managed: notes.Managed, attempts: int
 ) -> str | None:
     metadata = hpa["metadata"]
     last = "no attempt made"

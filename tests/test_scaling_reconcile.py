@@ -11,16 +11,16 @@ from typing import Any
 import msgspec
 import pytest
 import structlog
-from kubernetes import client as kubernetes_client
 
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from kube.errors import Conflict, KubeError
-from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
 from scheduler import revert
 from scheduler.events import event_id
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
 from scheduler.store import Store
 from shipper.client import ApiClient, ApiSettings
@@ -750,11 +750,11 @@ def test_a_409_on_the_patch_loses_nothing_and_the_next_cycle_applies(h: Harness)
     assert [e["id"] for e in h.events()] == [APPLY_4_20]
 
 
-class ChangesBeforeTheWrite(KubeApi):
+class ChangesBeforeTheWrite(ScalingKube):
     """Someone else edits the HPA between the reconciler's read and its write, once."""
 
-    def __init__(self, kube: FakeKube, inner: KubeApi) -> None:
-        super().__init__(inner.api_client)
+    def __init__(self, kube: FakeKube, inner: ScalingKube) -> None:
+        super().__init__(inner.api)
         self.fake = kube
         self.armed = True
 
@@ -977,8 +977,8 @@ def test_revert_all_reports_a_forbidden_revert_by_its_permission_and_reverts_the
 
 
 def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Harness) -> None:
-    nowhere = KubeApi(
-        from_configuration(kubernetes_client.Configuration(host="http://127.0.0.1:1"))
+    nowhere = ScalingKube(
+        KubeApi(KubeTarget(server="http://127.0.0.1:1", verify=False, token=lambda: None))
     )
     h.reconciler = h.make_reconciler(kube=nowhere)
     report = h.run(at(9))
