@@ -181,7 +181,7 @@ class KubeApi:
     ) -> bytes | bytearray:
         """Delete the object at `path`; with `preconditions`, only if it is still the very
         object that was read (else a `Conflict`)."""
-        body = None if preconditions is None else preconditions.delete_options()
+        body = options.delete_body(preconditions)
         return self._send(
             "DELETE", path, params=options.delete_params(), json_body=body, within=within, what=what
         )

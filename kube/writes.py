@@ -46,6 +46,20 @@ class WriteOptions:
         """A delete sends no object: nothing to validate or to own, only a dry run to ask."""
         return {"dryRun": "All"} if self.dry_run else {}
 
+    def delete_body(self, preconditions: Preconditions | None) -> dict[str, Any] | None:
+        """A delete's DeleteOptions. The server reads them from the body alone once there is
+        one (the query is then ignored), so a dry run is said there too, not only in the
+        query (where logs and audits see it)."""
+        body: dict[str, Any] = {}
+        if preconditions is not None:
+            body["preconditions"] = {
+                "uid": preconditions.uid,
+                "resourceVersion": preconditions.resource_version,
+            }
+        if self.dry_run:
+            body["dryRun"] = ["All"]
+        return body or None
+
 
 STRICT = WriteOptions()
 
@@ -57,6 +71,3 @@ class Preconditions:
 
     uid: str
     resource_version: str
-
-    def delete_options(self) -> dict[str, Any]:
-        return {"preconditions": {"uid": self.uid, "resourceVersion": self.resource_version}}

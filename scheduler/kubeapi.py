@@ -46,8 +46,9 @@ _decode = msgspec.json.Decoder(dict[str, Any]).decode
 class ScalingKube:
     """Deployments, autoscaling/v2 HPAs and core/v1 Events, through one `KubeApi`."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, *, options: WriteOptions = WRITE) -> None:
         self.api = api
+        self.options = options  # how every write is asked for (a dry run: `dryRun=All`)
 
     # deployments --------------------------------------------------------------------------
 
@@ -68,7 +69,9 @@ class ScalingKube:
 
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         what = f"patch deployment {namespace}/{name}"
-        answer = self.api.patch(DEPLOYMENTS.path(namespace, name), patch, options=WRITE, what=what)
+        answer = self.api.patch(
+            DEPLOYMENTS.path(namespace, name), patch, options=self.options, what=what
+        )
         return _object(answer, what)
 
     # horizontal pod autoscalers -------------------------------------------------------------
@@ -88,11 +91,13 @@ class ScalingKube:
 
     def create_hpa(self, namespace: str, body: Obj) -> Obj:
         what = f"create horizontalpodautoscaler {namespace}/{body['metadata']['name']}"
-        return _object(self.api.post(HPAS.path(namespace), body, options=WRITE, what=what), what)
+        return _object(
+            self.api.post(HPAS.path(namespace), body, options=self.options, what=what), what
+        )
 
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
         what = f"patch horizontalpodautoscaler {namespace}/{name}"
-        answer = self.api.patch(HPAS.path(namespace, name), patch, options=WRITE, what=what)
+        answer = self.api.patch(HPAS.path(namespace, name), patch, options=self.options, what=what)
         return _object(answer, what)
 
     def delete_hpa(self, namespace: str, name: str, *, uid: str, resource_version: str) -> None:
@@ -100,7 +105,7 @@ class ScalingKube:
         self.api.delete(
             HPAS.path(namespace, name),
             preconditions=Preconditions(uid, resource_version),
-            options=WRITE,
+            options=self.options,
             what=f"delete horizontalpodautoscaler {namespace}/{name}",
         )
 
@@ -119,7 +124,7 @@ class ScalingKube:
             message=message,
             warning=warning,
             now=datetime.now(UTC),
-            options=WRITE,
+            options=self.options,
         )
 
 
