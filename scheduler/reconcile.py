@@ -75,7 +75,7 @@ from scheduler.revert import (
 )
 from scheduler.store import Store
 from scheduler.templates import Template
-from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
+from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
 from shipper.errors import CallCancelled, MooninAPIError
 
 log = structlog.get_logger("scheduler")
@@ -231,8 +231,8 @@ class Reconciler:
         at_bound = self.outbox.at_bound
         try:
             with self._cancellable_calls():
-                raw_templates = self.api.get_templates()
-                view = read_templates(raw_templates, cycle.now)
+                decoded = decode_answer(self.api.get_templates())
+                view = decoded.view_at(cycle.now)
                 parsed = {} if at_bound else self._read_actions(cycle, view)
         except MooninAPIError as exc:
             if self._stopping.is_set():
@@ -243,11 +243,10 @@ class Reconciler:
             self._set_problem(APPLY, f"platform: {_summary(exc)}: applying nothing new")
             return CycleReport.of(cycle.tally, moonin_reachable=False)
         self._answered("templates")
-        for problem in view.unreadable:
+        for problem in decoded.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        answer = Answer(
-            raw_templates,
-            {template_id: _ids(found) for template_id, found in parsed.items()},
+        answer = decoded.with_actions(
+            {template_id: _ids(found) for template_id, found in parsed.items()}
         )
         self._answer = answer
         with self._writing, self._storage(APPLY) as attempt:

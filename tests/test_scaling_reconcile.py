@@ -18,11 +18,12 @@ from kube.errors import Conflict, KubeError
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
-from scheduler import revert
+from scheduler import revert, view
 from scheduler.events import event_id
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
 from scheduler.store import Store
+from scheduler.templates import MalformedTemplate, Template, decode_templates
 from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import SCALING
@@ -1137,3 +1138,23 @@ def test_a_template_whose_planning_crashes_is_logged_and_the_others_still_apply(
     assert [line["template"] for line in logs if line["event"] == "scaling_plan_crashed"] == [
         "t-bug"
     ]
+
+
+def test_the_templates_are_decoded_once_per_answer(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[bytes] = []
+
+    def counting(payload: bytes) -> list[Template | MalformedTemplate]:
+        decoded.append(payload)
+        return decode_templates(payload)
+
+    monkeypatch.setattr(view, "decode_templates", counting)
+    h.api.templates = [template("t-1"), template("t-2", name="cyber monday")]
+    h.kube.create(deployment())
+    h.reconciler = h.make_reconciler(clock=lambda: at(9))
+    # Without a fixed instant, the answer is evaluated again when the writes may start.
+    assert h.reconciler.apply_cycle().applies == 1
+    assert len(decoded) == 2  # one a template, for the whole cycle
+    h.reconciler.revert_scan()  # judged on the last answer, decoded already
+    assert len(decoded) == 2
