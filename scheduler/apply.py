@@ -46,8 +46,9 @@ from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj, terminating
-from scheduler.revert import bounds, is_overridden, revert_event, target_name
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
+from scheduler.managed import is_overridden, revert_event
+from scheduler.objects import bounds, find_hpa, replicas, terminating
 
 log = structlog.get_logger("scheduler.apply")
 
@@ -226,25 +227,12 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
     return outcome
 
 
-def find_hpa(hpas: list[Obj], deployment: str) -> Obj | None:
-    """The HPA scaling `deployment`. Several (a misconfiguration the HPA controller itself
-    refuses to act on) resolve to a managed one, else the first by name."""
-    targets = [
-        hpa
-        for hpa in hpas
-        if ((hpa.get("spec") or {}).get("scaleTargetRef") or {}).get("kind") == "Deployment"
-        and target_name(hpa) == deployment
-    ]
-    targets.sort(key=lambda hpa: (notes.read_managed(hpa) is None, hpa["metadata"]["name"]))
-    return targets[0] if targets else None
-
-
 def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
     spec = hpa.get("spec") or {}
     low, high = spec.get("minReplicas"), spec.get("maxReplicas")
     return notes.Originals(
         provisional=False,
-        replicas=_replicas(deployment),
+        replicas=replicas(deployment),
         min_replicas=low if isinstance(low, int) else None,
         max_replicas=high if isinstance(high, int) else None,
         spec=notes.spec_json(spec),
@@ -290,7 +278,7 @@ def _create_provisional(
     pending = cycle.store.restore_of(action.namespace, action.deployment)
     originals = notes.Originals(
         provisional=True,
-        replicas=pending.replicas if pending is not None else _replicas(deployment),
+        replicas=pending.replicas if pending is not None else replicas(deployment),
         min_replicas=None,
         max_replicas=None,
         spec=None,
@@ -368,7 +356,7 @@ def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> 
 
 def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
     """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
-    if _replicas(deployment) >= minimum:
+    if replicas(deployment) >= minimum:
         return
     metadata = deployment["metadata"]
     patch = {
@@ -396,11 +384,6 @@ def _annotations(planned: Planned, originals: notes.Originals) -> dict[str, str 
         managed_hash=planned.managed_hash,
         originals=originals,
     )
-
-
-def _replicas(deployment: Obj) -> int:
-    replicas = (deployment.get("spec") or {}).get("replicas")
-    return replicas if isinstance(replicas, int) else 1  # absent means 1 (the API default)
 
 
 def _error(cycle: Cycle, planned: Planned, reason: str, message: str) -> None:

@@ -130,10 +130,3 @@ class ScalingKube:
 
 def _object(answer: bytes | bytearray, what: str) -> Obj:
     return {} if not answer else decoded(_decode, answer, what)
-
-
-def terminating(obj: Obj) -> bool:
-    """Whether the object is being deleted (held by a finalizer until it goes): a real
-    server refuses nothing written to it, but the write is lost with it, and a spec change
-    may fight whoever is finishing the deletion."""
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))

@@ -64,15 +64,10 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import Obj, ScalingKube, terminating
-from scheduler.revert import (
-    bounds,
-    finish_restores,
-    is_overridden,
-    managed_window,
-    read_restore_journal,
-    revert,
-)
+from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.managed import is_overridden, managed_window
+from scheduler.objects import bounds, terminating
+from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason

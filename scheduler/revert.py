@@ -37,72 +37,11 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.kubeapi import Obj
+from scheduler.managed import revert_event
+from scheduler.objects import target_name
 from scheduler.store import PendingRestore
-from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.revert")
-
-
-def bounds(hpa: Obj) -> tuple[int, int | None]:
-    """The HPA's (minReplicas, maxReplicas); an absent min is the API's default, 1."""
-    spec = hpa.get("spec") or {}
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return (low if isinstance(low, int) else 1, high if isinstance(high, int) else None)
-
-
-def is_overridden(hpa: Obj, managed: notes.Managed) -> bool:
-    """Whether min or max differ from what the window set (its managed hash says what)."""
-    low, high = bounds(hpa)
-    expected = notes.managed_hash(
-        managed.template_id, managed.action_id, managed.window_start, low, high or 0
-    )
-    return expected != managed.managed_hash
-
-
-def target_name(hpa: Obj) -> str | None:
-    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
-    name = ref.get("name")
-    return name if isinstance(name, str) else None
-
-
-def managed_window(
-    hpa: Obj, managed: notes.Managed, low: int | None, high: int | None, run_until: str | None
-) -> events.Window:
-    """The window a managed HPA's annotations describe, with the bounds an event reports."""
-    return events.Window(
-        template_id=managed.template_id,
-        action_id=managed.action_id,
-        namespace=hpa["metadata"]["namespace"],
-        deployment=target_name(hpa),
-        min_replicas=low,
-        max_replicas=high,
-        window_start=managed.window_start,
-        run_until=run_until,
-    )
-
-
-def revert_event(
-    cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
-) -> ScalingEvent:
-    """The window's revert event: min and max it applied (null when overridden, whose
-    message says what someone else set)."""
-    low, high = bounds(hpa)
-    message = None
-    if reason == "overridden":
-        message = f"min/max changed to {low}:{high} during the window; left as set"
-    elif reason == "manual":
-        message = "reverted by moonin-agent scaling revert-all"
-    kept = reason != "overridden"
-    return events.revert_event(
-        cluster_id=cycle.cluster_id,
-        window=managed_window(
-            hpa, managed, low if kept else None, high if kept else None, managed.run_until or None
-        ),
-        provisional=managed.originals.provisional,
-        reason=reason,
-        message=message,
-        now=cycle.now,
-    )
 
 
 def revert(

@@ -29,8 +29,9 @@ from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.managed import is_overridden
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, is_overridden, read_restore_journal, revert
+from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")

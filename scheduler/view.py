@@ -31,7 +31,7 @@ from scheduler import window
 from scheduler.annotations import Managed
 from scheduler.events import RevertReason
 from scheduler.kubeapi import Obj
-from scheduler.revert import is_overridden
+from scheduler.managed import is_overridden
 from scheduler.templates import (
     MalformedTemplate,
     Template,
