@@ -48,7 +48,15 @@ from scheduler.actions import Action, InvalidAction
 from scheduler.cycle import APPLIED, REVERTED, Cycle
 from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
 from scheduler.managed import is_overridden, revert_event
-from scheduler.objects import bounds, find_hpa, replicas, terminating
+from scheduler.objects import (
+    bounds,
+    find_hpa,
+    ref,
+    replicas,
+    spec_of,
+    stated_bounds,
+    terminating,
+)
 
 log = structlog.get_logger("scheduler.apply")
 
@@ -185,15 +193,15 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
         return "error"
     hpas = cycle.kube.list_hpas(action.namespace)
     hpa = find_hpa(hpas, action.deployment)
-    if hpa is not None and ignore.matches(HPA, action.namespace, hpa["metadata"]["name"]):
-        message = f"hpa {action.namespace}/{hpa['metadata']['name']} matches IGNORE_RESOURCES"
+    if hpa is not None and ignore.matches(HPA, action.namespace, ref(hpa).name):
+        message = f"hpa {ref(hpa).key} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
     if hpa is not None and terminating(hpa):
         # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
         # is made beside it. Once it is gone, a later cycle creates a provisional one.
         cycle.count("terminating")
-        log.info("scaling_hpa_terminating", hpa=hpa["metadata"]["name"], target=action.target)
+        log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=action.target)
         return "retry"
     marker = notes.release_marker(*planned.owner)
     if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
@@ -208,7 +216,7 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
     reason = reason_for(hpa, managed)
     if reason is None:
         message = (
-            f"hpa {action.namespace}/{hpa['metadata']['name']} is managed by template "
+            f"hpa {ref(hpa).key} is managed by template "
             f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
         )
         _error(cycle, planned, "conflict", message)
@@ -228,14 +236,13 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
 
 
 def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
-    spec = hpa.get("spec") or {}
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    low, high = stated_bounds(hpa)
     return notes.Originals(
         provisional=False,
         replicas=replicas(deployment),
-        min_replicas=low if isinstance(low, int) else None,
-        max_replicas=high if isinstance(high, int) else None,
-        spec=notes.spec_json(spec),
+        min_replicas=low,
+        max_replicas=high,
+        spec=notes.spec_json(spec_of(hpa)),
     )
 
 
@@ -256,16 +263,13 @@ def _write(
     cycle: Cycle, planned: Planned, deployment: Obj, hpa: Obj, originals: notes.Originals
 ) -> Outcome:
     action = planned.action
-    metadata = hpa["metadata"]
+    read = ref(hpa)
     resized = bounds(hpa) != (action.min_replicas, action.max_replicas)
     patch = {
-        "metadata": {
-            "resourceVersion": metadata["resourceVersion"],
-            "annotations": _annotations(planned, originals),
-        },
+        "metadata": {**read.precondition(), "annotations": _annotations(planned, originals)},
         "spec": {"minReplicas": action.min_replicas, "maxReplicas": action.max_replicas},
     }
-    written = cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
+    written = cycle.kube.patch_hpa(read.namespace, read.name, patch)
     return _after_write(cycle, planned, deployment, written, originals, resized=resized)
 
 
@@ -283,7 +287,7 @@ def _create_provisional(
         max_replicas=None,
         spec=None,
     )
-    name = names.provisional_hpa_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
+    name = names.provisional_hpa_name(action.deployment, {ref(hpa).name for hpa in hpas})
     annotations = {k: v for k, v in _annotations(planned, originals).items() if v is not None}
     body = {
         "apiVersion": HPA_API_VERSION,
@@ -332,7 +336,7 @@ def _after_write(
             template=planned.template_id,
             action=action.id,
             namespace=action.namespace,
-            hpa=hpa["metadata"]["name"],
+            hpa=ref(hpa).name,
             min_replicas=action.min_replicas,
             max_replicas=action.max_replicas,
             run_until=planned.run_until,
@@ -358,17 +362,14 @@ def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
     """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
     if replicas(deployment) >= minimum:
         return
-    metadata = deployment["metadata"]
-    patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"]},
-        "spec": {"replicas": minimum},
-    }
+    read = ref(deployment)
+    patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}
     try:
-        cycle.kube.patch_deployment(metadata["namespace"], metadata["name"], patch)
+        cycle.kube.patch_deployment(read.namespace, read.name, patch)
     except Conflict:
         # The HPA controller raises it anyway; the next cycle tries again on fresh state.
         cycle.count("conflicts")
-        log.info("replicas_raise_conflict", namespace=metadata["namespace"], name=metadata["name"])
+        log.info("replicas_raise_conflict", namespace=read.namespace, name=read.name)
 
 
 def _annotations(planned: Planned, originals: notes.Originals) -> dict[str, str | None]:

@@ -12,7 +12,7 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import Cycle
 from scheduler.kubeapi import Obj
-from scheduler.objects import bounds, target_name
+from scheduler.objects import bounds, ref, target_name
 from shipper.records import ScalingEvent
 
 
@@ -32,7 +32,7 @@ def managed_window(
     return events.Window(
         template_id=managed.template_id,
         action_id=managed.action_id,
-        namespace=hpa["metadata"]["namespace"],
+        namespace=ref(hpa).namespace,
         deployment=target_name(hpa),
         min_replicas=low,
         max_replicas=high,

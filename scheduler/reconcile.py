@@ -66,7 +66,7 @@ from scheduler.apply import Planned, action_error, apply_action
 from scheduler.cycle import Cycle, EventSink
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.managed import is_overridden, managed_window
-from scheduler.objects import bounds, terminating
+from scheduler.objects import bounds, ref, terminating
 from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 from scheduler.templates import Template
@@ -468,15 +468,15 @@ class Reconciler:
             return exc
         self._answered("hpa_list")
         for hpa, managed in managed_hpas(hpas):
-            metadata = hpa["metadata"]
-            where = {"namespace": metadata["namespace"], "hpa": metadata["name"]}
+            read = ref(hpa)
+            where = {"namespace": read.namespace, "hpa": read.name}
             try:
                 reenqueue_apply(cycle, hpa, managed)
                 reason = revert_reason(hpa, managed, cycle.now, view)
                 if reason is None:
                     continue
                 revert(cycle, hpa, managed, reason)
-                self._answered(f"revert {metadata['namespace']}/{metadata['name']}")
+                self._answered(f"revert {read.key}")
             except Conflict as exc:
                 cycle.count("conflicts")
                 log.info("scaling_revert_conflict", error=str(exc), **where)
@@ -487,7 +487,7 @@ class Reconciler:
             except KubeError as exc:
                 # A 403 names the permission; retried every cycle, logged once per change.
                 cycle.count("revert_failures")
-                call = f"revert {metadata['namespace']}/{metadata['name']}"
+                call = f"revert {read.key}"
                 self._failed(call, "scaling_revert_failed", exc, **where)
             except Exception as exc:
                 if is_passing_storage_error(exc):
@@ -619,13 +619,7 @@ def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:
         for hpa in hpas
         if (managed := notes.read_managed(hpa)) is not None and not terminating(hpa)
     ]
-    found.sort(
-        key=lambda pair: (
-            pair[1].priority_down,
-            pair[0]["metadata"]["namespace"],
-            pair[0]["metadata"]["name"],
-        )
-    )
+    found.sort(key=lambda pair: (pair[1].priority_down, ref(pair[0]).namespace, ref(pair[0]).name))
     return found
 
 

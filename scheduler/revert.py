@@ -38,7 +38,7 @@ from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.kubeapi import Obj
 from scheduler.managed import revert_event
-from scheduler.objects import target_name
+from scheduler.objects import ref, target_name
 from scheduler.store import PendingRestore
 
 log = structlog.get_logger("scheduler.revert")
@@ -55,8 +55,8 @@ def revert(
     """Revert `hpa` (as read this cycle). `release` leaves the RELEASED marker (revert-all);
     an `overridden` revert always leaves it."""
     cycle.emit(revert_event(cycle, hpa, managed, reason))
-    metadata = hpa["metadata"]
-    where = {"namespace": metadata["namespace"], "hpa": metadata["name"], "reason": reason}
+    read = ref(hpa)
+    where = {"namespace": read.namespace, "hpa": read.name, "reason": reason}
     marker = managed.release_marker if release or reason == "overridden" else None
     if reason == "overridden":
         written = _release(cycle, hpa, marker)
@@ -77,8 +77,7 @@ def read_restore_journal(cycle: Cycle) -> None:
     journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
     known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
     for deployment in journalled:
-        metadata = deployment["metadata"]
-        namespace, name = metadata["namespace"], metadata["name"]
+        namespace, name = ref(deployment).namespace, ref(deployment).name
         replicas = notes.journalled_replicas(deployment)
         if (namespace, name) in known or replicas is None:
             continue
@@ -106,9 +105,7 @@ def finish_restores(cycle: Cycle) -> None:
     if not pending:
         return
     try:
-        targeted = {
-            (hpa["metadata"]["namespace"], target_name(hpa)) for hpa in cycle.kube.list_hpas()
-        }
+        targeted = {(ref(hpa).namespace, target_name(hpa)) for hpa in cycle.kube.list_hpas()}
     except KubeError as exc:
         log.warning("replicas_restore_deferred", error=str(exc))  # the next cycle tries
         return
@@ -143,11 +140,9 @@ def _release(cycle: Cycle, hpa: Obj, marker: str | None) -> Obj:
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:
         annotations[notes.RELEASED] = notes.with_released(hpa, marker)
-    metadata = hpa["metadata"]
-    patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations}
-    }
-    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
+    read = ref(hpa)
+    patch = {"metadata": {**read.precondition(), "annotations": annotations}}
+    return cycle.kube.patch_hpa(read.namespace, read.name, patch)
 
 
 def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None) -> Obj:
@@ -158,8 +153,8 @@ def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None)
         originals = managed.originals
         log.error(
             "original_bounds_unusable",
-            namespace=hpa["metadata"]["namespace"],
-            hpa=hpa["metadata"]["name"],
+            namespace=ref(hpa).namespace,
+            hpa=ref(hpa).name,
             original_min=originals.min_replicas,
             original_max=originals.max_replicas,
             action="released with the spec left as it is",
@@ -169,13 +164,13 @@ def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None)
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:
         annotations[notes.RELEASED] = notes.with_released(hpa, marker)
-    metadata = hpa["metadata"]
+    read = ref(hpa)
     patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations},
+        "metadata": {**read.precondition(), "annotations": annotations},
         # A min that was absent is removed again (the API then defaults it to 1).
         "spec": {"minReplicas": low, "maxReplicas": high},
     }
-    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
+    return cycle.kube.patch_hpa(read.namespace, read.name, patch)
 
 
 def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None:
@@ -213,8 +208,8 @@ def _delete_provisional(
     reason: events.RevertReason,
     marker: str | None,
 ) -> None:
-    metadata = hpa["metadata"]
-    namespace = metadata["namespace"]
+    read = ref(hpa)
+    namespace = read.namespace
     deployment = target_name(hpa)
     pending = None
     if deployment is not None and managed.originals.replicas is not None:
@@ -230,13 +225,9 @@ def _delete_provisional(
     # delete went through, and then the entry is all that remembers the replicas.
     # `finish_restores` sees whether the HPA is gone.
     # NotFound: deleted by someone else, or by us just before a crash; the restore runs.
+    uid, version = read.identity()
     with suppress(NotFound):
-        cycle.kube.delete_hpa(
-            namespace,
-            metadata["name"],
-            uid=metadata["uid"],
-            resource_version=metadata["resourceVersion"],
-        )
+        cycle.kube.delete_hpa(namespace, read.name, uid=uid, resource_version=version)
     if pending is None:
         return
     try:
@@ -295,7 +286,7 @@ def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
 def _write_restore(cycle: Cycle, pending: PendingRestore) -> Obj:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
     metadata: dict[str, Any] = {
-        "resourceVersion": current["metadata"]["resourceVersion"],
+        **ref(current).precondition(),
         "labels": {notes.RESTORE_REPLICAS: None},
     }
     if pending.released is not None:

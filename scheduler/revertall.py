@@ -30,6 +30,7 @@ from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.managed import is_overridden
+from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
@@ -71,8 +72,7 @@ def revert_all(
     failed: dict[str, str] = {}
     try:
         for hpa, managed in managed_hpas(api.list_hpas()):
-            metadata = hpa["metadata"]
-            key = f"{metadata['namespace']}/{metadata['name']}"
+            key = ref(hpa).key
             error = _revert_one(cycle, api, hpa, managed, attempts)
             if error is None:
                 reverted.append(key)
@@ -92,12 +92,12 @@ def revert_all(
 def _revert_one(
     cycle: Cycle, api: ScalingKube, hpa: Obj, managed: notes.Managed, attempts: int
 ) -> str | None:
-    metadata = hpa["metadata"]
+    read = ref(hpa)
     last = "no attempt made"
     for attempt in range(attempts):
         if attempt:
             try:
-                hpa = api.get_hpa(metadata["namespace"], metadata["name"])
+                hpa = api.get_hpa(read.namespace, read.name)
             except NotFound:
                 return None  # gone meanwhile: nothing left to revert
             except KubeError as exc:
