@@ -222,7 +222,7 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
         _error(cycle, planned, "conflict", message)
         return "error"
     # The old window is over: its revert event is durable before the takeover write.
-    cycle.emit(revert_event(cycle, hpa, managed, reason))
+    cycle.emit(revert_event(cycle.cluster_id, cycle.now, hpa, managed, reason))
     originals = _originals_of(deployment, hpa) if reason == "overridden" else managed.originals
     outcome = _write(cycle, planned, deployment, hpa, originals)
     cycle.count("reverts")

@@ -8,9 +8,10 @@ How it fails: nothing here raises for an object's content.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.cycle import Cycle
 from scheduler.kubeapi import Obj
 from scheduler.objects import bounds, ref, target_name
 from shipper.records import ScalingEvent
@@ -42,7 +43,11 @@ def managed_window(
 
 
 def revert_event(
-    cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
+    cluster_id: str,
+    now: datetime,
+    hpa: Obj,
+    managed: notes.Managed,
+    reason: events.RevertReason,
 ) -> ScalingEvent:
     """The window's revert event: min and max it applied (null when overridden, whose
     message says what someone else set)."""
@@ -54,12 +59,12 @@ def revert_event(
         message = "reverted by moonin-agent scaling revert-all"
     kept = reason != "overridden"
     return events.revert_event(
-        cluster_id=cycle.cluster_id,
+        cluster_id=cluster_id,
         window=managed_window(
             hpa, managed, low if kept else None, high if kept else None, managed.run_until or None
         ),
         provisional=managed.originals.provisional,
         reason=reason,
         message=message,
-        now=cycle.now,
+        now=now,
     )
