@@ -1,4 +1,6 @@
-"""Applying one action of an active template to its Deployment's HPA.
+"""Applying one action of an active template to its Deployment's HPA: the reads and the
+checks that stop before any write are made here; what to write is then decided by
+`scheduler.apply_plan.plan_apply` (pure) and carried out here in its order.
 
 In order: the IGNORE_RESOURCES globs and the Deployment (missing: `deployment_not_found`;
 annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/v2 HPA whose
@@ -34,8 +36,6 @@ error level, other API errors are logged and counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import structlog
@@ -43,63 +43,28 @@ import structlog
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
 from scheduler import annotations as notes
-from scheduler import events, names
+from scheduler import events
 from scheduler.actions import Action, InvalidAction
+from scheduler.apply_plan import (
+    ApplyView,
+    CreateHpa,
+    Enqueue,
+    PatchHpa,
+    Planned,
+    RaiseReplicas,
+    ReasonFor,
+    Report,
+    Skip,
+    Step,
+    plan_apply,
+)
 from scheduler.cycle import APPLIED, REVERTED, Cycle
 from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
-from scheduler.managed import is_overridden, revert_event
-from scheduler.objects import (
-    bounds,
-    find_hpa,
-    ref,
-    replicas,
-    spec_of,
-    stated_bounds,
-    terminating,
-)
+from scheduler.objects import find_hpa, ref, replicas, terminating
 
 log = structlog.get_logger("scheduler.apply")
 
 Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "retry", "failed"]
-# Decides whether the window an HPA is managed for is over, and why (None: still on).
-ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "moonin-agent"
-# A provisional HPA scales on CPU like an HPA created with no metrics would by default,
-# written out so it does not depend on the API server's defaulting.
-PROVISIONAL_METRICS = (
-    {
-        "type": "Resource",
-        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
-    },
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
-    """An action of an active template, in its window."""
-
-    template_id: str
-    template_name: str
-    window_start: str
-    run_until: str
-    action: Action
-
-    @property
-    def owner(self) -> tuple[str, str, str]:
-        return (self.template_id, self.action.id, self.window_start)
-
-    @property
-    def managed_hash(self) -> str:
-        action = self.action
-        return notes.managed_hash(
-            self.template_id,
-            action.id,
-            self.window_start,
-            action.min_replicas,
-            action.max_replicas,
-        )
 
 
 def action_window(
@@ -206,113 +171,56 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
     marker = notes.release_marker(*planned.owner)
     if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
         return "released"
-    if hpa is None:
-        return _create_provisional(cycle, planned, deployment, hpas)
-    managed = notes.read_managed(hpa)
-    if managed is None:
-        return _write(cycle, planned, deployment, hpa, _originals_of(deployment, hpa))
-    if managed.owner == planned.owner:
-        return _reapply(cycle, planned, deployment, hpa, managed)
-    reason = reason_for(hpa, managed)
-    if reason is None:
-        message = (
-            f"hpa {ref(hpa).key} is managed by template "
-            f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
-        )
-        _error(cycle, planned, "conflict", message)
-        return "error"
-    # The old window is over: its revert event is durable before the takeover write.
-    cycle.emit(revert_event(cycle.cluster_id, cycle.now, hpa, managed, reason))
-    originals = _originals_of(deployment, hpa) if reason == "overridden" else managed.originals
-    outcome = _write(cycle, planned, deployment, hpa, originals)
-    cycle.count("reverts")
-    cycle.record(
-        hpa,
-        reason=REVERTED,
-        message=f"template {managed.template_name or managed.template_id} action "
-        f"{managed.action_id}: window from {managed.window_start} ended ({reason}); taken over",
+    view = ApplyView(
+        planned=planned,
+        deployment=deployment,
+        hpas=hpas,
+        hpa=hpa,
+        # A revert that died between deleting the last window's HPA and restoring the
+        # replicas left them at that window's size; the journal holds the size before it.
+        journalled_replicas=_journalled(cycle, planned) if hpa is None else None,
+        cluster_id=cycle.cluster_id,
+        now=cycle.now,
+        reason_for=reason_for,
     )
+    return _carry_out(cycle, view, plan_apply(view))
+
+
+def _journalled(cycle: Cycle, planned: Planned) -> int | None:
+    pending = cycle.store.restore_of(planned.action.namespace, planned.action.deployment)
+    return None if pending is None else pending.replicas
+
+
+def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
+    """The steps of an apply plan, in order; the outcome of the last that has one."""
+    planned, deployment = view.planned, view.deployment
+    outcome: Outcome = "unchanged"
+    for step in steps:
+        if isinstance(step, Report):
+            _error(cycle, planned, step.reason, step.message)
+            outcome = "error"
+        elif isinstance(step, Skip):
+            outcome = step.outcome
+        elif isinstance(step, Enqueue):
+            cycle.emit(step.event)
+        elif isinstance(step, CreateHpa):
+            created = cycle.kube.create_hpa(step.namespace, step.body)
+            created.setdefault("apiVersion", HPA_API_VERSION)
+            created.setdefault("kind", HPA_KIND)
+            outcome = _after_write(
+                cycle, planned, deployment, created, step.originals, resized=True
+            )
+        elif isinstance(step, PatchHpa):
+            written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
+            outcome = _after_write(
+                cycle, planned, deployment, written, step.originals, resized=step.resized
+            )
+        elif isinstance(step, RaiseReplicas):
+            _raise_replicas(cycle, deployment, step.minimum)
+        else:  # TakenOver
+            cycle.count("reverts")
+            cycle.record(step.hpa, reason=REVERTED, message=step.said)
     return outcome
-
-
-def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
-    low, high = stated_bounds(hpa)
-    return notes.Originals(
-        provisional=False,
-        replicas=replicas(deployment),
-        min_replicas=low,
-        max_replicas=high,
-        spec=notes.spec_json(spec_of(hpa)),
-    )
-
-
-def _reapply(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpa: Obj, managed: notes.Managed
-) -> Outcome:
-    if is_overridden(hpa, managed):
-        return "overridden"  # the revert scan of this cycle releases it
-    wanted = _annotations(planned, managed.originals)
-    current = notes.annotations_of(hpa)
-    if all(current.get(key) == value for key, value in wanted.items()):
-        _raise_replicas(cycle, deployment, planned.action.min_replicas)
-        return "unchanged"
-    return _write(cycle, planned, deployment, hpa, managed.originals)
-
-
-def _write(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpa: Obj, originals: notes.Originals
-) -> Outcome:
-    action = planned.action
-    read = ref(hpa)
-    resized = bounds(hpa) != (action.min_replicas, action.max_replicas)
-    patch = {
-        "metadata": {**read.precondition(), "annotations": _annotations(planned, originals)},
-        "spec": {"minReplicas": action.min_replicas, "maxReplicas": action.max_replicas},
-    }
-    written = cycle.kube.patch_hpa(read.namespace, read.name, patch)
-    return _after_write(cycle, planned, deployment, written, originals, resized=resized)
-
-
-def _create_provisional(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpas: list[Obj]
-) -> Outcome:
-    action = planned.action
-    # A revert that died between deleting the last window's HPA and restoring the replicas
-    # left them at that window's size; the journal still holds the size from before it.
-    pending = cycle.store.restore_of(action.namespace, action.deployment)
-    originals = notes.Originals(
-        provisional=True,
-        replicas=pending.replicas if pending is not None else replicas(deployment),
-        min_replicas=None,
-        max_replicas=None,
-        spec=None,
-    )
-    name = names.provisional_hpa_name(action.deployment, {ref(hpa).name for hpa in hpas})
-    annotations = {k: v for k, v in _annotations(planned, originals).items() if v is not None}
-    body = {
-        "apiVersion": HPA_API_VERSION,
-        "kind": HPA_KIND,
-        "metadata": {
-            "name": name,
-            "namespace": action.namespace,
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY},
-            "annotations": annotations,
-        },
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": action.deployment,
-            },
-            "minReplicas": action.min_replicas,
-            "maxReplicas": action.max_replicas,
-            "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
-        },
-    }
-    created = cycle.kube.create_hpa(action.namespace, body)
-    created.setdefault("apiVersion", HPA_API_VERSION)
-    created.setdefault("kind", HPA_KIND)
-    return _after_write(cycle, planned, deployment, created, originals, resized=True)
 
 
 def _after_write(
@@ -370,21 +278,6 @@ def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
         # The HPA controller raises it anyway; the next cycle tries again on fresh state.
         cycle.count("conflicts")
         log.info("replicas_raise_conflict", namespace=read.namespace, name=read.name)
-
-
-def _annotations(planned: Planned, originals: notes.Originals) -> dict[str, str | None]:
-    action = planned.action
-    return notes.window_annotations(
-        template_id=planned.template_id,
-        action_id=action.id,
-        template_name=planned.template_name,
-        window_start=planned.window_start,
-        run_until=planned.run_until,
-        priority_up=action.priority_up,
-        priority_down=action.priority_down,
-        managed_hash=planned.managed_hash,
-        originals=originals,
-    )
 
 
 def _error(cycle: Cycle, planned: Planned, reason: str, message: str) -> None:

@@ -62,7 +62,8 @@ from runtime.storage_errors import is_passing_storage_error
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.apply import Planned, action_error, apply_action
+from scheduler.apply import action_error, apply_action
+from scheduler.apply_plan import Planned
 from scheduler.cycle import Cycle, EventSink
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.managed import is_overridden, managed_window

@@ -1,5 +1,6 @@
-"""The revert plan (`scheduler.revert_plan.plan_revert`) as a table: an HPA as read and its
-annotations in, the writes out, in the order they are made. Nothing here talks to a server."""
+"""The apply and revert plans (`scheduler.apply_plan.plan_apply`,
+`scheduler.revert_plan.plan_revert`) as tables: what was read in, the writes out, in the
+order they are made. Nothing here talks to a server."""
 
 from __future__ import annotations
 
@@ -10,8 +11,24 @@ import pytest
 
 from sandbox import objects
 from scheduler import annotations as notes
+from scheduler.actions import Action
+from scheduler.apply_plan import (
+    PROVISIONAL_METRICS,
+    ApplyView,
+    CreateHpa,
+    Planned,
+    RaiseReplicas,
+    Report,
+    Skip,
+    Step,
+    TakenOver,
+    ours,
+    plan_apply,
+)
+from scheduler.apply_plan import Enqueue as Enqueued
+from scheduler.apply_plan import PatchHpa as Patch
 from scheduler.events import RevertReason, event_id
-from scheduler.objects import Ref
+from scheduler.objects import Ref, find_hpa
 from scheduler.revert_plan import (
     DeleteProvisional,
     Enqueue,
@@ -171,3 +188,214 @@ def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
     assert (event.id, event.type, event.reason) == (REVERT_ID, "revert", case.reason)
     assert (event.min_replicas, event.max_replicas) == case.event
     assert writes == case.writes
+
+
+# --- the apply plan ------------------------------------------------------------------------------
+
+LATER = "2026-12-02T20:00:00Z"
+PLANNED = Planned(
+    template_id="t-1",
+    template_name="black friday",
+    window_start=WINDOW,
+    run_until=RUN_UNTIL,
+    action=Action(
+        id="a-1",
+        namespace="shop",
+        deployment="web",
+        min_replicas=4,
+        max_replicas=20,
+        priority_up=1,
+        priority_down=1,
+    ),
+)
+OTHER = Planned(
+    template_id="t-2",
+    template_name="cyber monday",
+    window_start=WINDOW,
+    run_until=RUN_UNTIL,
+    action=PLANNED.action,
+)
+DEPLOYMENT = {
+    **objects.deployment(name="web", namespace="shop", replicas=2),
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+}
+PRE_EXISTING = notes.Originals(
+    provisional=False,
+    replicas=2,
+    min_replicas=2,
+    max_replicas=5,
+    spec=notes.spec_json(
+        objects.hpa(name="web", namespace="shop", target="web", low=2, high=5)["spec"]
+    ),
+)
+
+
+def unmanaged_hpa(name: str = "web", target: str = "web") -> dict[str, Any]:
+    hpa = objects.hpa(name=name, namespace="shop", target=target, low=2, high=5)
+    hpa["metadata"].update(uid="u-1", resourceVersion="41")
+    return hpa
+
+
+def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]:
+    return {
+        "metadata": {"resourceVersion": "41", "annotations": ours(planned, originals)},
+        "spec": {"minReplicas": 4, "maxReplicas": 20},
+    }
+
+
+def with_run_until(hpa: dict[str, Any], run_until: str) -> dict[str, Any]:
+    hpa["metadata"]["annotations"][notes.RUN_UNTIL] = run_until
+    return hpa
+
+
+def ends(reason: RevertReason | None) -> Any:
+    return lambda hpa, managed: reason
+
+
+def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Originals]:
+    originals = notes.Originals(
+        provisional=True, replicas=replicas, min_replicas=None, max_replicas=None, spec=None
+    )
+    body = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": {"app.kubernetes.io/managed-by": "moonin-agent"},
+            "annotations": {k: v for k, v in ours(PLANNED, originals).items() if v is not None},
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 4,
+            "maxReplicas": 20,
+            "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
+        },
+    }
+    return body, originals
+
+
+@dataclass(frozen=True)
+class ApplyCase:
+    hpas: list[dict[str, Any]]
+    steps: list[Step]
+    journalled: int | None = None
+    reason: RevertReason | None = None  # whether another owner's window is over
+
+
+TAKEN_OVER = (
+    "template black friday action a-1: window from 2026-12-02T08:00:00Z ended ({}); taken over"
+)
+OTHERS = managed_hpa(4, 20)  # t-1's window, as t-2 finds it
+KEPT = notes.Originals(
+    provisional=False,
+    replicas=3,
+    min_replicas=2,
+    max_replicas=5,
+    spec='{"minReplicas": 2, "maxReplicas": 5}',
+)  # what `managed_hpa` keeps
+OTHERS_OVERRIDDEN = managed_hpa(7, 20)
+APPLY_CASES = {
+    "no HPA: a provisional one keeps the Deployment's replicas": ApplyCase(
+        [], [CreateHpa("shop", *provisional_body("web", 2))]
+    ),
+    "no HPA after a half-done revert: the journalled replicas are the originals": ApplyCase(
+        [], [CreateHpa("shop", *provisional_body("web", 3))], journalled=3
+    ),
+    "an HPA of that name scales something else: the provisional one is named apart": ApplyCase(
+        [unmanaged_hpa("web", target="api")],
+        [CreateHpa("shop", *provisional_body("web-moonin", 2))],
+    ),
+    "a pre-existing HPA keeps its bounds as originals and is resized": ApplyCase(
+        [unmanaged_hpa()],
+        [Patch(READ, window_patch(PLANNED, PRE_EXISTING), PRE_EXISTING, resized=True)],
+    ),
+    "our window, as written: only the replicas are raised": ApplyCase(
+        [managed_hpa(4, 20)], [RaiseReplicas(4)]
+    ),
+    "our window, bounds changed by someone else: left for the revert scan": ApplyCase(
+        [managed_hpa(7, 20)], [Skip("overridden")]
+    ),
+    "our window with a new end: the annotations alone change": ApplyCase(
+        [with_run_until(managed_hpa(4, 20), LATER)],
+        [Patch(READ, window_patch(PLANNED, KEPT), KEPT, resized=False)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", APPLY_CASES.values(), ids=APPLY_CASES.keys())
+def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> None:
+    view = ApplyView(
+        planned=PLANNED,
+        deployment=DEPLOYMENT,
+        hpas=case.hpas,
+        hpa=find_hpa(case.hpas, "web"),
+        journalled_replicas=case.journalled,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(case.reason),
+    )
+    assert plan_apply(view) == case.steps
+
+
+@pytest.mark.parametrize(
+    ("hpa", "reason", "originals"),
+    [
+        (OTHERS, "expired", "kept"),
+        (OTHERS_OVERRIDDEN, "overridden", "as now"),
+    ],
+    ids=["an ended window", "an overridden window"],
+)
+def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
+    hpa: dict[str, Any], reason: RevertReason, originals: str
+) -> None:
+    managed = notes.read_managed(hpa)
+    assert managed is not None
+    view = ApplyView(
+        planned=OTHER,
+        deployment=DEPLOYMENT,
+        hpas=[hpa],
+        hpa=hpa,
+        journalled_replicas=None,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(reason),
+    )
+    first, write, said = plan_apply(view)
+    assert isinstance(first, Enqueued)  # the old window's revert event, before the write
+    assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
+    if originals == "kept":
+        expected = managed.originals
+    else:
+        low, high = 7, 20  # what someone else set becomes what a revert restores
+        expected = notes.Originals(
+            provisional=False,
+            replicas=2,
+            min_replicas=low,
+            max_replicas=high,
+            spec=notes.spec_json(hpa["spec"]),
+        )
+    assert write == Patch(
+        READ, window_patch(OTHER, expected), expected, resized=reason == "overridden"
+    )
+    assert said == TakenOver(hpa, TAKEN_OVER.format(reason))
+
+
+def test_another_windows_hpa_still_on_is_a_conflict_and_nothing_is_written() -> None:
+    view = ApplyView(
+        planned=OTHER,
+        deployment=DEPLOYMENT,
+        hpas=[OTHERS],
+        hpa=OTHERS,
+        journalled_replicas=None,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(None),
+    )
+    assert plan_apply(view) == [
+        Report(
+            "conflict",
+            f"hpa shop/web is managed by template t-1 action a-1 until {RUN_UNTIL}",
+        )
+    ]
