@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="scaling: log each HPA and Deployment change instead of making it, and queue "
-        "no event (discovery only reads the cluster anyway)",
+        help="scaling: log each HPA and Deployment change and send it as a server-side dry "
+        "run (validated, never stored), and queue no event (discovery only reads anyway)",
     )
     _cluster_arguments(run)
 
@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     revert_all.add_argument(
         "--dry-run",
         action="store_true",
-        help="log each change it would make and print the report; write nothing",
+        help="log each change, send it as a server-side dry run (validated, never stored) "
+        "and print the report",
     )
     _cluster_arguments(revert_all)
     evaluate = scaling_commands.add_parser(

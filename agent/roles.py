@@ -1,27 +1,25 @@
 """The producers a process runs, by role: discovery (the collector) and scaling (the job).
 
 Each plugs into the process as a `Role`: it starts, stops (what it holds reaches the outbox
-first), and reports its health. The scaling role is imported only by a process that
-scales: the kubernetes client it needs costs ~45 MiB (see docs/collector.md).
+first), and reports its health. Both reach the cluster `target` through the one client
+(`kube.api`), each with its own connection pool.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from agent import exits
 from agent.config import ConfigError, Settings
 from agent.delivery import Delivery
 from agent.discovery import DiscoveryRole
+from agent.scaling import ScalingRole
 from kube.cluster import KubeTarget
 from runtime.health import HealthReporter
 from runtime.sqlite_file import UnusableFile
 from shipper.records import DISCOVERY, SCALING
-
-if TYPE_CHECKING:
-    from kubernetes import client
 
 
 class Role(Protocol):
@@ -43,11 +41,9 @@ def build_roles(
     delivery: Delivery,
     *,
     target: KubeTarget,
-    kube: client.ApiClient | None,
     dry_run: bool,
 ) -> list[Role]:
-    """The roles of `settings.role` (not started); `kube` is the scaling role's client, None
-    when the process does not scale. Raises `exits.Failure`."""
+    """The roles of `settings.role` (not started). Raises `exits.Failure`."""
     roles: list[Role] = []
     try:
         if DISCOVERY in settings.streams:
@@ -59,13 +55,11 @@ def build_roles(
                     client=delivery.clients[DISCOVERY],
                 )
             )
-        if kube is not None:
-            from agent.scaling import ScalingRole
-
+        if SCALING in settings.streams:
             roles.append(
                 ScalingRole(
                     settings,
-                    kube=kube,
+                    target=target,
                     outbox=delivery.outbox[SCALING],
                     api=delivery.clients[SCALING],
                     dry_run=dry_run,

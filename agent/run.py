@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -32,11 +31,7 @@ from kube.cluster import KubeConfigError, KubeTarget, load_target
 from runtime.version import VERSION
 from shipper.lock import QueueDirectoryBusy
 from shipper.queuefile import QueueFileError
-from shipper.records import SCALING
 from shipper.token import TokenSource
-
-if TYPE_CHECKING:
-    from kubernetes import client
 
 log = structlog.get_logger("agent")
 
@@ -53,9 +48,9 @@ def run(
         # Only the name: the value may be the very secret it was meant to carry.
         log.warning("setting_name_misspelt", variable=variable, did_you_mean=meant)
     try:
-        target, kube = _clusters(settings, kubeconfig=kubeconfig, context=context)
+        target = _cluster(kubeconfig=kubeconfig, context=context)
         stop = StopSignal.install()
-        process = _start(settings, token, target=target, kube=kube, dry_run=dry_run)
+        process = _start(settings, token, target=target, dry_run=dry_run)
     except exits.Failure as exc:
         if exc.code != exits.CANNOT_START:
             log.error("startup_failed", error=str(exc))
@@ -81,23 +76,12 @@ def _set_up_process(settings: Settings) -> TokenSource:
     return token
 
 
-def _clusters(
-    settings: Settings, *, kubeconfig: str | None, context: str | None
-) -> tuple[KubeTarget, client.ApiClient | None]:
-    """The cluster, and the scaling role's client for it (None: the process does not scale)."""
-    kube = None
+def _cluster(*, kubeconfig: str | None, context: str | None) -> KubeTarget:
+    """The cluster every role of the process reaches (kube/__init__.py states the rule)."""
     try:
-        # One cluster for every role (kube/__init__.py states the rule).
-        target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
-        if SCALING in settings.streams:
-            # Imported here: the kubernetes client costs ~45 MiB that a discovery-only
-            # process does not spend (see docs/collector.md).
-            from kube import official
-
-            kube = official.api_client(target)
+        return load_target(os.environ, kubeconfig=kubeconfig, context=context)
     except KubeConfigError as exc:
         raise exits.Failure(exc, exits.CANNOT_START) from None
-    return target, kube
 
 
 @dataclass
@@ -155,7 +139,6 @@ def _start(
     token: TokenSource,
     *,
     target: KubeTarget,
-    kube: client.ApiClient | None,
     dry_run: bool,
 ) -> _Process:
     """Open the outbox, build the roles and the health server, and start them all."""
@@ -165,7 +148,7 @@ def _start(
     except (QueueDirectoryBusy, QueueFileError, OSError) as exc:
         raise exits.unusable_queue(exc) from None
     try:
-        roles = build_roles(settings, delivery, target=target, kube=kube, dry_run=dry_run)
+        roles = build_roles(settings, delivery, target=target, dry_run=dry_run)
         watch = HealthWatch(
             lambda: [*delivery.reporters(), *(r for role in roles for r in role.reporters())]
         )

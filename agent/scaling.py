@@ -2,7 +2,6 @@
 
 One replica runs it (the chart's scaling workload); it needs no leader election. Events go
 through the `scaling` stream, so an outage of the scaling API delays them and loses none.
-This module imports the kubernetes client, so only processes that scale import it.
 """
 
 from __future__ import annotations
@@ -14,20 +13,19 @@ from pathlib import Path
 
 import msgspec
 import structlog
-from kubernetes import client
 
 from agent import exits
 from agent.config import Settings
 from agent.delivery import open_delivery
 from agent.logs import configure_logging
-from kube import official
-from kube.cluster import KubeConfigError, load_target
+from kube.api import KubeApi
+from kube.cluster import KubeConfigError, KubeTarget, load_target
 from kube.errors import KubeError
 from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
 from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
 from scheduler.job import ScalingJob
-from scheduler.kubeapi import KubeApi
+from scheduler.kubeapi import ScalingKube
 from scheduler.revertall import revert_all
 from scheduler.store import FILE_NAME, Store
 from shipper.client import ApiClient
@@ -38,6 +36,10 @@ from shipper.records import SCALING
 from shipper.token import TokenSource
 
 log = structlog.get_logger("agent.scaling")
+
+# (connect, read) seconds for every API call: a cycle must end well before the next one.
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 20.0
 
 
 def revert_all_now(
@@ -57,14 +59,15 @@ def revert_all_now(
     configure_logging(settings.log_level, secrets=token.secrets)
     try:
         # The cluster `run` would pick, by the same rule (kube/__init__.py).
-        kube = official.api_client(load_target(os.environ, kubeconfig=kubeconfig, context=context))
+        target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
     except KubeConfigError as exc:
         return exits.Failure(exc, exits.CANNOT_START).report()
+    kube = scaling_client(target, settings)
     delivery = None
     outbox: EventSink
     if dry_run:
         log.info("dry_run", changes="logged as dry_run_change, not made")
-        target: KubeApi = DryRunKube(kube, deadline_seconds=settings.kube_deadline_seconds)
+        workloads: ScalingKube = DryRunKube(kube)
         outbox, store = DryRunEvents(), Store(IN_MEMORY)
     else:
         try:
@@ -73,19 +76,22 @@ def revert_all_now(
         except (QueueDirectoryBusy, QueueFileError, sqlite3.Error, OSError) as exc:
             if delivery is not None:
                 delivery.stop(drain_seconds=0)
+            kube.close()
             return exits.unusable_queue(exc).report()
         delivery.start()
-        target = KubeApi(kube, deadline_seconds=settings.kube_deadline_seconds)
+        workloads = ScalingKube(kube)
         outbox = delivery.outbox[SCALING]
     try:
-        report = revert_all(kube=target, outbox=outbox, store=store, cluster_id=settings.cluster_id)
+        report = revert_all(
+            kube=workloads, outbox=outbox, store=store, cluster_id=settings.cluster_id
+        )
     except KubeError as exc:  # the cluster cannot be reached: one line, exit 1
         return exits.Failure(exc, exits.FAILED).report()
     finally:
         store.close()
         if delivery is not None:
             delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
-        kube.close()  # type: ignore[no-untyped-call]  # the client is untyped
+        kube.close()
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
         msgspec.json.encode({"reverted": report.reverted, "failed": report.failed}) + b"\n"
@@ -93,23 +99,34 @@ def revert_all_now(
     return exits.OK if report.ok else exits.FAILED
 
 
+def scaling_client(target: KubeTarget, settings: Settings) -> KubeApi:
+    """The one Kubernetes client, tuned for a reconcile loop: each call must end well before
+    the next cycle, so a silent connect or read gives up sooner than discovery's."""
+    return KubeApi(
+        target,
+        timeout=READ_TIMEOUT_SECONDS,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        deadline_seconds=settings.kube_deadline_seconds,
+    )
+
+
 class ScalingRole:
     def __init__(
         self,
         settings: Settings,
         *,
-        kube: client.ApiClient,
+        target: KubeTarget,
         outbox: StreamOutbox,
         api: ApiClient,
         dry_run: bool = False,
     ) -> None:
-        self._kube = kube
+        self._kube = scaling_client(target, settings)
         self._interval = settings.reconcile_interval_seconds
         self._dry_run = dry_run
-        kube_type = DryRunKube if dry_run else KubeApi
+        kube_type = DryRunKube if dry_run else ScalingKube
         self.job = ScalingJob(
             # A dry run logs each change instead of making it, and keeps nothing.
-            kube=kube_type(kube, deadline_seconds=settings.kube_deadline_seconds),
+            kube=kube_type(self._kube),
             api=api,
             outbox=DryRunEvents() if dry_run else outbox,
             store_path=IN_MEMORY if dry_run else Path(settings.queue_dir) / FILE_NAME,
@@ -125,7 +142,7 @@ class ScalingRole:
     def stop(self) -> None:
         """Let a cycle in progress finish (an HPA write completes), then stop."""
         self.job.stop()
-        self._kube.close()  # type: ignore[no-untyped-call]  # the client is untyped
+        self._kube.close()
 
     def reporters(self) -> list[HealthReporter]:
         return [self.job.reporter]

@@ -1,7 +1,8 @@
-"""Kubernetes access, shared by every role and command: which cluster (`cluster`), the
-streaming HTTP client discovery reads with (`api`), the official client the scaling role
-writes with (`official`), one error tree for both (`errors`), the permission a request
-needs (`permission`) and the `IGNORE_RESOURCES` glob grammar (`globs`).
+"""Kubernetes access, shared by every role, command and hook: which cluster (`cluster`),
+the one HTTP client (`api`) with its one error tree (`errors`), the permission a request
+needs (`permission`), how a write is asked for (`writes`: options, preconditions), the
+resources written (`resources`), lists read page by page (`pages`), Events about an object
+(`recorder`) and the `IGNORE_RESOURCES` glob grammar (`globs`).
 
 Which cluster, the one rule for `run` (every role), `preview` and the `scaling` commands,
 as kubectl chooses it (an explicit flag wins over what the environment implies):

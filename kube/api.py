@@ -1,12 +1,17 @@
-"""Kubernetes over httpx, for the streaming reads of discovery: raw bytes in, raw bytes out.
+"""The one Kubernetes client of every role, command and hook: httpx, raw bytes in and out.
 
-Informers decode list pages and watch events themselves with msgspec (never the client's
-model classes), so all this layer does is build requests, stream watch lines and turn
+Discovery's informers decode list pages and watch events themselves with msgspec, the
+scaling role decodes the few objects it reads the same way (`kube.pages` lists, its own
+typed reads), so all this layer does is build requests, stream watch lines and turn
 failures into `kube.errors`, translated in exactly one place (`_translate`, with
-`_status_error` for an answer's status).
+`_status_error` for an answer's status). A caller may name a call (`what`: "patch
+horizontalpodautoscaler shop/web"); errors then say that instead of the method and path.
 
-Writes ask for `fieldValidation=Strict`: a field the server does not know (a typo in a body
-built here) is a 400 naming it, not silently dropped.
+Writes are strictly validated and may carry a field manager, a dry run or a force
+(`kube.writes.WriteOptions`); a patch says its type (a JSON merge patch by default), a
+delete may carry uid and resourceVersion preconditions (`kube.writes.Preconditions`).
+Nothing is retried here: a 429 or a 503 is an error at once, so a loop gives up and tries
+again on its own schedule instead of stalling inside a call.
 
 Plain requests (lists, gets, writes) have a total deadline (`deadline_seconds`, or one given
 per call; `runtime.deadline`), so a hung API server or a proxy that answers one byte at a time
@@ -26,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import msgspec
@@ -35,6 +40,7 @@ from kube import errors
 from kube.cluster import KubeTarget
 from kube.errors import AnswerTooLarge, KubeError, TimedOut
 from kube.permission import of_request
+from kube.writes import MERGE_PATCH, STRICT, Preconditions, WriteOptions
 from runtime import backoff, deadline
 from runtime.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from runtime.bounded import AnswerTooLarge as _OverLimit
@@ -47,9 +53,8 @@ DEADLINE_SECONDS = 60.0
 # etcd refuses values over 1.5 MiB unless configured otherwise, so one object (an answer to a
 # GET, a watch event, a list page of one) stays far below this; past it something is wrong.
 ANSWER_LIMIT = 16 * 1024 * 1024
-# Every write: an unknown or duplicated field is refused (400) instead of dropped.
-STRICT = {"fieldValidation": "Strict"}
-MERGE_PATCH = "application/merge-patch+json"
+
+T = TypeVar("T")
 
 
 class KubeApi:
@@ -104,28 +109,81 @@ class KubeApi:
         within: float | None = None,
         max_bytes: int = ANSWER_LIMIT,
         accept: str | None = None,
+        what: str | None = None,
     ) -> bytes | bytearray:
         return self._send(
-            "GET", path, params=params, within=within, max_bytes=max_bytes, accept=accept
+            "GET",
+            path,
+            params=params,
+            within=within,
+            max_bytes=max_bytes,
+            accept=accept,
+            what=what,
         )
 
-    def post(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
-        return self._send("POST", path, params=STRICT, json_body=body, within=within)
-
-    def put(self, path: str, body: Any, *, within: float | None = None) -> bytes | bytearray:
-        return self._send("PUT", path, params=STRICT, json_body=body, within=within)
-
-    def merge_patch(
-        self, path: str, patch: Any, *, within: float | None = None
+    def post(
+        self,
+        path: str,
+        body: Any,
+        *,
+        options: WriteOptions = STRICT,
+        within: float | None = None,
+        what: str | None = None,
     ) -> bytes | bytearray:
-        """A JSON merge patch (RFC 7386): the keys given replace, a null removes."""
+        return self._send(
+            "POST", path, params=options.params(), json_body=body, within=within, what=what
+        )
+
+    def put(
+        self,
+        path: str,
+        body: Any,
+        *,
+        options: WriteOptions = STRICT,
+        within: float | None = None,
+        what: str | None = None,
+    ) -> bytes | bytearray:
+        return self._send(
+            "PUT", path, params=options.params(), json_body=body, within=within, what=what
+        )
+
+    def patch(
+        self,
+        path: str,
+        patch: Any,
+        *,
+        patch_type: str = MERGE_PATCH,
+        options: WriteOptions = STRICT,
+        within: float | None = None,
+        what: str | None = None,
+    ) -> bytes | bytearray:
+        """A patch of `patch_type` (by default a JSON merge patch, RFC 7386: the keys given
+        replace, a null removes). A resourceVersion in the patch's metadata is a
+        precondition: a change since it was read is a `Conflict`."""
         return self._send(
             "PATCH",
             path,
-            params=STRICT,
+            params=options.params(),
             json_body=patch,
-            content_type=MERGE_PATCH,
+            content_type=patch_type,
             within=within,
+            what=what,
+        )
+
+    def delete(
+        self,
+        path: str,
+        *,
+        preconditions: Preconditions | None = None,
+        options: WriteOptions = STRICT,
+        within: float | None = None,
+        what: str | None = None,
+    ) -> bytes | bytearray:
+        """Delete the object at `path`; with `preconditions`, only if it is still the very
+        object that was read (else a `Conflict`)."""
+        body = options.delete_body(preconditions)
+        return self._send(
+            "DELETE", path, params=options.delete_params(), json_body=body, within=within, what=what
         )
 
     # -- watch streams -----------------------------------------------------------------
@@ -161,14 +219,14 @@ class KubeApi:
         try:
             response = self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise _translate(exc, "GET", path) from exc
+            raise _translate(exc, f"GET {path}") from exc
         with self._streams_lock:
             self._open_streams.add(response)
         try:
             if cancelled():
                 raise errors.Aborted(f"GET {path}: cancelled")
             if response.status_code >= 300:
-                raise self._error(response, "GET", path)
+                raise self._error(response, path, f"GET {path}")
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
                 raise KubeError(f"GET {path}: a watch sent with Content-Encoding {encoding[:40]!r}")
@@ -203,11 +261,11 @@ class KubeApi:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _error(self, response: httpx.Response, method: str, path: str) -> KubeError:
+    def _error(self, response: httpx.Response, path: str, what: str) -> KubeError:
         if response.status_code == 401:
             # A revoked token: a rotated one may be in its file already.
             self.target.token_rejected()
-        return _status_error(response, _error_body(response), method, path)
+        return _status_error(response, _error_body(response), path, what)
 
     def _auth(self) -> dict[str, str]:
         token = self.target.token()
@@ -224,7 +282,10 @@ class KubeApi:
         max_bytes: int = ANSWER_LIMIT,
         accept: str | None = None,
         content_type: str = "application/json",
+        what: str | None = None,
     ) -> bytes | bytearray:
+        # `what` names the call in errors (and so in the events that carry them).
+        what = what or f"{method} {path}"
         headers = self._auth()
         if accept is not None:
             headers["Accept"] = accept
@@ -240,25 +301,34 @@ class KubeApi:
                 response = self._client.send(request, stream=True)
                 try:
                     if response.status_code >= 300:
-                        raise self._error(response, method, path)
+                        raise self._error(response, path, what)
                     body = read_bounded(response, max_bytes)
                 finally:
                     limit.release()  # back to the pool: the deadline must not follow it
                     response.close()
                 if limit.interrupted:
-                    raise KubeError(f"{method} {path}: {limit.missed()}")
+                    raise KubeError(f"{what}: {limit.missed()}")
                 return body
             except _OverLimit as exc:
                 raise AnswerTooLarge(
-                    f"{method} {path}: the answer is over {describe_size(exc.limit)}",
+                    f"{what}: the answer is over {describe_size(exc.limit)}",
                     limit=exc.limit,
                 ) from None
             except UndecodableAnswer as exc:
-                raise KubeError(f"{method} {path}: {exc}") from None
+                raise KubeError(f"{what}: {exc}") from None
             except httpx.HTTPError as exc:
                 if limit.expired:
-                    raise KubeError(f"{method} {path}: {limit.missed()}") from exc
-                raise _translate(exc, method, path) from exc
+                    raise KubeError(f"{what}: {limit.missed()}") from exc
+                raise _translate(exc, what) from exc
+
+
+def decoded(decode: Callable[[bytes | bytearray], T], answer: bytes | bytearray, what: str) -> T:
+    """`answer` decoded with msgspec's `decode`; an answer that is not what the call returns
+    (a proxy's HTML page, a cut body) is a `KubeError` naming the call."""
+    try:
+        return decode(answer)
+    except msgspec.DecodeError as exc:  # a ValidationError too
+        raise KubeError(f"{what}: an answer that cannot be read: {exc}") from None
 
 
 def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) -> Iterator[bytes]:
@@ -272,7 +342,7 @@ def _lines(response: httpx.Response, path: str, *, aborted: Callable[[], bool]) 
             # then, it only means "this watch is over".
             raise errors.Aborted(f"GET {path}: aborted") from exc
         if isinstance(exc, httpx.HTTPError | httpx.StreamError):
-            raise _translate(exc, "GET", path) from exc
+            raise _translate(exc, f"GET {path}") from exc
         raise
 
 
@@ -303,11 +373,11 @@ def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
         raise KubeError(f"GET {path}: the stream ended inside an event ({len(pending)} bytes)")
 
 
-def _translate(exc: Exception, method: str, path: str) -> KubeError:
+def _translate(exc: Exception, what: str) -> KubeError:
     """The one place where transport failures become KubeErrors."""
     if isinstance(exc, httpx.TimeoutException):
-        return TimedOut(f"{method} {path}: timed out ({type(exc).__name__})")
-    return KubeError(f"{method} {path}: {type(exc).__name__}: {str(exc)[: errors.MESSAGE_LIMIT]}")
+        return TimedOut(f"{what}: timed out ({type(exc).__name__})")
+    return KubeError(f"{what}: {type(exc).__name__}: {str(exc)[: errors.MESSAGE_LIMIT]}")
 
 
 def _error_body(response: httpx.Response) -> bytes:
@@ -318,14 +388,15 @@ def _error_body(response: httpx.Response) -> bytes:
         return b""  # the status code is the answer; a garbled body must not hide it
 
 
-def _status_error(response: httpx.Response, body: bytes, method: str, path: str) -> KubeError:
+def _status_error(response: httpx.Response, body: bytes, path: str, what: str) -> KubeError:
+    """The one place where an answer's status becomes a KubeError."""
     message, reason = errors.status_of(body)
     return errors.for_status(
         response.status_code,
-        f"{method} {path}",
+        what,
         f"{reason or response.reason_phrase}: {message}",
         # Named from the request itself: the query says whether a GET was a watch.
-        permission=of_request(method, path, dict(response.request.url.params)),
+        permission=of_request(response.request.method, path, dict(response.request.url.params)),
         reason=reason,
         retry_after=backoff.parse_retry_after(response.headers.get("Retry-After")),
     )

@@ -5,14 +5,14 @@
 service account of the pod, which wins over `KUBECONFIG` and `~/.kube/config`. The caller
 passes the environment in, so every role of one process reads the same one.
 
-Discovery talks to the API server with its own small HTTP layer (`kube.api`), so it needs
-only the server URL, the TLS trust and a bearer token or client certificate. This module
-reads those from the service account, or from the common kubeconfig shapes (token, token
-file, client certificate, CA file or data, insecure-skip-tls-verify). It does not import the
-kubernetes client for that: the client's import alone costs ~45 MiB, most of the agent's
+Every role talks to the API server through the agent's own HTTP client (`kube.api`), so it
+needs only the server URL, the TLS trust and a bearer token or client certificate. This
+module reads those from the service account, or from the common kubeconfig shapes (token,
+token file, client certificate, CA file or data, insecure-skip-tls-verify). It does not
+import the kubernetes package for that: its import alone costs ~45 MiB, most of the agent's
 budget. Only a kubeconfig whose user authenticates through an `exec` plugin or an
-`auth-provider` (cloud CLIs on a laptop) is handed to `kubernetes.config`, imported then.
-The scaling role's client (`kube.official`) is built from the same `KubeTarget`.
+`auth-provider` (cloud CLIs on a laptop) is handed to `kubernetes.config`, imported then:
+the package builds the connection (and refreshes such a token), never carries a request.
 
 How it fails: `KubeConfigError`, one line naming what is missing or wrong.
 """
@@ -268,10 +268,9 @@ def _token(
 
 
 def client_configuration(paths: tuple[Path, ...], context: str | None) -> Any:
-    """The kubernetes client's `Configuration` for one context of the kubeconfig files
-    (which the library merges as kubectl does): how the scaling role's client
-    (`kube.official`) and an `exec` or `auth-provider` user are loaded. Imports the client
-    (~45 MiB), so discovery calls it only for such a user."""
+    """The kubernetes package's `Configuration` for one context of the kubeconfig files
+    (which the library merges as kubectl does): how an `exec` or `auth-provider` user is
+    loaded. Imports the package (~45 MiB), so it is called only for such a user."""
     from kubernetes import client, config
 
     configuration = client.Configuration()

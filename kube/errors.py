@@ -1,7 +1,7 @@
-"""The one error tree of Kubernetes calls, whichever client made them.
+"""The one error tree of Kubernetes calls.
 
-Each client translates its library's failures in one function (`kube.api` for httpx,
-`kube.official` for the official client), chained `from` the original, into:
+The client (`kube.api`) translates httpx's failures and the server's answers in one place,
+chained `from` the original, into:
 
     KubeError                 status None for transport failures (connect, deadline)
     ├── BadRequest            400: a body the server could not take as sent (an unknown

@@ -2,10 +2,9 @@
 
 A 403 from the API server means some rule (RBAC, an admission policy) refused one
 permission: a verb on a resource of an API group, in a namespace or at the cluster scope.
-Both clients (`kube.api` from the request's method and URL, `kube.official` from what the
-scheduler's call declares) attach the permission of the request to their `Forbidden`
-(`kube.errors`), so a log line, a health reason or a scaling error event can say exactly
-which rule is missing. It is built from the request, never parsed from the server's
+The client (`kube.api`) derives it from every request's method and URL and attaches it to
+its `Forbidden` (`kube.errors`), so a log line, a health reason or a scaling error event
+can say exactly which rule is missing. It is built from the request, never parsed from the server's
 message (whose wording an admission webhook chooses freely).
 """
 
@@ -41,7 +40,7 @@ class Permission:
 
 
 def refused(what: str, permission: Permission | None, detail: str) -> str:
-    """The message of a 403, the same from both clients: the call, the permission it
+    """The message of a 403: the call, the permission it
     needed first (what to fix), then the server's own words, which say which policy
     refused it when it was not RBAC."""
     if permission is None:

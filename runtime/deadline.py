@@ -1,19 +1,16 @@
 """A total time limit for one call, whatever the HTTP library under it does with timeouts.
 
-httpx and urllib3 time each socket operation on its own: a server (or a proxy) that sends one
+httpx times each socket operation on its own: a server (or a proxy) that sends one
 byte every few seconds restarts the read timeout with every byte and keeps a call alive for
 ever. `within(seconds)` gives the calls the current thread makes inside it one deadline for
 everything: connecting, sending, waiting for the answer and reading all of it.
 
-How each library is held to it:
-- httpx: `guard_client(client)` wraps the network backend of every connection pool of the
-  client, so each connect, read, write and TLS handshake waits at most until the deadline
-  (an operation that would start after it fails at once as a timeout), and the socket is
-  under the watchdog's guard below, for a cancel.
-- urllib3 (the official kubernetes client, `kube.official`): its connections cap
-  their connect timeout at the deadline and put their socket under `Deadline.guard`: a
-  watchdog thread shuts the socket down when the deadline passes, so a reader blocked in
-  `recv` wakes up with an error.
+How httpx (every Kubernetes and Moonin call of the agent) is held to it: `guard_client(client)`
+wraps the network backend of every connection pool of the client, so each connect, read,
+write and TLS handshake waits at most until the deadline (an operation that would start
+after it fails at once as a timeout), and its socket is under `Deadline.guard`: a watchdog
+thread shuts the socket down when the deadline passes (or on `cancel()`), so a reader
+blocked in `recv` wakes up with an error.
 
 Callers ask `Deadline.expired` when a call failed, and `Deadline.interrupted` when it seemed
 to succeed (a shut-down socket can look like the end of a body), and report "deadline

@@ -1,4 +1,6 @@
-"""Applying one action of an active template to its Deployment's HPA.
+"""Applying one action of an active template to its Deployment's HPA: the reads and the
+checks that stop before any write are made here; what to write is then decided by
+`scheduler.apply_plan.plan_apply` (pure) and carried out here in its order.
 
 In order: the IGNORE_RESOURCES globs and the Deployment (missing: `deployment_not_found`;
 annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/v2 HPA whose
@@ -34,8 +36,6 @@ error level, other API errors are logged and counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import structlog
@@ -43,54 +43,28 @@ import structlog
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
 from scheduler import annotations as notes
-from scheduler import events, names
+from scheduler import events
 from scheduler.actions import Action, InvalidAction
+from scheduler.apply_plan import (
+    ApplyView,
+    CreateHpa,
+    Enqueue,
+    PatchHpa,
+    Planned,
+    RaiseReplicas,
+    ReasonFor,
+    Report,
+    Skip,
+    Step,
+    plan_apply,
+)
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj, terminating
-from scheduler.revert import bounds, is_overridden, revert_event, target_name
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
+from scheduler.objects import find_hpa, ref, replicas, terminating
 
 log = structlog.get_logger("scheduler.apply")
 
 Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "retry", "failed"]
-# Decides whether the window an HPA is managed for is over, and why (None: still on).
-ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "moonin-agent"
-# A provisional HPA scales on CPU like an HPA created with no metrics would by default,
-# written out so it does not depend on the API server's defaulting.
-PROVISIONAL_METRICS = (
-    {
-        "type": "Resource",
-        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
-    },
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
-    """An action of an active template, in its window."""
-
-    template_id: str
-    template_name: str
-    window_start: str
-    run_until: str
-    action: Action
-
-    @property
-    def owner(self) -> tuple[str, str, str]:
-        return (self.template_id, self.action.id, self.window_start)
-
-    @property
-    def managed_hash(self) -> str:
-        action = self.action
-        return notes.managed_hash(
-            self.template_id,
-            action.id,
-            self.window_start,
-            action.min_replicas,
-            action.max_replicas,
-        )
 
 
 def action_window(
@@ -184,143 +158,69 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
         return "error"
     hpas = cycle.kube.list_hpas(action.namespace)
     hpa = find_hpa(hpas, action.deployment)
-    if hpa is not None and ignore.matches(HPA, action.namespace, hpa["metadata"]["name"]):
-        message = f"hpa {action.namespace}/{hpa['metadata']['name']} matches IGNORE_RESOURCES"
+    if hpa is not None and ignore.matches(HPA, action.namespace, ref(hpa).name):
+        message = f"hpa {ref(hpa).key} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
     if hpa is not None and terminating(hpa):
         # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
         # is made beside it. Once it is gone, a later cycle creates a provisional one.
         cycle.count("terminating")
-        log.info("scaling_hpa_terminating", hpa=hpa["metadata"]["name"], target=action.target)
+        log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=action.target)
         return "retry"
     marker = notes.release_marker(*planned.owner)
     if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
         return "released"
-    if hpa is None:
-        return _create_provisional(cycle, planned, deployment, hpas)
-    managed = notes.read_managed(hpa)
-    if managed is None:
-        return _write(cycle, planned, deployment, hpa, _originals_of(deployment, hpa))
-    if managed.owner == planned.owner:
-        return _reapply(cycle, planned, deployment, hpa, managed)
-    reason = reason_for(hpa, managed)
-    if reason is None:
-        message = (
-            f"hpa {action.namespace}/{hpa['metadata']['name']} is managed by template "
-            f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
-        )
-        _error(cycle, planned, "conflict", message)
-        return "error"
-    # The old window is over: its revert event is durable before the takeover write.
-    cycle.emit(revert_event(cycle, hpa, managed, reason))
-    originals = _originals_of(deployment, hpa) if reason == "overridden" else managed.originals
-    outcome = _write(cycle, planned, deployment, hpa, originals)
-    cycle.count("reverts")
-    cycle.record(
-        hpa,
-        reason=REVERTED,
-        message=f"template {managed.template_name or managed.template_id} action "
-        f"{managed.action_id}: window from {managed.window_start} ended ({reason}); taken over",
+    view = ApplyView(
+        planned=planned,
+        deployment=deployment,
+        hpas=hpas,
+        hpa=hpa,
+        # A revert that died between deleting the last window's HPA and restoring the
+        # replicas left them at that window's size; the journal holds the size before it.
+        journalled_replicas=_journalled(cycle, planned) if hpa is None else None,
+        cluster_id=cycle.cluster_id,
+        now=cycle.now,
+        reason_for=reason_for,
     )
+    return _carry_out(cycle, view, plan_apply(view))
+
+
+def _journalled(cycle: Cycle, planned: Planned) -> int | None:
+    pending = cycle.store.restore_of(planned.action.namespace, planned.action.deployment)
+    return None if pending is None else pending.replicas
+
+
+def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
+    """The steps of an apply plan, in order; the outcome of the last that has one."""
+    planned, deployment = view.planned, view.deployment
+    outcome: Outcome = "unchanged"
+    for step in steps:
+        if isinstance(step, Report):
+            _error(cycle, planned, step.reason, step.message)
+            outcome = "error"
+        elif isinstance(step, Skip):
+            outcome = step.outcome
+        elif isinstance(step, Enqueue):
+            cycle.emit(step.event)
+        elif isinstance(step, CreateHpa):
+            created = cycle.kube.create_hpa(step.namespace, step.body)
+            created.setdefault("apiVersion", HPA_API_VERSION)
+            created.setdefault("kind", HPA_KIND)
+            outcome = _after_write(
+                cycle, planned, deployment, created, step.originals, resized=True
+            )
+        elif isinstance(step, PatchHpa):
+            written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
+            outcome = _after_write(
+                cycle, planned, deployment, written, step.originals, resized=step.resized
+            )
+        elif isinstance(step, RaiseReplicas):
+            _raise_replicas(cycle, deployment, step.minimum)
+        else:  # TakenOver
+            cycle.count("reverts")
+            cycle.record(step.hpa, reason=REVERTED, message=step.said)
     return outcome
-
-
-def find_hpa(hpas: list[Obj], deployment: str) -> Obj | None:
-    """The HPA scaling `deployment`. Several (a misconfiguration the HPA controller itself
-    refuses to act on) resolve to a managed one, else the first by name."""
-    targets = [
-        hpa
-        for hpa in hpas
-        if ((hpa.get("spec") or {}).get("scaleTargetRef") or {}).get("kind") == "Deployment"
-        and target_name(hpa) == deployment
-    ]
-    targets.sort(key=lambda hpa: (notes.read_managed(hpa) is None, hpa["metadata"]["name"]))
-    return targets[0] if targets else None
-
-
-def _originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
-    spec = hpa.get("spec") or {}
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return notes.Originals(
-        provisional=False,
-        replicas=_replicas(deployment),
-        min_replicas=low if isinstance(low, int) else None,
-        max_replicas=high if isinstance(high, int) else None,
-        spec=notes.spec_json(spec),
-    )
-
-
-def _reapply(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpa: Obj, managed: notes.Managed
-) -> Outcome:
-    if is_overridden(hpa, managed):
-        return "overridden"  # the revert scan of this cycle releases it
-    wanted = _annotations(planned, managed.originals)
-    current = notes.annotations_of(hpa)
-    if all(current.get(key) == value for key, value in wanted.items()):
-        _raise_replicas(cycle, deployment, planned.action.min_replicas)
-        return "unchanged"
-    return _write(cycle, planned, deployment, hpa, managed.originals)
-
-
-def _write(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpa: Obj, originals: notes.Originals
-) -> Outcome:
-    action = planned.action
-    metadata = hpa["metadata"]
-    resized = bounds(hpa) != (action.min_replicas, action.max_replicas)
-    patch = {
-        "metadata": {
-            "resourceVersion": metadata["resourceVersion"],
-            "annotations": _annotations(planned, originals),
-        },
-        "spec": {"minReplicas": action.min_replicas, "maxReplicas": action.max_replicas},
-    }
-    written = cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
-    return _after_write(cycle, planned, deployment, written, originals, resized=resized)
-
-
-def _create_provisional(
-    cycle: Cycle, planned: Planned, deployment: Obj, hpas: list[Obj]
-) -> Outcome:
-    action = planned.action
-    # A revert that died between deleting the last window's HPA and restoring the replicas
-    # left them at that window's size; the journal still holds the size from before it.
-    pending = cycle.store.restore_of(action.namespace, action.deployment)
-    originals = notes.Originals(
-        provisional=True,
-        replicas=pending.replicas if pending is not None else _replicas(deployment),
-        min_replicas=None,
-        max_replicas=None,
-        spec=None,
-    )
-    name = names.provisional_hpa_name(action.deployment, {hpa["metadata"]["name"] for hpa in hpas})
-    annotations = {k: v for k, v in _annotations(planned, originals).items() if v is not None}
-    body = {
-        "apiVersion": HPA_API_VERSION,
-        "kind": HPA_KIND,
-        "metadata": {
-            "name": name,
-            "namespace": action.namespace,
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY},
-            "annotations": annotations,
-        },
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": action.deployment,
-            },
-            "minReplicas": action.min_replicas,
-            "maxReplicas": action.max_replicas,
-            "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
-        },
-    }
-    created = cycle.kube.create_hpa(action.namespace, body)
-    created.setdefault("apiVersion", HPA_API_VERSION)
-    created.setdefault("kind", HPA_KIND)
-    return _after_write(cycle, planned, deployment, created, originals, resized=True)
 
 
 def _after_write(
@@ -344,7 +244,7 @@ def _after_write(
             template=planned.template_id,
             action=action.id,
             namespace=action.namespace,
-            hpa=hpa["metadata"]["name"],
+            hpa=ref(hpa).name,
             min_replicas=action.min_replicas,
             max_replicas=action.max_replicas,
             run_until=planned.run_until,
@@ -368,39 +268,16 @@ def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> 
 
 def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
     """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
-    if _replicas(deployment) >= minimum:
+    if replicas(deployment) >= minimum:
         return
-    metadata = deployment["metadata"]
-    patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"]},
-        "spec": {"replicas": minimum},
-    }
+    read = ref(deployment)
+    patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}
     try:
-        cycle.kube.patch_deployment(metadata["namespace"], metadata["name"], patch)
+        cycle.kube.patch_deployment(read.namespace, read.name, patch)
     except Conflict:
         # The HPA controller raises it anyway; the next cycle tries again on fresh state.
         cycle.count("conflicts")
-        log.info("replicas_raise_conflict", namespace=metadata["namespace"], name=metadata["name"])
-
-
-def _annotations(planned: Planned, originals: notes.Originals) -> dict[str, str | None]:
-    action = planned.action
-    return notes.window_annotations(
-        template_id=planned.template_id,
-        action_id=action.id,
-        template_name=planned.template_name,
-        window_start=planned.window_start,
-        run_until=planned.run_until,
-        priority_up=action.priority_up,
-        priority_down=action.priority_down,
-        managed_hash=planned.managed_hash,
-        originals=originals,
-    )
-
-
-def _replicas(deployment: Obj) -> int:
-    replicas = (deployment.get("spec") or {}).get("replicas")
-    return replicas if isinstance(replicas, int) else 1  # absent means 1 (the API default)
+        log.info("replicas_raise_conflict", namespace=read.namespace, name=read.name)
 
 
 def _error(cycle: Cycle, planned: Planned, reason: str, message: str) -> None:

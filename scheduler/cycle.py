@@ -22,7 +22,7 @@ from structlog.typing import FilteringBoundLogger
 
 from kube.errors import Forbidden, KubeError
 from runtime.health import HealthReporter
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.store import Store
 from shipper.records import ScalingEvent
 
@@ -55,7 +55,7 @@ REVERTED = "MooninScalingReverted"
 
 @dataclass
 class Cycle:
-    kube: KubeApi
+    kube: ScalingKube
     outbox: EventSink
     store: Store
     cluster_id: str

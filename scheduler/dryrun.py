@@ -1,11 +1,19 @@
 """`--dry-run` for the scaling role and `revert-all`: every decision is made as usual, on
-the cluster as it is, but each change is logged instead of made.
+the cluster as it is, and every write is sent, but as a dry run the real server validates
+and never stores.
 
-`DryRunKube` reads through to the API server and answers each write with the object as
-the write would have left it (so the rest of the apply or revert runs as it would), after
-one `dry_run_change` log line. `DryRunEvents` stands where the scaling outbox would: the
-events a real run would queue are logged (`dry_run_event`) and dropped. The caller gives
-the reconciler an in-memory store (`IN_MEMORY`), so no file is written either.
+`DryRunKube` reads through to the API server; each write is first logged (`dry_run_change`:
+the plan, one line a write), then sent with `dryRun=All`. The server runs it through
+validation, admission and the RBAC check as it would the real write and answers with the
+object as the write would have left it, so the rest of the apply or revert runs as it would;
+a write it would refuse (an invalid bound, a missing permission, a stale resourceVersion)
+is refused now, and shows as the real run would show it (an error event, a
+`scaling_write_refused` line). Kubernetes Events are sent the same way. `DryRunEvents`
+stands where the scaling outbox would: the events a real run would queue are logged
+(`dry_run_event`) and dropped. The caller gives the reconciler an in-memory store
+(`IN_MEMORY`), so no file is written either.
+
+How it fails: as `ScalingKube` does; nothing is ever stored on the server.
 """
 
 from __future__ import annotations
@@ -16,35 +24,37 @@ from typing import Any
 
 import structlog
 
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, KubeApi, Obj
+from kube.api import KubeApi
+from kube.writes import WriteOptions
+from scheduler.kubeapi import FIELD_MANAGER, Obj, ScalingKube
 from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.dryrun")
 
 IN_MEMORY = ":memory:"  # a Store path: SQLite's in-memory database
-DRY_RUN_UID = "dry-run"
+DRY_RUN = WriteOptions(field_manager=FIELD_MANAGER, dry_run=True)
 
 
-class DryRunKube(KubeApi):
+class DryRunKube(ScalingKube):
+    def __init__(self, api: KubeApi) -> None:
+        super().__init__(api, options=DRY_RUN)
+
     def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "deployment", namespace, name, patch=_shown(patch))
-        return _patched(self.get_deployment(namespace, name), patch)
+        return super().patch_deployment(namespace, name, patch)
 
     def create_hpa(self, namespace: str, body: Obj) -> Obj:
         name = body["metadata"]["name"]
         _intend("create", "horizontalpodautoscaler", namespace, name, spec=body.get("spec"))
-        created = copy.deepcopy(body)
-        created.setdefault("apiVersion", HPA_API_VERSION)
-        created.setdefault("kind", HPA_KIND)
-        created["metadata"].update(uid=DRY_RUN_UID, resourceVersion="0")
-        return created
+        return super().create_hpa(namespace, body)
 
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
         _intend("patch", "horizontalpodautoscaler", namespace, name, patch=_shown(patch))
-        return _patched(self.get_hpa(namespace, name), patch)
+        return super().patch_hpa(namespace, name, patch)
 
     def delete_hpa(self, namespace: str, name: str, *, uid: str, resource_version: str) -> None:
         _intend("delete", "horizontalpodautoscaler", namespace, name)
+        super().delete_hpa(namespace, name, uid=uid, resource_version=resource_version)
 
     def record_event(
         self, involved: Obj, *, reason: str, message: str, warning: bool = False
@@ -58,6 +68,7 @@ class DryRunKube(KubeApi):
             reason=reason,
             message=message,
         )
+        super().record_event(involved, reason=reason, message=message, warning=warning)
 
 
 class DryRunEvents:
@@ -81,24 +92,6 @@ class DryRunEvents:
 
     def clear_resync_needed(self) -> None:
         """Nothing to clear: nothing was ever lost."""
-
-
-def _patched(obj: Obj, patch: Obj) -> Obj:
-    merged: Obj = merge_patch(obj, patch)  # a dict patch always yields a dict
-    return merged
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """`target` with a JSON merge patch (RFC 7386) applied: None removes a key."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = merge_patch(merged.get(key), value)
-    return merged
 
 
 def _shown(patch: Obj) -> Obj:

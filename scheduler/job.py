@@ -24,12 +24,11 @@ from pathlib import Path
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from kubernetes import client
 
 from kube.globs import SCALED_KINDS, ResourceGlobs
 from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
-from scheduler.kubeapi import KubeApi
+from scheduler.kubeapi import ScalingKube
 from scheduler.reconcile import APPLY, COMPONENT, REVERTS, Reconciler, TemplateSource
 from scheduler.store import Store
 
@@ -128,7 +127,7 @@ class ScalingJob:
     def __init__(
         self,
         *,
-        kube: client.ApiClient | KubeApi,
+        kube: ScalingKube,
         api: TemplateSource,
         outbox: EventSink,
         store_path: str | Path,

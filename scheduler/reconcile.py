@@ -52,7 +52,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
-from kubernetes import client
 
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
@@ -63,20 +62,16 @@ from runtime.storage_errors import is_passing_storage_error
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.apply import Planned, action_error, apply_action
+from scheduler.apply import action_error, apply_action
+from scheduler.apply_plan import Planned
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import KubeApi, Obj, terminating
-from scheduler.revert import (
-    bounds,
-    finish_restores,
-    is_overridden,
-    managed_window,
-    read_restore_journal,
-    revert,
-)
+from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.managed import is_overridden, managed_window
+from scheduler.objects import bounds, ref, terminating
+from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 from scheduler.templates import Template
-from scheduler.view import Answer, TemplateState, TemplateView, read_templates, revert_reason
+from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
 from shipper.errors import CallCancelled, MooninAPIError
 
 log = structlog.get_logger("scheduler")
@@ -156,7 +151,7 @@ class Reconciler:
     def __init__(
         self,
         *,
-        kube: KubeApi | client.ApiClient,
+        kube: ScalingKube,
         api: TemplateSource,
         outbox: EventSink,
         store: Store,
@@ -167,7 +162,7 @@ class Reconciler:
         clock: Callable[[], datetime] = _utc_now,
         storage_backoff: Backoff | None = None,
     ) -> None:
-        self.kube = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+        self.kube = kube
         # The most one run of either loop waits on the network, however many calls hang.
         self.budget_seconds = budget_seconds
         self._clock = clock
@@ -232,8 +227,8 @@ class Reconciler:
         at_bound = self.outbox.at_bound
         try:
             with self._cancellable_calls():
-                raw_templates = self.api.get_templates()
-                view = read_templates(raw_templates, cycle.now)
+                decoded = decode_answer(self.api.get_templates())
+                view = decoded.view_at(cycle.now)
                 parsed = {} if at_bound else self._read_actions(cycle, view)
         except MooninAPIError as exc:
             if self._stopping.is_set():
@@ -244,11 +239,10 @@ class Reconciler:
             self._set_problem(APPLY, f"platform: {_summary(exc)}: applying nothing new")
             return CycleReport.of(cycle.tally, moonin_reachable=False)
         self._answered("templates")
-        for problem in view.unreadable:
+        for problem in decoded.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        answer = Answer(
-            raw_templates,
-            {template_id: _ids(found) for template_id, found in parsed.items()},
+        answer = decoded.with_actions(
+            {template_id: _ids(found) for template_id, found in parsed.items()}
         )
         self._answer = answer
         with self._writing, self._storage(APPLY) as attempt:
@@ -475,15 +469,15 @@ class Reconciler:
             return exc
         self._answered("hpa_list")
         for hpa, managed in managed_hpas(hpas):
-            metadata = hpa["metadata"]
-            where = {"namespace": metadata["namespace"], "hpa": metadata["name"]}
+            read = ref(hpa)
+            where = {"namespace": read.namespace, "hpa": read.name}
             try:
                 reenqueue_apply(cycle, hpa, managed)
                 reason = revert_reason(hpa, managed, cycle.now, view)
                 if reason is None:
                     continue
                 revert(cycle, hpa, managed, reason)
-                self._answered(f"revert {metadata['namespace']}/{metadata['name']}")
+                self._answered(f"revert {read.key}")
             except Conflict as exc:
                 cycle.count("conflicts")
                 log.info("scaling_revert_conflict", error=str(exc), **where)
@@ -494,7 +488,7 @@ class Reconciler:
             except KubeError as exc:
                 # A 403 names the permission; retried every cycle, logged once per change.
                 cycle.count("revert_failures")
-                call = f"revert {metadata['namespace']}/{metadata['name']}"
+                call = f"revert {read.key}"
                 self._failed(call, "scaling_revert_failed", exc, **where)
             except Exception as exc:
                 if is_passing_storage_error(exc):
@@ -626,13 +620,7 @@ def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:
         for hpa in hpas
         if (managed := notes.read_managed(hpa)) is not None and not terminating(hpa)
     ]
-    found.sort(
-        key=lambda pair: (
-            pair[1].priority_down,
-            pair[0]["metadata"]["namespace"],
-            pair[0]["metadata"]["name"],
-        )
-    )
+    found.sort(key=lambda pair: (pair[1].priority_down, ref(pair[0]).namespace, ref(pair[0]).name))
     return found
 
 

@@ -1,4 +1,5 @@
-"""Reverting one managed HPA, from its annotations alone.
+"""Reverting one managed HPA, from its annotations alone: what to write is decided first
+(`scheduler.revert_plan.plan_revert`, pure), then carried out here in its order.
 
 - Someone else changed min or max during the window (`overridden`): their values stay,
   only our annotations go, and a RELEASED marker keeps this window from being applied again.
@@ -29,7 +30,6 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-import msgspec
 import structlog
 
 from kube.errors import Conflict, KubeError, NotFound
@@ -37,72 +37,18 @@ from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.kubeapi import Obj
+from scheduler.objects import ref, target_name
+from scheduler.revert_plan import (
+    DeleteProvisional,
+    Enqueue,
+    PatchHpa,
+    RevertView,
+    Write,
+    plan_revert,
+)
 from scheduler.store import PendingRestore
-from shipper.records import ScalingEvent
 
 log = structlog.get_logger("scheduler.revert")
-
-
-def bounds(hpa: Obj) -> tuple[int, int | None]:
-    """The HPA's (minReplicas, maxReplicas); an absent min is the API's default, 1."""
-    spec = hpa.get("spec") or {}
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return (low if isinstance(low, int) else 1, high if isinstance(high, int) else None)
-
-
-def is_overridden(hpa: Obj, managed: notes.Managed) -> bool:
-    """Whether min or max differ from what the window set (its managed hash says what)."""
-    low, high = bounds(hpa)
-    expected = notes.managed_hash(
-        managed.template_id, managed.action_id, managed.window_start, low, high or 0
-    )
-    return expected != managed.managed_hash
-
-
-def target_name(hpa: Obj) -> str | None:
-    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
-    name = ref.get("name")
-    return name if isinstance(name, str) else None
-
-
-def managed_window(
-    hpa: Obj, managed: notes.Managed, low: int | None, high: int | None, run_until: str | None
-) -> events.Window:
-    """The window a managed HPA's annotations describe, with the bounds an event reports."""
-    return events.Window(
-        template_id=managed.template_id,
-        action_id=managed.action_id,
-        namespace=hpa["metadata"]["namespace"],
-        deployment=target_name(hpa),
-        min_replicas=low,
-        max_replicas=high,
-        window_start=managed.window_start,
-        run_until=run_until,
-    )
-
-
-def revert_event(
-    cycle: Cycle, hpa: Obj, managed: notes.Managed, reason: events.RevertReason
-) -> ScalingEvent:
-    """The window's revert event: min and max it applied (null when overridden, whose
-    message says what someone else set)."""
-    low, high = bounds(hpa)
-    message = None
-    if reason == "overridden":
-        message = f"min/max changed to {low}:{high} during the window; left as set"
-    elif reason == "manual":
-        message = "reverted by moonin-agent scaling revert-all"
-    kept = reason != "overridden"
-    return events.revert_event(
-        cluster_id=cycle.cluster_id,
-        window=managed_window(
-            hpa, managed, low if kept else None, high if kept else None, managed.run_until or None
-        ),
-        provisional=managed.originals.provisional,
-        reason=reason,
-        message=message,
-        now=cycle.now,
-    )
 
 
 def revert(
@@ -113,22 +59,42 @@ def revert(
     *,
     release: bool = False,
 ) -> None:
-    """Revert `hpa` (as read this cycle). `release` leaves the RELEASED marker (revert-all);
-    an `overridden` revert always leaves it."""
-    cycle.emit(revert_event(cycle, hpa, managed, reason))
-    metadata = hpa["metadata"]
-    where = {"namespace": metadata["namespace"], "hpa": metadata["name"], "reason": reason}
-    marker = managed.release_marker if release or reason == "overridden" else None
-    if reason == "overridden":
-        written = _release(cycle, hpa, marker)
-        cycle.record(written, reason=REVERTED, message=_message(managed, reason))
-    elif managed.originals.provisional:
-        _delete_provisional(cycle, hpa, managed, reason, marker)
-    else:
-        written = _restore(cycle, hpa, managed, marker)
-        cycle.record(written, reason=REVERTED, message=_message(managed, reason))
+    """Revert `hpa` (as read this cycle): its plan (`scheduler.revert_plan`), carried out in
+    order. `release` leaves the RELEASED marker (revert-all); an `overridden` revert always
+    leaves it."""
+    view = RevertView(cycle.cluster_id, hpa, managed, reason, release)
+    for step in plan_revert(view, cycle.now):
+        _perform(cycle, step)
+    read = ref(hpa)
     cycle.count("reverts")
-    log.info("scaling_reverted", template=managed.template_id, action=managed.action_id, **where)
+    log.info(
+        "scaling_reverted",
+        template=managed.template_id,
+        action=managed.action_id,
+        namespace=read.namespace,
+        hpa=read.name,
+        reason=reason,
+    )
+
+
+def _perform(cycle: Cycle, step: Write) -> None:
+    """One step of a revert plan: the event first, then the write it announces."""
+    if isinstance(step, Enqueue):
+        cycle.emit(step.event)
+    elif isinstance(step, PatchHpa):
+        if step.unusable is not None:
+            log.error(
+                "original_bounds_unusable",
+                namespace=step.hpa.namespace,
+                hpa=step.hpa.name,
+                original_min=step.unusable[0],
+                original_max=step.unusable[1],
+                action="released with the spec left as it is",
+            )
+        written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
+        cycle.record(written, reason=REVERTED, message=step.said)
+    else:
+        _delete_provisional(cycle, step)
 
 
 def read_restore_journal(cycle: Cycle) -> None:
@@ -138,8 +104,7 @@ def read_restore_journal(cycle: Cycle) -> None:
     journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
     known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
     for deployment in journalled:
-        metadata = deployment["metadata"]
-        namespace, name = metadata["namespace"], metadata["name"]
+        namespace, name = ref(deployment).namespace, ref(deployment).name
         replicas = notes.journalled_replicas(deployment)
         if (namespace, name) in known or replicas is None:
             continue
@@ -167,9 +132,7 @@ def finish_restores(cycle: Cycle) -> None:
     if not pending:
         return
     try:
-        targeted = {
-            (hpa["metadata"]["namespace"], target_name(hpa)) for hpa in cycle.kube.list_hpas()
-        }
+        targeted = {(ref(hpa).namespace, target_name(hpa)) for hpa in cycle.kube.list_hpas()}
     except KubeError as exc:
         log.warning("replicas_restore_deferred", error=str(exc))  # the next cycle tries
         return
@@ -200,113 +163,32 @@ def finish_restores(cycle: Cycle) -> None:
         )
 
 
-def _release(cycle: Cycle, hpa: Obj, marker: str | None) -> Obj:
-    annotations: dict[str, Any] = notes.removal()
-    if marker is not None:
-        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
-    metadata = hpa["metadata"]
-    patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations}
-    }
-    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
-
-
-def _restore(cycle: Cycle, hpa: Obj, managed: notes.Managed, marker: str | None) -> Obj:
-    restorable = original_bounds(managed.originals)
-    if restorable is None:
-        # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
-        # cycle): leave the spec, hand the HPA back, say so.
-        originals = managed.originals
-        log.error(
-            "original_bounds_unusable",
-            namespace=hpa["metadata"]["namespace"],
-            hpa=hpa["metadata"]["name"],
-            original_min=originals.min_replicas,
-            original_max=originals.max_replicas,
-            action="released with the spec left as it is",
-        )
-        return _release(cycle, hpa, marker)
-    low, high = restorable
-    annotations: dict[str, Any] = notes.removal()
-    if marker is not None:
-        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
-    metadata = hpa["metadata"]
-    patch = {
-        "metadata": {"resourceVersion": metadata["resourceVersion"], "annotations": annotations},
-        # A min that was absent is removed again (the API then defaults it to 1).
-        "spec": {"minReplicas": low, "maxReplicas": high},
-    }
-    return cycle.kube.patch_hpa(metadata["namespace"], metadata["name"], patch)
-
-
-def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None:
-    """The min and max to restore: `original-min`/`original-max` when they make a valid
-    HPA, else those of `original-spec`; None when neither does. Valid as the API server
-    validates an HPA (`ValidateHorizontalPodAutoscalerSpec`): max >= 1, an absent min, or
-    1 <= min <= max."""
-    for low, high in (
-        (originals.min_replicas, originals.max_replicas),
-        _spec_bounds(originals.spec),
-    ):
-        if high is not None and high >= 1 and (low is None or 1 <= low <= high):
-            return low, high
-    return None
-
-
-def _spec_bounds(spec_json: str | None) -> tuple[int | None, int | None]:
-    try:
-        spec = msgspec.json.decode(spec_json or "")
-    except msgspec.DecodeError:
-        return None, None
-    if not isinstance(spec, dict):
-        return None, None
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return (
-        low if isinstance(low, int) else None,
-        high if isinstance(high, int) else None,
-    )
-
-
-def _delete_provisional(
-    cycle: Cycle,
-    hpa: Obj,
-    managed: notes.Managed,
-    reason: events.RevertReason,
-    marker: str | None,
-) -> None:
-    metadata = hpa["metadata"]
-    namespace = metadata["namespace"]
-    deployment = target_name(hpa)
-    pending = None
-    if deployment is not None and managed.originals.replicas is not None:
-        pending = PendingRestore(namespace, deployment, managed.originals.replicas, marker)
+def _delete_provisional(cycle: Cycle, step: DeleteProvisional) -> None:
+    read, pending = step.hpa, step.restore
+    if pending is not None:
         # Journalled before the delete: once the HPA is gone, nothing else remembers it.
         cycle.store.add_restore(pending)
         try:
             _journal(cycle, pending)
         except NotFound:  # no Deployment left to restore
-            cycle.store.drop_restore(namespace, deployment)
+            cycle.store.drop_restore(pending.namespace, pending.deployment)
             pending = None
     # A failed delete raises and keeps the entry: a timeout or a 5xx may come after the
     # delete went through, and then the entry is all that remembers the replicas.
     # `finish_restores` sees whether the HPA is gone.
     # NotFound: deleted by someone else, or by us just before a crash; the restore runs.
+    uid, version = read.identity()
     with suppress(NotFound):
-        cycle.kube.delete_hpa(
-            namespace,
-            metadata["name"],
-            uid=metadata["uid"],
-            resource_version=metadata["resourceVersion"],
-        )
+        cycle.kube.delete_hpa(read.namespace, read.name, uid=uid, resource_version=version)
     if pending is None:
         return
     try:
         written = _restore_replicas(cycle, pending)
     except NotFound:
-        cycle.store.drop_restore(namespace, pending.deployment)
+        cycle.store.drop_restore(pending.namespace, pending.deployment)
         return
-    cycle.store.drop_restore(namespace, pending.deployment)
-    cycle.record(written, reason=REVERTED, message=_message(managed, reason))
+    cycle.store.drop_restore(pending.namespace, pending.deployment)
+    cycle.record(written, reason=REVERTED, message=step.said)
 
 
 def _journal(cycle: Cycle, pending: PendingRestore) -> None:
@@ -356,18 +238,10 @@ def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
 def _write_restore(cycle: Cycle, pending: PendingRestore) -> Obj:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
     metadata: dict[str, Any] = {
-        "resourceVersion": current["metadata"]["resourceVersion"],
+        **ref(current).precondition(),
         "labels": {notes.RESTORE_REPLICAS: None},
     }
     if pending.released is not None:
         metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
     patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}
     return cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
-
-
-def _message(managed: notes.Managed, reason: str) -> str:
-    name = managed.template_name or managed.template_id
-    return (
-        f"template {name} action {managed.action_id}: window from {managed.window_start} "
-        f"reverted ({reason})"
-    )

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
-from kubernetes import client
 
 from kube.errors import Conflict, KubeError, NotFound
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.managed import is_overridden
+from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, is_overridden, read_restore_journal, revert
+from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -49,7 +50,7 @@ class RevertAllReport:
 
 def revert_all(
     *,
-    kube: KubeApi | client.ApiClient,
+    kube: ScalingKube,
     outbox: EventSink,
     store: Store,
     cluster_id: str,
@@ -57,7 +58,7 @@ def revert_all(
     attempts: int = 3,
     reporter: HealthReporter | None = None,
 ) -> RevertAllReport:
-    api = kube if isinstance(kube, KubeApi) else KubeApi(kube)
+    api = kube
     cycle = Cycle(
         kube=api,
         outbox=outbox,
@@ -71,8 +72,7 @@ def revert_all(
     failed: dict[str, str] = {}
     try:
         for hpa, managed in managed_hpas(api.list_hpas()):
-            metadata = hpa["metadata"]
-            key = f"{metadata['namespace']}/{metadata['name']}"
+            key = ref(hpa).key
             error = _revert_one(cycle, api, hpa, managed, attempts)
             if error is None:
                 reverted.append(key)
@@ -90,14 +90,14 @@ def revert_all(
 
 
 def _revert_one(
-    cycle: Cycle, api: KubeApi, hpa: Obj, managed: notes.Managed, attempts: int
+    cycle: Cycle, api: ScalingKube, hpa: Obj, managed: notes.Managed, attempts: int
 ) -> str | None:
-    metadata = hpa["metadata"]
+    read = ref(hpa)
     last = "no attempt made"
     for attempt in range(attempts):
         if attempt:
             try:
-                hpa = api.get_hpa(metadata["namespace"], metadata["name"])
+                hpa = api.get_hpa(read.namespace, read.name)
             except NotFound:
                 return None  # gone meanwhile: nothing left to revert
             except KubeError as exc:

@@ -1,7 +1,8 @@
 """What the platform says: each template's activation and its actions' ids, and from that,
 whether the window a managed HPA is in is still on. The revert scan judges on the last good
 answer evaluated at its own moment (`Answer.view_at`), so a platform that stops answering
-well cannot keep a window open past the end that answer gives it.
+well cannot keep a window open past the end that answer gives it. An answer is decoded once
+(`decode_answer`), when it arrives; evaluating it at another instant decodes nothing again.
 
 `revert_reason` is the one rule for ending a window, used by the revert scan and by a
 takeover alike, in this order:
@@ -20,7 +21,7 @@ takeover alike, in this order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +31,7 @@ from scheduler import window
 from scheduler.annotations import Managed
 from scheduler.events import RevertReason
 from scheduler.kubeapi import Obj
-from scheduler.revert import is_overridden
+from scheduler.managed import is_overridden
 from scheduler.templates import (
     MalformedTemplate,
     Template,
@@ -68,7 +69,6 @@ class TemplateView:
     """The templates in the platform's order, by id (the first of duplicate ids wins)."""
 
     templates: dict[str, TemplateState] = field(default_factory=dict)
-    unreadable: list[str] = field(default_factory=list)
 
     def owner_active(self, owner: tuple[str, str, str]) -> bool:
         template_id, action_id, window_start = owner
@@ -79,42 +79,56 @@ class TemplateView:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """The platform's last good answer: the templates as sent, and the action ids of each
-    template whose actions were read with them."""
+class Decoded:
+    """One template as sent and as decoded."""
 
-    templates: list[Any]
-    action_ids: dict[str, frozenset[str]]
+    raw: dict[str, Any]
+    template: Template | MalformedTemplate
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The platform's last good answer, decoded: its templates (the first of duplicate ids),
+    what could not be read of it, and the action ids of each template whose actions were
+    read with it."""
+
+    templates: tuple[Decoded, ...]
+    unreadable: tuple[str, ...] = ()
+    action_ids: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def view_at(self, now: datetime) -> TemplateView:
         """The answer evaluated at `now`: a window that has ended since is over."""
-        view = read_templates(self.templates, now)
-        for template_id, ids in self.action_ids.items():
-            state = view.templates.get(template_id)
-            if state is not None:
-                state.action_ids = ids
+        view = TemplateView()
+        for decoded in self.templates:
+            template = decoded.template
+            if isinstance(template, MalformedTemplate):
+                activation = window.malformed(template)
+            else:
+                activation = window.evaluate(template, now)
+            ids = self.action_ids.get(template.id)
+            view.templates[template.id] = TemplateState(decoded.raw, template, activation, ids)
         return view
 
+    def with_actions(self, action_ids: dict[str, frozenset[str]]) -> Answer:
+        return replace(self, action_ids=action_ids)
 
-def read_templates(raw_templates: list[Any], now: datetime) -> TemplateView:
-    """Decode and evaluate each template on its own, so one that cannot be read does not
-    hide the others."""
-    view = TemplateView()
+
+def decode_answer(raw_templates: list[Any]) -> Answer:
+    """Decode each template on its own, so one that cannot be read does not hide the
+    others."""
+    decoded: dict[str, Decoded] = {}
+    unreadable: list[str] = []
     for index, raw in enumerate(raw_templates):
         try:
             (template,) = decode_templates(msgspec.json.encode({"templates": [raw]}))
         except TemplatesError as exc:
-            view.unreadable.append(f"templates[{index}]: {exc}")
+            unreadable.append(f"templates[{index}]: {exc}")
             continue
-        if template.id in view.templates:
-            view.unreadable.append(f"templates[{index}]: duplicate id {template.id!r}")
+        if template.id in decoded:
+            unreadable.append(f"templates[{index}]: duplicate id {template.id!r}")
             continue
-        if isinstance(template, MalformedTemplate):
-            activation = window.malformed(template)
-        else:
-            activation = window.evaluate(template, now)
-        view.templates[template.id] = TemplateState(raw, template, activation)
-    return view
+        decoded[template.id] = Decoded(raw, template)
+    return Answer(tuple(decoded.values()), tuple(unreadable))
 
 
 def revert_reason(

@@ -17,8 +17,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from kube.globs import ResourceGlobs
-from kube.official import from_configuration
 from sandbox import objects
 from sandbox.kube import FakeKube
 
@@ -26,7 +27,7 @@ from sandbox.kube import FakeKube
 from sandbox.scaling import action as action
 from sandbox.scaling import template as template
 from scheduler import annotations as notes
-from scheduler.kubeapi import KubeApi
+from scheduler.kubeapi import ScalingKube
 from scheduler.reconcile import CycleReport, Reconciler
 from scheduler.store import Store
 from shipper.errors import RetryLater
@@ -95,7 +96,7 @@ class Harness:
     api: StubApi
     outbox: Outbox
     store: Store
-    kube_api: KubeApi
+    kube_api: ScalingKube
     tmp: Path
     reconciler: Reconciler = field(init=False)
 
@@ -146,10 +147,11 @@ class Harness:
     def close(self) -> None:
         self.outbox.close()
         self.store.close()
+        self.kube_api.api.close()
 
 
 def failing_replica_writes(
-    kube_api: KubeApi, error: Callable[[], BaseException], count: int | None = None
+    kube_api: ScalingKube, error: Callable[[], BaseException], count: int | None = None
 ) -> Callable[[str, str, dict[str, Any]], dict[str, Any]]:
     """`kube_api.patch_deployment`, except that a patch writing replicas raises `error()`
     (the first `count` times; every time when None). Other Deployment patches (a revert's
@@ -173,16 +175,20 @@ def ours(obj: dict[str, Any]) -> dict[str, str]:
     return {key: value for key, value in found.items() if key.startswith(notes.PREFIX)}
 
 
+def kube_client(kube: FakeKube, **options: Any) -> KubeApi:
+    """The agent's Kubernetes client on the fake API server."""
+    return KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token), **options)
+
+
 def make_harness(kube: FakeKube, tmp: Path, *, bounds: Bounds | None = None) -> Harness:
     kube.create(namespace())
     kube.create(namespace("locked"))
-    client = from_configuration(kube.client_configuration())
     return Harness(
         kube=kube,
         api=StubApi(),
         outbox=Outbox(tmp / "queue", streams=[SCALING], bounds=bounds),
         store=Store(tmp / "queue" / "scaling-state.db"),
-        kube_api=KubeApi(client),
+        kube_api=ScalingKube(kube_client(kube)),
         tmp=tmp,
     )
 

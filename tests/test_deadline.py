@@ -1,4 +1,4 @@
-"""One deadline for a whole call, over httpx and urllib3: a server that drips its answer (or
+"""One deadline for a whole call, over httpx: a server that drips its answer (or
 its headers) one byte at a time cannot keep a call alive past it. Every call here would
 hang for good without the deadline, so returning at all is the proof."""
 
@@ -12,9 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import urllib3
 
-from kube.official import guard_pool_manager
 from runtime import deadline
 from sandbox.platform import Drip, FakePlatform
 from tests.raw_server import serving
@@ -29,13 +27,6 @@ def client() -> Iterator[httpx.Client]:
         yield deadline.guard_client(plain)
 
 
-@pytest.fixture
-def pool() -> Iterator[urllib3.PoolManager]:
-    manager = guard_pool_manager(urllib3.PoolManager(retries=False, timeout=30))
-    yield manager
-    manager.clear()
-
-
 @pytest.mark.parametrize("fault", [ENDLESS, Drip(every=0.05, headers=True)])
 def test_an_httpx_call_ends_at_its_deadline_while_the_answer_drips(
     platform: FakePlatform, client: httpx.Client, fault: Drip
@@ -48,29 +39,16 @@ def test_an_httpx_call_ends_at_its_deadline_while_the_answer_drips(
     assert limit.expired
 
 
-@pytest.mark.parametrize("fault", [ENDLESS, Drip(every=0.05, headers=True)])
-def test_a_urllib3_call_ends_at_its_deadline_while_the_answer_drips(
-    platform: FakePlatform, pool: urllib3.PoolManager, fault: Drip
-) -> None:
-    platform.fail_all("templates", fault)
-    # A body that ends with the connection looks complete once the socket is shut down:
-    # `expired` is what tells the caller it was cut short.
-    with deadline.within(0.5) as limit, contextlib.suppress(urllib3.exceptions.HTTPError):
-        pool.request("GET", platform.url + TEMPLATES, preload_content=True)
-    assert limit.expired
-
-
 def test_calls_within_their_deadline_are_untouched_and_their_connections_kept(
-    platform: FakePlatform, client: httpx.Client, pool: urllib3.PoolManager
+    platform: FakePlatform, client: httpx.Client
 ) -> None:
     platform.fail_all("templates", Drip(every=0.001, body=b'{"templates": []}'))
     for _ in range(2):
         with deadline.within(30) as limit:
             assert client.get(platform.url + TEMPLATES).json() == {"templates": []}
-            response = pool.request("GET", platform.url + TEMPLATES)
-            assert response.json() == {"templates": []}
         assert not limit.expired
-    assert sum(p.num_connections for p in pool.pools._container.values()) == 1
+    pool = client._transport._pool  # type: ignore[attr-defined]
+    assert len(pool.connections) == 1
 
 
 def test_no_deadline_means_the_libraries_own_timeouts(
@@ -91,19 +69,15 @@ def test_a_call_started_after_its_deadline_fails_at_once(
 
 
 def test_cancelling_an_outer_deadline_ends_a_call_in_flight_from_another_thread(
-    platform: FakePlatform, client: httpx.Client, pool: urllib3.PoolManager
+    platform: FakePlatform, client: httpx.Client
 ) -> None:
     platform.fail_all("templates", ENDLESS)
-    for call in (
-        lambda: client.get(platform.url + TEMPLATES).read(),
-        lambda: pool.request("GET", platform.url + TEMPLATES),
-    ):
-        with deadline.within(math.inf) as scope:
-            threading.Timer(0.3, scope.cancel).start()
-            with deadline.within(60) as limit, contextlib.suppress(Exception):
-                call()
-        assert scope.expired and limit.expired
-        assert limit.remaining() > 0  # ended by the cancel, long before its own deadline
+    with deadline.within(math.inf) as scope:
+        threading.Timer(0.3, scope.cancel).start()
+        with deadline.within(60) as limit, contextlib.suppress(Exception):
+            client.get(platform.url + TEMPLATES).read()
+    assert scope.expired and limit.expired
+    assert limit.remaining() > 0  # ended by the cancel, long before its own deadline
 
 
 def test_an_inner_deadline_never_outlives_the_outer_one() -> None:
@@ -170,16 +144,9 @@ def dripping_proxy() -> Iterator[str]:
 def test_a_proxy_that_drips_its_connect_answer_cannot_outlast_the_deadline(
     dripping_proxy: str,
 ) -> None:
-    through_urllib3 = guard_pool_manager(
-        urllib3.ProxyManager(dripping_proxy, retries=False, timeout=30, cert_reqs="CERT_NONE")
-    )
     with httpx.Client(proxy=dripping_proxy, verify=False, timeout=30) as plain:
         through_httpx = deadline.guard_client(plain)
-        for call in (
-            lambda: through_urllib3.request("GET", "https://kube.example:6443/api"),
-            lambda: through_httpx.get("https://kube.example:6443/api"),
-        ):
-            with deadline.within(0.5) as limit, contextlib.suppress(Exception):
-                call()
-            assert limit.expired
-            assert limit.remaining() > -20  # ended by the deadline, not by the 30 s timeout
+        with deadline.within(0.5) as limit, contextlib.suppress(Exception):
+            through_httpx.get("https://kube.example:6443/api")
+        assert limit.expired
+        assert limit.remaining() > -20  # ended by the deadline, not by the 30 s timeout

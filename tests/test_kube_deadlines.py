@@ -1,6 +1,6 @@
 """Every Kubernetes call but a watch has a total deadline: a hung API server or a proxy that
-answers one byte at a time ends the call with an error saying so, on both Kubernetes layers
-(the collector's httpx one and the scheduler's official client), and the loops go on."""
+answers one byte at a time ends the call with an error saying so, through the one client
+as discovery and the scheduler use it, and the loops go on."""
 
 from __future__ import annotations
 
@@ -13,10 +13,18 @@ from collector.leader import LeaderElector, LeaseSettings
 from kube.api import KubeApi as CollectorKube
 from kube.cluster import KubeTarget
 from kube.errors import KubeError
-from kube.official import from_configuration
 from sandbox.kube import FakeKube
-from scheduler.kubeapi import KubeApi as SchedulerKube
-from tests.scaling_harness import Harness, action, at, deployment, hpa, make_harness, template
+from scheduler.kubeapi import ScalingKube as SchedulerKube
+from tests.scaling_harness import (
+    Harness,
+    action,
+    at,
+    deployment,
+    hpa,
+    kube_client,
+    make_harness,
+    template,
+)
 from tests.waiting import wait_until
 
 NAMESPACES = "/api/v1/namespaces"
@@ -31,8 +39,10 @@ def collector_kube(kube: FakeKube) -> Iterator[CollectorKube]:
 
 
 @pytest.fixture
-def scheduler_kube(kube: FakeKube) -> SchedulerKube:
-    return SchedulerKube(from_configuration(kube.client_configuration()), deadline_seconds=0.5)
+def scheduler_kube(kube: FakeKube) -> Iterator[SchedulerKube]:
+    api = kube_client(kube, deadline_seconds=0.5)
+    yield SchedulerKube(api)
+    api.close()
 
 
 @pytest.mark.parametrize("headers", [False, True], ids=["body drips", "headers drip"])
@@ -81,7 +91,7 @@ def test_a_hung_hpa_list_costs_one_revert_scan_and_the_next_one_reverts(
 ) -> None:
     h: Harness = make_harness(kube, tmp_path)
     try:
-        h.kube_api.deadline_seconds = 0.5
+        h.kube_api.api.deadline_seconds = 0.5
         h.api.templates = [template()]
         h.api.actions = {"t-1": [action()]}
         h.kube.create(deployment())

@@ -11,7 +11,7 @@ import pytest
 import trustme
 import yaml
 
-from kube import cluster, official
+from kube import cluster
 from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
 from kube.errors import KubeError
@@ -219,7 +219,7 @@ def two_contexts(path: Path) -> Path:
     return path
 
 
-def test_a_context_wins_over_the_pods_service_account_for_both_clients(tmp_path: Path) -> None:
+def test_a_context_wins_over_the_pods_service_account(tmp_path: Path) -> None:
     account = service_account(tmp_path / "account")
     environ = IN_A_POD | {"KUBECONFIG": str(two_contexts(tmp_path / "config"))}
     target = load_target(environ, context="staging", service_account=account)
@@ -228,19 +228,16 @@ def test_a_context_wins_over_the_pods_service_account_for_both_clients(tmp_path:
         "staging",
         False,
     )
-    assert official.api_client(target).configuration.host == target.server
 
 
-def test_in_a_pod_without_flags_both_clients_use_the_service_account(tmp_path: Path) -> None:
+def test_in_a_pod_without_flags_the_service_account_is_used(tmp_path: Path) -> None:
     account = service_account(tmp_path / "account")
     # KUBECONFIG alone does not move a pod off its own cluster; only a flag does.
     environ = IN_A_POD | {"KUBECONFIG": str(two_contexts(tmp_path / "config"))}
     target = load_target(environ, service_account=account)
     assert (target.server, target.in_cluster) == ("https://10.0.0.1:443", True)
-    configuration = official.api_client(target).configuration
-    assert configuration.host == target.server
-    assert configuration.ssl_ca_cert == str(account / "ca.crt")
-    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer pod-token"
+    assert target.service_account == account
+    assert target.token() == "pod-token"
 
 
 def test_a_kubeconfig_flag_wins_and_takes_the_context_flag_with_it(tmp_path: Path) -> None:
@@ -249,7 +246,7 @@ def test_a_kubeconfig_flag_wins_and_takes_the_context_flag_with_it(tmp_path: Pat
     target = load_target(IN_A_POD, kubeconfig=str(path), service_account=account)
     assert (target.server, target.context) == ("http://127.0.0.1:1", "laptop")
     target = load_target(IN_A_POD, kubeconfig=str(path), context="staging")
-    assert official.api_client(target).configuration.host == "http://127.0.0.1:2"
+    assert target.server == "http://127.0.0.1:2"
 
 
 def test_a_context_with_no_kubeconfig_to_find_it_in_is_a_clear_error(tmp_path: Path) -> None:
@@ -258,7 +255,7 @@ def test_a_context_with_no_kubeconfig_to_find_it_in_is_a_clear_error(tmp_path: P
         load_target(IN_A_POD | {"HOME": str(tmp_path)}, context="staging", service_account=account)
 
 
-def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it_for_both_clients(
+def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(
     tmp_path: Path,
 ) -> None:
     # kubectl: the first file that names a context, cluster or user wins it, and the first
@@ -299,21 +296,18 @@ def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it_for_both_clients(
     other = load_target(environ, context="two")
     assert (other.server, other.token()) == ("http://127.0.0.1:2", "first-token")
     assert other.kubeconfig == (first / "config", second / "config")
-    configuration = official.api_client(other).configuration
-    assert configuration.host == "http://127.0.0.1:2"
-    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first-token"
 
 
-def test_the_scaling_clients_token_from_a_kubeconfig_token_file_follows_its_rotation(
+def test_the_token_from_a_kubeconfig_token_file_follows_its_rotation(
     tmp_path: Path,
 ) -> None:
-    # The client library reads a kubeconfig's tokenFile once; a rotated token must reach the
-    # scaling role's requests as it reaches discovery's.
+    # A rotated token must reach every role's requests (the client asks the target for it
+    # on each request).
     (tmp_path / "token").write_text("first\n")
     path = write_kubeconfig(
         tmp_path / "config", {"server": "http://127.0.0.1:1"}, {"tokenFile": "token"}
     )
-    configuration = official.api_client(load_target({}, kubeconfig=str(path))).configuration
-    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first"
+    target = load_target({}, kubeconfig=str(path))
+    assert target.token() == "first"
     rotate(tmp_path / "token", "second")
-    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer second"
+    assert target.token() == "second"

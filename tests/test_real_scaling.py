@@ -133,10 +133,17 @@ def without_ours(obj: dict[str, Any]) -> dict[str, str]:
     return {key: value for key, value in found.items() if not key.startswith(notes.PREFIX)}
 
 
-def writes_since(plane: ControlPlane, mark: int, account: str) -> list[str]:
-    """The writes `account` made after the audit log's `mark`, as verb and path."""
+def writes_since(
+    plane: ControlPlane, mark: int, account: str, *, dry_run: bool = False
+) -> list[str]:
+    """The writes `account` made after the audit log's `mark`, as verb and path: those the
+    server stored, or with `dry_run` those sent as a dry run (validated, never stored)."""
     made = plane.requests(mark, user=service_account(NAMESPACE, account))
-    return [f"{r.info.verb} {r.path}" for r in made if r.info and r.info.verb in WRITES]
+    return [
+        f"{r.info.verb} {r.path}"
+        for r in made
+        if r.info and r.info.verb in WRITES and (r.query.get("dryRun") == "All") == dry_run
+    ]
 
 
 @pytest.fixture
@@ -230,6 +237,7 @@ def test_dry_runs_of_run_and_revert_all_write_nothing_where_the_real_ones_apply_
     mark = control_plane.audit_mark()
     dry = start_scaling(installed, f"{SCALING}-dry", "--dry-run")
     log_until(dry, "dry_run_change", timeout=30)
+    wait_until(lambda: writes_since(control_plane, mark, SCALING, dry_run=True) != [])
     dry.send_signal(signal.SIGTERM)
     stop_within(dry, 30)
     assert writes_since(control_plane, mark, SCALING) == []
@@ -246,6 +254,7 @@ def test_dry_runs_of_run_and_revert_all_write_nothing_where_the_real_ones_apply_
     report = revert_all(installed, "scaling", "agent", "--dry-run")
     assert sorted(report["reverted"]) == [f"{cluster.ns}/api", f"{cluster.ns}/web"]
     assert writes_since(control_plane, mark, SCALING) == []
+    assert writes_since(control_plane, mark, SCALING, dry_run=True) != []
     assert written(cluster.hpa("web")) == applied
 
     # revert-all as the scaling account itself (a pod of the workload, by hand).
@@ -256,6 +265,91 @@ def test_dry_runs_of_run_and_revert_all_write_nothing_where_the_real_ones_apply_
     assert cluster.replicas("api") == 1
     wait_until(lambda: {e["reason"] for e in events_of(platform, "revert")} == {"manual"})
     installed.check_requests(SCALING, provoked=RACED, every_rule_used=False)
+
+
+POLICY = ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
+POLICY_BINDING = ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding")
+
+
+@pytest.fixture
+def at_most_six(control_plane: ControlPlane, cluster: Cluster) -> Iterator[None]:
+    """An admission policy of the real server: no HPA of the namespace above 6 replicas."""
+    name = f"moonin-test-max-six-{cluster.ns}"
+    control_plane.create(
+        {
+            "apiVersion": POLICY[0],
+            "kind": POLICY[1],
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["autoscaling"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["horizontalpodautoscalers"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": "object.spec.maxReplicas <= 6", "message": "at most 6"}
+                ],
+            },
+        }
+    )
+    control_plane.create(
+        {
+            "apiVersion": POLICY_BINDING[0],
+            "kind": POLICY_BINDING[1],
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": cluster.ns}
+                    }
+                },
+            },
+        }
+    )
+    try:
+        yield
+    finally:
+        control_plane.delete(*POLICY_BINDING, None, name)
+        control_plane.delete(*POLICY, None, name)
+
+
+def test_a_dry_run_shows_a_write_the_server_refuses_as_refused_and_changes_nothing(
+    control_plane: ControlPlane,
+    installed: Installed,
+    cluster: Cluster,
+    platform: FakePlatform,
+    at_most_six: None,
+) -> None:
+    cluster.deployment("web", 2)
+    before = cluster.hpa_on("web", 2, 5)
+    window(platform, "t-1", 3600, action("a-1", "web", 3, 8, ns=cluster.ns))
+
+    mark = control_plane.audit_mark()
+    dry = start_scaling(installed, f"{SCALING}-dry", "--dry-run")
+    # The policy takes effect within a moment; each cycle sends the patch again until then.
+    refused = log_until(dry, "scaling_write_refused", timeout=30)
+    dry.send_signal(signal.SIGTERM)
+    stop_within(dry, 30)
+    [line] = [
+        json.loads(text)
+        for text in refused.splitlines()
+        if text.startswith("{") and json.loads(text)["event"] == "scaling_write_refused"
+    ]
+    assert line["status"] == 422 and "at most 6" in line["error"]
+    assert line["error"].startswith(f"patch horizontalpodautoscaler {cluster.ns}/web: 422")
+    assert writes_since(control_plane, mark, SCALING) == []
+    assert f"patch /apis/autoscaling/v2/namespaces/{cluster.ns}/horizontalpodautoscalers/web" in (
+        writes_since(control_plane, mark, SCALING, dry_run=True)
+    )
+    assert written(cluster.hpa("web")) == written(before)
 
 
 @pytest.fixture

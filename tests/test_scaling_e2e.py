@@ -95,7 +95,7 @@ def test_revert_all_reverts_a_window_in_progress_and_ships_its_event(
     assert revert["reason"] == "manual"
 
 
-def test_dry_runs_log_each_change_and_write_nothing(
+def test_dry_runs_log_each_change_send_it_as_a_dry_run_and_store_nothing(
     kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
 ) -> None:
     kube.create(h.namespace())
@@ -120,8 +120,14 @@ def test_dry_runs_log_each_change_and_write_nothing(
     create = next(c for c in changes if c["verb"] == "create")
     assert (create["spec"]["minReplicas"], create["spec"]["maxReplicas"]) == (4, 20)
     assert any(line["event"] == "dry_run_event" and line["type"] == "apply" for line in lines)
-    # Nothing written: no Kubernetes write, no event sent, no scaling store.
-    assert [r for r in kube.requests if r.method != "GET"] == []
+    # Nothing written: every Kubernetes write went as a dry run the server validated and
+    # did not store, no event sent, no scaling store.
+    sent = [r for r in kube.requests if r.method != "GET"]
+    assert {(r.method, r.path.rsplit("/", 1)[-1]) for r in sent} >= {
+        ("POST", "horizontalpodautoscalers"),
+        ("PATCH", "web"),
+    }
+    assert all(r.query.get("dryRun") == "All" for r in sent)
     assert kube.list("horizontalpodautoscalers") == []
     assert kube.get("deployments", h.NS, "web")["spec"]["replicas"] == 2
     assert platform.events() == {}
@@ -135,7 +141,7 @@ def test_dry_runs_log_each_change_and_write_nothing(
         agent.send_signal(signal.SIGTERM)
         stop_within(agent, 30)
     before = kube.list("horizontalpodautoscalers"), kube.get("deployments", h.NS, "web")
-    writes = sum(r.method != "GET" for r in kube.requests)
+    writes = sum(r.method != "GET" and "dryRun" not in r.query for r in kube.requests)
     hook_queue = tmp_path / "hook"
     result = run_cli(
         "scaling", "revert-all", "--dry-run", env={**env, "QUEUE_DIR": str(hook_queue)}
@@ -143,6 +149,8 @@ def test_dry_runs_log_each_change_and_write_nothing(
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"reverted": [f"{h.NS}/web"], "failed": {}}
     assert "dry_run_change" in result.stderr
-    assert sum(r.method != "GET" for r in kube.requests) == writes
+    assert sum(r.method != "GET" and "dryRun" not in r.query for r in kube.requests) == writes
+    # The revert (a provisional HPA's delete) was sent, as a dry run the server kept nothing of.
+    assert any(r.method == "DELETE" and r.query.get("dryRun") == "All" for r in kube.requests)
     assert (kube.list("horizontalpodautoscalers"), kube.get("deployments", h.NS, "web")) == before
     assert not hook_queue.exists()

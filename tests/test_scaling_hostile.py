@@ -15,11 +15,11 @@ import msgspec
 import pytest
 import structlog
 
-from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import Drip, FakePlatform, GzipBomb, Status
 from sandbox.scaling import manual_template
 from scheduler.job import ScalingJob
+from scheduler.kubeapi import ScalingKube
 from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Outbox
 from shipper.records import SCALING
@@ -32,6 +32,7 @@ from tests.scaling_harness import (
     at,
     deployment,
     hpa,
+    kube_client,
     make_harness,
     namespace,
     ours,
@@ -153,7 +154,7 @@ def applied_window(
     )
     with api, Outbox(tmp_path / "queue", streams=[SCALING]) as outbox:
         job = ScalingJob(
-            kube=from_configuration(kube.client_configuration()),
+            kube=ScalingKube(kube_client(kube)),
             api=api,
             outbox=outbox[SCALING],
             store_path=tmp_path / "queue" / "scaling-state.db",

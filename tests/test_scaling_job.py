@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from scheduler.job import ReconcileJob, ScalingJob
+from scheduler.kubeapi import ScalingKube
 from shipper.outbox import Outbox
 from shipper.records import SCALING
-from tests.scaling_harness import StubApi, action, deployment, namespace, template
+from tests.scaling_harness import StubApi, action, deployment, kube_client, namespace, template
 from tests.waiting import wait_until
 
 
@@ -124,7 +124,7 @@ def test_the_scaling_job_reconciles_on_its_own_until_stopped(
     api.actions = {"t-1": [action()]}
     with Outbox(tmp_path / "queue", streams=[SCALING]) as outbox:
         job = ScalingJob(
-            kube=from_configuration(kube.client_configuration()),
+            kube=ScalingKube(kube_client(kube)),
             api=api,
             outbox=outbox[SCALING],
             store_path=tmp_path / "queue" / "scaling-state.db",

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from kube import errors
+from kube import errors, pages
+from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
 from kube.globs import DEPLOYMENT, HPA, SCALED_KINDS, ResourceGlobs
-from kube.official import api_client, from_configuration
 from sandbox.kube import FakeKube
 from scheduler import actions, events, kubeapi
 from scheduler import annotations as notes
 from scheduler.store import PendingRestore, Store
 from shipper.records import ScalingEvent
-from tests.scaling_harness import deployment, hpa, namespace
+from tests.scaling_harness import deployment, hpa, kube_client, namespace
 
 NOW = datetime(2026, 12, 2, 9, tzinfo=UTC)
 
@@ -228,7 +228,7 @@ def test_a_corrupt_store_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) 
 def test_the_client_reads_the_resolved_kubeconfig_and_does_not_retry_a_429(
     kube: FakeKube, kubeconfig: Path
 ) -> None:
-    api = kubeapi.KubeApi(api_client(load_target({}, kubeconfig=str(kubeconfig))))
+    api = kubeapi.ScalingKube(KubeApi(load_target({}, kubeconfig=str(kubeconfig))))
     kube.create(namespace())
     kube.create(deployment())
     assert api.get_deployment("shop", "web")["metadata"]["name"] == "web"
@@ -242,15 +242,13 @@ def test_the_client_reads_the_resolved_kubeconfig_and_does_not_retry_a_429(
 
 def test_the_client_names_a_kubeconfig_it_cannot_load(tmp_path: Path, kubeconfig: Path) -> None:
     copy = tmp_path / "config"
-    copy.write_bytes(kubeconfig.read_bytes())
-    target = load_target({}, kubeconfig=str(copy))
-    copy.unlink()  # gone between resolving the cluster and building the client
+    copy.write_bytes(kubeconfig.read_bytes() + b"\n  : [unclosed")
     with pytest.raises(KubeConfigError, match="cannot load the cluster configuration"):
-        api_client(target)
+        load_target({}, kubeconfig=str(copy))
 
 
 def test_kubernetes_errors_are_translated_into_one_tree(kube: FakeKube) -> None:
-    api = kubeapi.KubeApi(from_configuration(kube.client_configuration()))
+    api = kubeapi.ScalingKube(kube_client(kube))
     kube.create(namespace())
     with pytest.raises(errors.NotFound, match="get deployment shop/web: 404"):
         api.get_deployment("shop", "web")
@@ -270,7 +268,7 @@ def test_kubernetes_errors_are_translated_into_one_tree(kube: FakeKube) -> None:
 
 
 def test_merge_patches_remove_keys_given_as_null(kube: FakeKube) -> None:
-    api = kubeapi.KubeApi(from_configuration(kube.client_configuration()))
+    api = kubeapi.ScalingKube(kube_client(kube))
     kube.create(namespace())
     kube.create(hpa())
     api.patch_hpa("shop", "web", {"metadata": {"annotations": {"team": None, "new": "1"}}})
@@ -281,8 +279,8 @@ def test_merge_patches_remove_keys_given_as_null(kube: FakeKube) -> None:
 def test_hpas_are_listed_across_pages_and_carry_their_type(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kubeapi, "LIST_PAGE", 2)
-    api = kubeapi.KubeApi(from_configuration(kube.client_configuration()))
+    monkeypatch.setattr(pages, "PAGE_SIZE", 2)
+    api = kubeapi.ScalingKube(kube_client(kube))
     kube.create(namespace())
     kube.create(namespace("other"))
     for name in ("a", "b", "c"):
@@ -294,3 +292,18 @@ def test_hpas_are_listed_across_pages_and_carry_their_type(
     assert [r.query.get("limit") for r in kube.requests] == ["2", "2"]
     assert {h["kind"] for h in listed} == {"HorizontalPodAutoscaler"}
     assert [h["metadata"]["name"] for h in api.list_hpas("other")] == ["d"]
+
+
+def test_a_delete_goes_through_only_for_the_very_hpa_that_was_read(kube: FakeKube) -> None:
+    api = kubeapi.ScalingKube(kube_client(kube))
+    kube.create(namespace())
+    read = kube.create(hpa())["metadata"]
+    kube.patch("horizontalpodautoscalers", "shop", "web", {"spec": {"maxReplicas": 6}})
+    with pytest.raises(errors.Conflict):  # changed since the read
+        api.delete_hpa("shop", "web", uid=read["uid"], resource_version=read["resourceVersion"])
+    now = kube.get("hpa", "shop", "web")["metadata"]
+    with pytest.raises(errors.Conflict):  # a namesake, not the object read
+        api.delete_hpa("shop", "web", uid="another-uid", resource_version=now["resourceVersion"])
+    api.delete_hpa("shop", "web", uid=now["uid"], resource_version=now["resourceVersion"])
+    assert kube.list("horizontalpodautoscalers") == []
+    assert kube.requests[-1].method == "DELETE"

@@ -11,18 +11,19 @@ from typing import Any
 import msgspec
 import pytest
 import structlog
-from kubernetes import client as kubernetes_client
 
+from kube.api import KubeApi
+from kube.cluster import KubeTarget
 from kube.errors import Conflict, KubeError
-from kube.official import from_configuration
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
-from scheduler import revert
+from scheduler import revert, view
 from scheduler.events import event_id
-from scheduler.kubeapi import KubeApi, Obj
+from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
 from scheduler.store import Store
+from scheduler.templates import MalformedTemplate, Template, decode_templates
 from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import SCALING
@@ -750,11 +751,11 @@ def test_a_409_on_the_patch_loses_nothing_and_the_next_cycle_applies(h: Harness)
     assert [e["id"] for e in h.events()] == [APPLY_4_20]
 
 
-class ChangesBeforeTheWrite(KubeApi):
+class ChangesBeforeTheWrite(ScalingKube):
     """Someone else edits the HPA between the reconciler's read and its write, once."""
 
-    def __init__(self, kube: FakeKube, inner: KubeApi) -> None:
-        super().__init__(inner.api_client)
+    def __init__(self, kube: FakeKube, inner: ScalingKube) -> None:
+        super().__init__(inner.api)
         self.fake = kube
         self.armed = True
 
@@ -977,8 +978,8 @@ def test_revert_all_reports_a_forbidden_revert_by_its_permission_and_reverts_the
 
 
 def test_an_unreachable_kubernetes_api_fails_nothing_but_the_cycles_health(h: Harness) -> None:
-    nowhere = KubeApi(
-        from_configuration(kubernetes_client.Configuration(host="http://127.0.0.1:1"))
+    nowhere = ScalingKube(
+        KubeApi(KubeTarget(server="http://127.0.0.1:1", verify=False, token=lambda: None))
     )
     h.reconciler = h.make_reconciler(kube=nowhere)
     report = h.run(at(9))
@@ -1137,3 +1138,23 @@ def test_a_template_whose_planning_crashes_is_logged_and_the_others_still_apply(
     assert [line["template"] for line in logs if line["event"] == "scaling_plan_crashed"] == [
         "t-bug"
     ]
+
+
+def test_the_templates_are_decoded_once_per_answer(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[bytes] = []
+
+    def counting(payload: bytes) -> list[Template | MalformedTemplate]:
+        decoded.append(payload)
+        return decode_templates(payload)
+
+    monkeypatch.setattr(view, "decode_templates", counting)
+    h.api.templates = [template("t-1"), template("t-2", name="cyber monday")]
+    h.kube.create(deployment())
+    h.reconciler = h.make_reconciler(clock=lambda: at(9))
+    # Without a fixed instant, the answer is evaluated again when the writes may start.
+    assert h.reconciler.apply_cycle().applies == 1
+    assert len(decoded) == 2  # one a template, for the whole cycle
+    h.reconciler.revert_scan()  # judged on the last answer, decoded already
+    assert len(decoded) == 2

@@ -62,7 +62,7 @@ def scale_to_zero(api: KubeApi, namespace: str, deployment: str, deadline: float
         call(
             f"scaling {deployment} to zero",
             deadline,
-            lambda: api.merge_patch(path, {"spec": {"replicas": 0}}),
+            lambda: api.patch(path, {"spec": {"replicas": 0}}),
         )
     except NotFound:
         log("deployment_absent", deployment=deployment)

@@ -1,0 +1,252 @@
+"""Applying an action as a plan: once its Deployment and HPAs are read (and found neither
+ignored, nor being deleted, nor released), what to write is decided by `plan_apply`, pure,
+and carried out in order by `scheduler.apply`.
+
+The plan, by what the HPA is:
+- none: create a provisional HPA (named after the Deployment, see
+  `scheduler.names.provisional_hpa_name`), keeping the Deployment's replicas (or those a
+  half-done revert journalled) as its originals;
+- not managed: keep its min, max and spec as originals, then patch min and max;
+- managed by this template, action and window: nothing to write when the annotations match
+  (only the Deployment's replicas raised to the new min when below it); bounds changed by
+  someone else: nothing (the revert scan releases it); else patch (a changed min:max, or
+  only `run_until`, name or priority);
+- managed by another owner whose window is still on: a `conflict` error, nothing written;
+- managed by an owner whose window is over: its revert event first, then one patch taking
+  it over (its originals kept, unless someone else changed min or max, whose values then
+  become the originals), then the Kubernetes Event saying so.
+
+Every patch carries the resourceVersion that was read (`scheduler.objects.Ref`).
+
+How it fails: nothing here raises for an object's content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from scheduler import annotations as notes
+from scheduler import events, names
+from scheduler.actions import Action
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
+from scheduler.managed import is_overridden, revert_event
+from scheduler.objects import Ref, bounds, ref, replicas, spec_of, stated_bounds
+from shipper.records import ScalingEvent
+
+# Decides whether the window an HPA is managed for is over, and why (None: still on).
+ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "moonin-agent"
+# A provisional HPA scales on CPU like an HPA created with no metrics would by default,
+# written out so it does not depend on the API server's defaulting.
+PROVISIONAL_METRICS = (
+    {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    },
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """An action of an active template, in its window."""
+
+    template_id: str
+    template_name: str
+    window_start: str
+    run_until: str
+    action: Action
+
+    @property
+    def owner(self) -> tuple[str, str, str]:
+        return (self.template_id, self.action.id, self.window_start)
+
+    @property
+    def managed_hash(self) -> str:
+        action = self.action
+        return notes.managed_hash(
+            self.template_id,
+            action.id,
+            self.window_start,
+            action.min_replicas,
+            action.max_replicas,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyView:
+    """What an apply is decided on: the action in its window and the objects read for it."""
+
+    planned: Planned
+    deployment: Obj
+    hpas: list[Obj]  # of the action's namespace (the names a provisional HPA must avoid)
+    hpa: Obj | None  # the one scaling the Deployment
+    journalled_replicas: int | None  # replicas a half-done revert journalled for it
+    cluster_id: str
+    now: datetime
+    reason_for: ReasonFor
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """An action error, reported once per window."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Nothing to write, for a reason the cycle counts."""
+
+    outcome: Literal["overridden"]
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    event: ScalingEvent
+
+
+@dataclass(frozen=True, slots=True)
+class CreateHpa:
+    namespace: str
+    body: Obj
+    originals: notes.Originals
+
+
+@dataclass(frozen=True, slots=True)
+class PatchHpa:
+    hpa: Ref
+    patch: Obj
+    originals: notes.Originals
+    resized: bool  # min or max change (a Kubernetes Event says so)
+
+
+@dataclass(frozen=True, slots=True)
+class RaiseReplicas:
+    minimum: int
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """The old window's end, said on the HPA as it was read."""
+
+    hpa: Obj
+    said: str
+
+
+Step = Report | Skip | Enqueue | CreateHpa | PatchHpa | RaiseReplicas | TakenOver
+
+
+def plan_apply(view: ApplyView) -> list[Step]:
+    """The writes that put `view.planned` on its HPA, in the order they must be made."""
+    planned, hpa = view.planned, view.hpa
+    if hpa is None:
+        return [_provisional(view)]
+    managed = notes.read_managed(hpa)
+    if managed is None:
+        return [_patch(planned, hpa, originals_of(view.deployment, hpa))]
+    if managed.owner == planned.owner:
+        if is_overridden(hpa, managed):
+            return [Skip("overridden")]  # the revert scan of this cycle releases it
+        wanted = ours(planned, managed.originals)
+        current = notes.annotations_of(hpa)
+        if all(current.get(key) == value for key, value in wanted.items()):
+            return [RaiseReplicas(planned.action.min_replicas)]
+        return [_patch(planned, hpa, managed.originals)]
+    reason = view.reason_for(hpa, managed)
+    if reason is None:
+        message = (
+            f"hpa {ref(hpa).key} is managed by template "
+            f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
+        )
+        return [Report("conflict", message)]
+    originals = originals_of(view.deployment, hpa) if reason == "overridden" else managed.originals
+    said = (
+        f"template {managed.template_name or managed.template_id} action "
+        f"{managed.action_id}: window from {managed.window_start} ended ({reason}); taken over"
+    )
+    # The old window is over: its revert event is durable before the takeover write.
+    return [
+        Enqueue(revert_event(view.cluster_id, view.now, hpa, managed, reason)),
+        _patch(planned, hpa, originals),
+        TakenOver(hpa, said),
+    ]
+
+
+def _patch(planned: Planned, hpa: Obj, originals: notes.Originals) -> PatchHpa:
+    action = planned.action
+    read = ref(hpa)
+    patch = {
+        "metadata": {**read.precondition(), "annotations": ours(planned, originals)},
+        "spec": {"minReplicas": action.min_replicas, "maxReplicas": action.max_replicas},
+    }
+    resized = bounds(hpa) != (action.min_replicas, action.max_replicas)
+    return PatchHpa(read, patch, originals, resized)
+
+
+def _provisional(view: ApplyView) -> CreateHpa:
+    planned = view.planned
+    action = planned.action
+    journalled = view.journalled_replicas
+    originals = notes.Originals(
+        provisional=True,
+        replicas=journalled if journalled is not None else replicas(view.deployment),
+        min_replicas=None,
+        max_replicas=None,
+        spec=None,
+    )
+    name = names.provisional_hpa_name(action.deployment, {ref(hpa).name for hpa in view.hpas})
+    written = {k: v for k, v in ours(planned, originals).items() if v is not None}
+    body = {
+        "apiVersion": HPA_API_VERSION,
+        "kind": HPA_KIND,
+        "metadata": {
+            "name": name,
+            "namespace": action.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            "annotations": written,
+        },
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": action.deployment,
+            },
+            "minReplicas": action.min_replicas,
+            "maxReplicas": action.max_replicas,
+            "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
+        },
+    }
+    return CreateHpa(action.namespace, body, originals)
+
+
+def originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
+    low, high = stated_bounds(hpa)
+    return notes.Originals(
+        provisional=False,
+        replicas=replicas(deployment),
+        min_replicas=low,
+        max_replicas=high,
+        spec=notes.spec_json(spec_of(hpa)),
+    )
+
+
+def ours(planned: Planned, originals: notes.Originals) -> dict[str, str | None]:
+    """Our annotations for the window of `planned`; None values remove a key."""
+    action = planned.action
+    return notes.window_annotations(
+        template_id=planned.template_id,
+        action_id=action.id,
+        template_name=planned.template_name,
+        window_start=planned.window_start,
+        run_until=planned.run_until,
+        priority_up=action.priority_up,
+        priority_down=action.priority_down,
+        managed_hash=planned.managed_hash,
+        originals=originals,
+    )

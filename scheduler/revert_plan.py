@@ -1,0 +1,153 @@
+"""A revert as a plan: what to write to end one managed HPA's window, decided from what was
+read before anything is written (`plan_revert`, pure), then carried out in order by
+`scheduler.revert`.
+
+The plan, by case (the safety model of `scheduler.revert`):
+- `overridden` (someone else changed min or max): the revert event, then one HPA patch that
+  removes our annotations and leaves the RELEASED marker; their bounds stay.
+- a provisional HPA: the revert event, then its delete (uid and resourceVersion
+  preconditions), with the Deployment's replicas to restore journalled first (none when
+  the HPA has no target or no original replicas were kept).
+- a pre-existing HPA: the revert event, then one patch putting min and max back to the
+  originals (`original_bounds`) and removing our annotations; when no originals would make
+  a valid HPA, the patch only releases it (`unusable` says so, for the log).
+
+The revert event always comes first, so it is in the outbox before any write. Every HPA
+write carries the resourceVersion that was read (`scheduler.objects.Ref`).
+
+How it fails: nothing here raises for an object's content; a managed HPA read from the API
+server always has its namespace, name, uid and resourceVersion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from scheduler import annotations as notes
+from scheduler import events
+from scheduler.kubeapi import Obj
+from scheduler.managed import revert_event
+from scheduler.objects import Ref, ref, target_name
+from scheduler.store import PendingRestore
+from shipper.records import ScalingEvent
+
+
+@dataclass(frozen=True, slots=True)
+class RevertView:
+    """What a revert is decided on: the HPA as read this cycle and its annotations."""
+
+    cluster_id: str
+    hpa: Obj
+    managed: notes.Managed
+    reason: events.RevertReason
+    release: bool = False
+    """Leave the RELEASED marker (revert-all); an `overridden` revert always leaves it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """Put the event into the outbox (and note it in the store)."""
+
+    event: ScalingEvent
+
+
+@dataclass(frozen=True, slots=True)
+class PatchHpa:
+    """A merge patch of the HPA read; a Kubernetes Event `said` about it once written."""
+
+    hpa: Ref
+    patch: Obj
+    said: str
+    unusable: tuple[int | None, int | None] | None = None
+    """The original min and max no valid HPA could take: the patch only releases."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteProvisional:
+    """Delete the provisional HPA read; `restore` (journalled before the delete) puts its
+    Deployment's replicas back after it."""
+
+    hpa: Ref
+    restore: PendingRestore | None
+    said: str
+
+
+Write = Enqueue | PatchHpa | DeleteProvisional
+
+
+def plan_revert(view: RevertView, now: datetime) -> list[Write]:
+    """The writes that end the window of `view.hpa`, in the order they must be made."""
+    hpa, managed, reason = view.hpa, view.managed, view.reason
+    read = ref(hpa)
+    said = _message(managed, reason)
+    marker = managed.release_marker if view.release or reason == "overridden" else None
+    steps: list[Write] = [Enqueue(revert_event(view.cluster_id, now, hpa, managed, reason))]
+    if reason == "overridden":
+        steps.append(PatchHpa(read, _released(hpa, read, marker), said))
+    elif managed.originals.provisional:
+        deployment, replicas = target_name(hpa), managed.originals.replicas
+        restore = None
+        if deployment is not None and replicas is not None:
+            restore = PendingRestore(read.namespace, deployment, replicas, marker)
+        steps.append(DeleteProvisional(read, restore, said))
+    elif (restorable := original_bounds(managed.originals)) is None:
+        # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
+        # cycle): leave the spec, hand the HPA back.
+        originals = managed.originals
+        unusable = (originals.min_replicas, originals.max_replicas)
+        steps.append(PatchHpa(read, _released(hpa, read, marker), said, unusable=unusable))
+    else:
+        low, high = restorable
+        patch = _released(hpa, read, marker)
+        # A min that was absent is removed again (the API then defaults it to 1).
+        patch["spec"] = {"minReplicas": low, "maxReplicas": high}
+        steps.append(PatchHpa(read, patch, said))
+    return steps
+
+
+def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None:
+    """The min and max to restore: `original-min`/`original-max` when they make a valid
+    HPA, else those of `original-spec`; None when neither does. Valid as the API server
+    validates an HPA (`ValidateHorizontalPodAutoscalerSpec`): max >= 1, an absent min, or
+    1 <= min <= max."""
+    for low, high in (
+        (originals.min_replicas, originals.max_replicas),
+        _spec_bounds(originals.spec),
+    ):
+        if high is not None and high >= 1 and (low is None or 1 <= low <= high):
+            return low, high
+    return None
+
+
+def _released(hpa: Obj, read: Ref, marker: str | None) -> dict[str, Any]:
+    """The patch that removes our annotations (and leaves `marker`), if nothing changed."""
+    annotations: dict[str, Any] = notes.removal()
+    if marker is not None:
+        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
+    return {"metadata": {**read.precondition(), "annotations": annotations}}
+
+
+def _spec_bounds(spec_json: str | None) -> tuple[int | None, int | None]:
+    try:
+        spec = msgspec.json.decode(spec_json or "")
+    except msgspec.DecodeError:
+        return None, None
+    if not isinstance(spec, dict):
+        return None, None
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    return (
+        low if isinstance(low, int) else None,
+        high if isinstance(high, int) else None,
+    )
+
+
+def _message(managed: notes.Managed, reason: str) -> str:
+    name = managed.template_name or managed.template_id
+    return (
+        f"template {name} action {managed.action_id}: window from {managed.window_start} "
+        f"reverted ({reason})"
+    )

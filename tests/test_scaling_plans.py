@@ -1,0 +1,401 @@
+"""The apply and revert plans (`scheduler.apply_plan.plan_apply`,
+`scheduler.revert_plan.plan_revert`) as tables: what was read in, the writes out, in the
+order they are made. Nothing here talks to a server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from sandbox import objects
+from scheduler import annotations as notes
+from scheduler.actions import Action
+from scheduler.apply_plan import (
+    PROVISIONAL_METRICS,
+    ApplyView,
+    CreateHpa,
+    Planned,
+    RaiseReplicas,
+    Report,
+    Skip,
+    Step,
+    TakenOver,
+    ours,
+    plan_apply,
+)
+from scheduler.apply_plan import Enqueue as Enqueued
+from scheduler.apply_plan import PatchHpa as Patch
+from scheduler.events import RevertReason, event_id
+from scheduler.objects import Ref, find_hpa
+from scheduler.revert_plan import (
+    DeleteProvisional,
+    Enqueue,
+    PatchHpa,
+    RevertView,
+    Write,
+    plan_revert,
+)
+from scheduler.store import PendingRestore
+from tests.scaling_harness import CLUSTER, WINDOW, at
+
+RUN_UNTIL = "2026-12-02T18:00:00Z"
+MARKER = notes.release_marker("t-1", "a-1", WINDOW)
+READ = Ref(namespace="shop", name="web", uid="u-1", resource_version="41")
+REVERT_ID = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
+# What every revert patch removes: all of our window's annotations.
+REMOVED = notes.removal()
+
+
+def managed_hpa(
+    low: int,
+    high: int,
+    *,
+    provisional: bool = False,
+    original: tuple[int | None, int | None] = (2, 5),
+    original_spec: str | None = '{"minReplicas": 2, "maxReplicas": 5}',
+    replicas: int | None = 3,
+) -> dict[str, Any]:
+    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`."""
+    originals = notes.Originals(
+        provisional=provisional,
+        replicas=replicas,
+        min_replicas=None if provisional else original[0],
+        max_replicas=None if provisional else original[1],
+        spec=None if provisional else original_spec,
+    )
+    written = notes.window_annotations(
+        template_id="t-1",
+        action_id="a-1",
+        template_name="black friday",
+        window_start=WINDOW,
+        run_until=RUN_UNTIL,
+        priority_up=1,
+        priority_down=1,
+        managed_hash=notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
+        originals=originals,
+    )
+    hpa = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)
+    hpa["metadata"].update(uid="u-1", resourceVersion="41")
+    hpa["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
+    return hpa
+
+
+def patch(spec: dict[str, Any] | None = None, *, marker: bool = False) -> dict[str, Any]:
+    annotations: dict[str, Any] = dict(REMOVED)
+    if marker:
+        annotations[notes.RELEASED] = MARKER
+    body: dict[str, Any] = {"metadata": {"resourceVersion": "41", "annotations": annotations}}
+    if spec is not None:
+        body["spec"] = spec
+    return body
+
+
+SAID = "template black friday action a-1: window from 2026-12-02T08:00:00Z reverted"
+
+
+@dataclass(frozen=True)
+class Case:
+    hpa: dict[str, Any]
+    reason: RevertReason
+    release: bool
+    writes: list[Write]  # after the revert event, which always comes first
+    event: tuple[int | None, int | None]  # the bounds the revert event reports
+
+
+CASES = {
+    "a pre-existing HPA gets its original bounds back": Case(
+        managed_hpa(4, 20),
+        "expired",
+        False,
+        [PatchHpa(READ, patch({"minReplicas": 2, "maxReplicas": 5}), f"{SAID} (expired)")],
+        (4, 20),
+    ),
+    "revert-all leaves the released marker": Case(
+        managed_hpa(4, 20),
+        "manual",
+        True,
+        [
+            PatchHpa(
+                READ,
+                patch({"minReplicas": 2, "maxReplicas": 5}, marker=True),
+                f"{SAID} (manual)",
+            )
+        ],
+        (4, 20),
+    ),
+    "an absent original min is removed again": Case(
+        managed_hpa(4, 20, original=(None, 5)),
+        "disabled",
+        False,
+        [PatchHpa(READ, patch({"minReplicas": None, "maxReplicas": 5}), f"{SAID} (disabled)")],
+        (4, 20),
+    ),
+    "unusable original bounds give way to the original spec's": Case(
+        managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 1, "maxReplicas": 6}'),
+        "expired",
+        False,
+        [PatchHpa(READ, patch({"minReplicas": 1, "maxReplicas": 6}), f"{SAID} (expired)")],
+        (4, 20),
+    ),
+    "no usable originals at all: released as it is": Case(
+        managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 9, "maxReplicas": 3}'),
+        "expired",
+        False,
+        [PatchHpa(READ, patch(), f"{SAID} (expired)", unusable=(9, 3))],
+        (4, 20),
+    ),
+    "overridden bounds stay, released with the marker": Case(
+        managed_hpa(7, 20),
+        "overridden",
+        False,
+        [PatchHpa(READ, patch(marker=True), f"{SAID} (overridden)")],
+        (None, None),
+    ),
+    "a provisional HPA is deleted, its replicas to restore": Case(
+        managed_hpa(4, 20, provisional=True),
+        "expired",
+        False,
+        [DeleteProvisional(READ, PendingRestore("shop", "web", 3, None), f"{SAID} (expired)")],
+        (4, 20),
+    ),
+    "a provisional HPA under revert-all journals the marker with the replicas": Case(
+        managed_hpa(4, 20, provisional=True),
+        "manual",
+        True,
+        [DeleteProvisional(READ, PendingRestore("shop", "web", 3, MARKER), f"{SAID} (manual)")],
+        (4, 20),
+    ),
+    "a provisional HPA without original replicas restores nothing": Case(
+        managed_hpa(4, 20, provisional=True, replicas=None),
+        "expired",
+        False,
+        [DeleteProvisional(READ, None, f"{SAID} (expired)")],
+        (4, 20),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
+    managed = notes.read_managed(case.hpa)
+    assert managed is not None
+    view = RevertView(CLUSTER, case.hpa, managed, case.reason, case.release)
+    first, *writes = plan_revert(view, at(18, 1))
+    assert isinstance(first, Enqueue)  # in the outbox before any write
+    event = first.event
+    assert (event.id, event.type, event.reason) == (REVERT_ID, "revert", case.reason)
+    assert (event.min_replicas, event.max_replicas) == case.event
+    assert writes == case.writes
+
+
+# --- the apply plan ------------------------------------------------------------------------------
+
+LATER = "2026-12-02T20:00:00Z"
+PLANNED = Planned(
+    template_id="t-1",
+    template_name="black friday",
+    window_start=WINDOW,
+    run_until=RUN_UNTIL,
+    action=Action(
+        id="a-1",
+        namespace="shop",
+        deployment="web",
+        min_replicas=4,
+        max_replicas=20,
+        priority_up=1,
+        priority_down=1,
+    ),
+)
+OTHER = Planned(
+    template_id="t-2",
+    template_name="cyber monday",
+    window_start=WINDOW,
+    run_until=RUN_UNTIL,
+    action=PLANNED.action,
+)
+DEPLOYMENT = {
+    **objects.deployment(name="web", namespace="shop", replicas=2),
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+}
+PRE_EXISTING = notes.Originals(
+    provisional=False,
+    replicas=2,
+    min_replicas=2,
+    max_replicas=5,
+    spec=notes.spec_json(
+        objects.hpa(name="web", namespace="shop", target="web", low=2, high=5)["spec"]
+    ),
+)
+
+
+def unmanaged_hpa(name: str = "web", target: str = "web") -> dict[str, Any]:
+    hpa = objects.hpa(name=name, namespace="shop", target=target, low=2, high=5)
+    hpa["metadata"].update(uid="u-1", resourceVersion="41")
+    return hpa
+
+
+def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]:
+    return {
+        "metadata": {"resourceVersion": "41", "annotations": ours(planned, originals)},
+        "spec": {"minReplicas": 4, "maxReplicas": 20},
+    }
+
+
+def with_run_until(hpa: dict[str, Any], run_until: str) -> dict[str, Any]:
+    hpa["metadata"]["annotations"][notes.RUN_UNTIL] = run_until
+    return hpa
+
+
+def ends(reason: RevertReason | None) -> Any:
+    return lambda hpa, managed: reason
+
+
+def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Originals]:
+    originals = notes.Originals(
+        provisional=True, replicas=replicas, min_replicas=None, max_replicas=None, spec=None
+    )
+    body = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": {"app.kubernetes.io/managed-by": "moonin-agent"},
+            "annotations": {k: v for k, v in ours(PLANNED, originals).items() if v is not None},
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 4,
+            "maxReplicas": 20,
+            "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
+        },
+    }
+    return body, originals
+
+
+@dataclass(frozen=True)
+class ApplyCase:
+    hpas: list[dict[str, Any]]
+    steps: list[Step]
+    journalled: int | None = None
+    reason: RevertReason | None = None  # whether another owner's window is over
+
+
+TAKEN_OVER = (
+    "template black friday action a-1: window from 2026-12-02T08:00:00Z ended ({}); taken over"
+)
+OTHERS = managed_hpa(4, 20)  # t-1's window, as t-2 finds it
+KEPT = notes.Originals(
+    provisional=False,
+    replicas=3,
+    min_replicas=2,
+    max_replicas=5,
+    spec='{"minReplicas": 2, "maxReplicas": 5}',
+)  # what `managed_hpa` keeps
+OTHERS_OVERRIDDEN = managed_hpa(7, 20)
+APPLY_CASES = {
+    "no HPA: a provisional one keeps the Deployment's replicas": ApplyCase(
+        [], [CreateHpa("shop", *provisional_body("web", 2))]
+    ),
+    "no HPA after a half-done revert: the journalled replicas are the originals": ApplyCase(
+        [], [CreateHpa("shop", *provisional_body("web", 3))], journalled=3
+    ),
+    "an HPA of that name scales something else: the provisional one is named apart": ApplyCase(
+        [unmanaged_hpa("web", target="api")],
+        [CreateHpa("shop", *provisional_body("web-moonin", 2))],
+    ),
+    "a pre-existing HPA keeps its bounds as originals and is resized": ApplyCase(
+        [unmanaged_hpa()],
+        [Patch(READ, window_patch(PLANNED, PRE_EXISTING), PRE_EXISTING, resized=True)],
+    ),
+    "our window, as written: only the replicas are raised": ApplyCase(
+        [managed_hpa(4, 20)], [RaiseReplicas(4)]
+    ),
+    "our window, bounds changed by someone else: left for the revert scan": ApplyCase(
+        [managed_hpa(7, 20)], [Skip("overridden")]
+    ),
+    "our window with a new end: the annotations alone change": ApplyCase(
+        [with_run_until(managed_hpa(4, 20), LATER)],
+        [Patch(READ, window_patch(PLANNED, KEPT), KEPT, resized=False)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", APPLY_CASES.values(), ids=APPLY_CASES.keys())
+def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> None:
+    view = ApplyView(
+        planned=PLANNED,
+        deployment=DEPLOYMENT,
+        hpas=case.hpas,
+        hpa=find_hpa(case.hpas, "web"),
+        journalled_replicas=case.journalled,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(case.reason),
+    )
+    assert plan_apply(view) == case.steps
+
+
+@pytest.mark.parametrize(
+    ("hpa", "reason", "originals"),
+    [
+        (OTHERS, "expired", "kept"),
+        (OTHERS_OVERRIDDEN, "overridden", "as now"),
+    ],
+    ids=["an ended window", "an overridden window"],
+)
+def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
+    hpa: dict[str, Any], reason: RevertReason, originals: str
+) -> None:
+    managed = notes.read_managed(hpa)
+    assert managed is not None
+    view = ApplyView(
+        planned=OTHER,
+        deployment=DEPLOYMENT,
+        hpas=[hpa],
+        hpa=hpa,
+        journalled_replicas=None,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(reason),
+    )
+    first, write, said = plan_apply(view)
+    assert isinstance(first, Enqueued)  # the old window's revert event, before the write
+    assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
+    if originals == "kept":
+        expected = managed.originals
+    else:
+        low, high = 7, 20  # what someone else set becomes what a revert restores
+        expected = notes.Originals(
+            provisional=False,
+            replicas=2,
+            min_replicas=low,
+            max_replicas=high,
+            spec=notes.spec_json(hpa["spec"]),
+        )
+    assert write == Patch(
+        READ, window_patch(OTHER, expected), expected, resized=reason == "overridden"
+    )
+    assert said == TakenOver(hpa, TAKEN_OVER.format(reason))
+
+
+def test_another_windows_hpa_still_on_is_a_conflict_and_nothing_is_written() -> None:
+    view = ApplyView(
+        planned=OTHER,
+        deployment=DEPLOYMENT,
+        hpas=[OTHERS],
+        hpa=OTHERS,
+        journalled_replicas=None,
+        cluster_id=CLUSTER,
+        now=at(9),
+        reason_for=ends(None),
+    )
+    assert plan_apply(view) == [
+        Report(
+            "conflict",
+            f"hpa shop/web is managed by template t-1 action a-1 until {RUN_UNTIL}",
+        )
+    ]
