@@ -44,7 +44,7 @@ from packaging.utils import canonicalize_name
 
 from agent import config as agent_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 CHART_VALUES = ROOT / "helm" / "moonin-agent" / "values.yaml"
@@ -530,6 +530,7 @@ def image_venv(stages: dict[str, Stage], tmp_path_factory: pytest.TempPathFactor
     return ImageVenv(root=root, home=home, wheel=wheel)
 
 
+@pytest.mark.e2e
 def test_the_wheel_holds_every_module_of_the_declared_packages(image_venv: ImageVenv) -> None:
     with zipfile.ZipFile(image_venv.wheel) as archive:
         shipped = set(archive.namelist())
@@ -545,18 +546,21 @@ def test_the_wheel_holds_every_module_of_the_declared_packages(image_venv: Image
     )
 
 
+@pytest.mark.e2e
 def test_the_installed_console_script_reports_the_project_version(image_venv: ImageVenv) -> None:
     result = image_venv.run("moonin-agent", "version")
     assert result.stdout.strip() == PROJECT["version"]
     assert (image_venv.bin / "moonin-agent").exists()
 
 
+@pytest.mark.e2e
 def test_the_installed_console_script_lists_its_commands(image_venv: ImageVenv) -> None:
     result = image_venv.run("moonin-agent", "--help")
     for command in ("run", "version", "queue", "scaling", "preview"):
         assert command in result.stdout
 
 
+@pytest.mark.e2e
 def test_the_venv_runs_the_wheel_not_the_work_tree(image_venv: ImageVenv) -> None:
     result = image_venv.run("python", "-c", "import agent.cli; print(agent.cli.__file__)")
     location = Path(result.stdout.strip())
@@ -564,6 +568,7 @@ def test_the_venv_runs_the_wheel_not_the_work_tree(image_venv: ImageVenv) -> Non
     assert not location.is_relative_to(ROOT)
 
 
+@pytest.mark.e2e
 def test_every_production_module_imports_with_the_declared_dependencies_alone(
     image_venv: ImageVenv,
 ) -> None:
@@ -577,6 +582,7 @@ def test_every_production_module_imports_with_the_declared_dependencies_alone(
     image_venv.run("python", "-c", script)
 
 
+@pytest.mark.e2e
 def test_the_test_environment_is_out_of_the_venv_s_reach(image_venv: ImageVenv) -> None:
     # Proves the check above means something: a package only the tests install is missing.
     result = image_venv.attempt("python", "-c", "import pytest")
