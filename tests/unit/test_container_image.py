@@ -366,7 +366,7 @@ def test_dockerignore_keeps_history_environments_caches_and_tests_out() -> None:
         "agent/__pycache__/cli.cpython-312.pyc",
         "moonin_agent.egg-info/PKG-INFO",
         ".pytest_cache/README.md",
-        "tests/test_cli.py",
+        "tests/integration/test_cli.py",
         "sandbox/kube/fake.py",
         "helm/moonin-agent/values.yaml",
     ):
