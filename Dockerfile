@@ -14,13 +14,13 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# The distribution's sources only; each package listed in pyproject.toml is copied here.
+# The distribution's sources only; each package listed in pyproject.toml is copied here (the
+# fakes in sandbox/ are a distribution of their own and stay out of the image).
 COPY pyproject.toml README.md ./
 COPY agent/ agent/
 COPY collector/ collector/
 COPY kube/ kube/
 COPY runtime/ runtime/
-COPY sandbox/ sandbox/
 COPY scheduler/ scheduler/
 COPY shipper/ shipper/
 RUN pip wheel --wheel-dir /wheels .

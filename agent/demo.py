@@ -126,7 +126,8 @@ def _interrupt_on_sigterm() -> Any:
 
 @dataclass(frozen=True)
 class _Sandbox:
-    """The fakes, imported only when the demo runs (they come with the sandbox extra)."""
+    """The fakes, imported only when the demo runs (the sandbox extra installs them, as the
+    moonin-agent-sandbox distribution; the agent's wheel and image hold none of them)."""
 
     fake_kube: type[FakeKube]
     fake_platform: type[FakePlatform]
@@ -135,8 +136,9 @@ class _Sandbox:
 
 
 def _import_sandbox() -> _Sandbox:
-    # trustme is what the extra installs; its absence means the fakes were not meant to be
-    # here (a production image), even though the modules themselves ship in the package.
+    # The fakes are the moonin-agent-sandbox distribution the extra installs; trustme, one of
+    # its dependencies, is asked for too, so a sandbox/ folder merely on the path (a checkout
+    # without the extra) is as missing as in the image, which holds neither.
     import trustme  # noqa: F401
 
     from sandbox import demo_cluster, scaling

@@ -1,9 +1,13 @@
-"""Fakes shared across the session: a fake Moonin platform and a fake Kubernetes API server,
-each reset before every test that uses it; and discovery agents run as subprocesses
-against them."""
+"""The suite's kinds and the fakes shared across the session.
+
+Each test gets one kind marker (unit, integration, e2e, fake, real) from the folder its file
+sits in, and unit tests fail on opening a socket or a process. The fakes: a fake Moonin
+platform and a fake Kubernetes API server, each reset before every test that uses it; and
+discovery agents run as subprocesses against them."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -26,11 +30,52 @@ pytest_plugins = (
 )
 
 
+TESTS = Path(__file__).resolve().parent
+KINDS = ("unit", "integration", "e2e", "fake", "real")
+"""The test folders, each a registered marker of the same name (pyproject.toml)."""
+FOLDERS = "tests/{" + ",".join(KINDS) + "}"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Whatever needs the real control plane is of the real tier, so `-m real` finds it all.
+    # Every test gets exactly one kind, so `-m <kind>` selects a partition of the suite.
     for item in items:
-        if "control_plane" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.real)
+        item.add_marker(kind_of(item))
+
+
+def kind_of(item: pytest.Item) -> str:
+    """A kind marked on the test or its module wins (the few tests of a mixed file); then
+    whatever needs the real control plane is of the real tier, so `-m real` finds it all;
+    otherwise the folder the file sits in decides."""
+    for marker in item.iter_markers():
+        if marker.name in KINDS:
+            return marker.name
+    if "control_plane" in getattr(item, "fixturenames", ()):
+        return "real"
+    folder = item.path.resolve().relative_to(TESTS).parts[0]
+    if folder not in KINDS:
+        raise pytest.UsageError(f"{item.nodeid}: move the file into {FOLDERS}")
+    return folder
+
+
+class NotAUnitTest(RuntimeError):
+    """Not an OSError, so no retry or error handling in the code under test swallows it."""
+
+
+@pytest.fixture(autouse=True)
+def no_socket_or_process_in_unit_tests(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit test that connects or binds a socket, or starts a process, fails: it belongs
+    in tests/integration or tests/e2e."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise NotAUnitTest(f"{request.node.nodeid}: a unit test opens no socket or process")
+
+    for name in ("connect", "connect_ex", "bind"):
+        monkeypatch.setattr(socket.socket, name, refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """One corpus of Kubernetes API requests, played against the fake and the real API server
-alike (`tests/test_fake_matches_real.py`): every request shape the agent sends, and the
+alike (`tests/real/test_fake_matches_real.py`): every request shape the agent sends, and the
 error cases the fake claims to model (docs/fake-kube.md).
 
 A case is data: setup requests (made as the admin; each must succeed), then the requests

@@ -2,7 +2,7 @@
 
 The kill moments (and the worker's batch sizes) come from one seed, drawn at random and
 printed as `CRASH_SEED=<n>` (pytest shows it with a failure, or with `-s`). To replay a run,
-set it: `CRASH_SEED=<n> pytest tests/test_crash.py`. Where a kill lands inside the worker's
+set it: `CRASH_SEED=<n> pytest tests/e2e/test_crash.py`. Where a kill lands inside the worker's
 work still depends on timing, so a replay is close to the run, not identical.
 """
 

@@ -25,7 +25,7 @@ from shipper.outbox import Outbox
 from shipper.queuefile import QueueFileError
 from shipper.records import DISCOVERY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_installed_persist_queue_makes_exactly_the_table_the_outbox_expects(

@@ -28,7 +28,7 @@ from sandbox.kube import ApiError, FakeKube, auth
 from sandbox.kube.synthetic import SyntheticSpec, populate
 from tests.waiting import wait_until
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NS = "shop"
 SUBPROCESS_AUTH = {"Authorization": f"Bearer {auth.DEFAULT_TOKEN}"}
 

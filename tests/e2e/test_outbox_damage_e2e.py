@@ -16,7 +16,7 @@ from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from tests.agent_process import log_events, queued, stop_within
 from tests.conftest import view
-from tests.test_restarts_e2e import populate_with_a_second_namespace
+from tests.e2e.test_restarts_e2e import populate_with_a_second_namespace
 from tests.waiting import wait_until
 
 PAGE = 4096

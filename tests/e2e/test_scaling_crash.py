@@ -23,7 +23,7 @@ queue directory every time (a pod restarted on its volume) and SIGKILLed:
 Start-up (imports, the kubernetes client) takes 1-2 s before the first cycle, so the kills
 that must land inside a cycle wait for the cycle's first write rather than guess a delay.
 Delays come from a seeded `random.Random`: the seed is printed as `CRASH_SEED=<n>` and
-replayed with `CRASH_SEED=<n> pytest tests/test_scaling_crash.py` (20261202 unless set); where
+replayed with `CRASH_SEED=<n> pytest tests/e2e/test_scaling_crash.py` (20261202 unless set); where
 the kills land still depends on timing, so each run prints what it covered (with `-s`). A
 final run lets the last window end, ships every event, and is stopped with SIGTERM.
 """

@@ -1,7 +1,7 @@
 """A damaged outbox file says what it lost: quarantined, its records and the events no
 resync sends again are counted (log line and metrics); found empty, or its journal found
 without it, it is said in a log line; and each new file has a new epoch, from which the
-collector tells that the records it put are gone (tests/test_outbox_damage_e2e.py)."""
+collector tells that the records it put are gone (tests/e2e/test_outbox_damage_e2e.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from sandbox import controlplane
 from sandbox.controlplane import ControlPlane, ControlPlaneError
 from tests.real_cluster import NewNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_control_plane_is_a_real_server_whose_audit_log_reads_back_as_requests(
@@ -63,7 +63,7 @@ def test_without_a_control_plane_the_real_tier_skips_with_one_line_saying_why(
             "real",
             "-p",
             "no:cacheprovider",
-            f"tests/{test}",
+            f"tests/real/{test}",
         ],
         cwd=ROOT,
         env=env,

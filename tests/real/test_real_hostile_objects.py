@@ -21,8 +21,8 @@ from sandbox import objects
 from sandbox.controlplane import ControlPlane, ControlPlaneError
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY
+from tests.integration.test_collector import SETTINGS, Received
 from tests.real_cluster import NewNamespace
-from tests.test_collector import SETTINGS, Received
 from tests.waiting import wait_until
 
 REVISION = "deployment.kubernetes.io/revision"

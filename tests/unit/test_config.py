@@ -707,7 +707,7 @@ def test_a_variable_a_typo_away_from_a_setting_is_named_with_the_setting_it_mean
 
 def readme_rows() -> list[list[str]]:
     """The cells of the README's configuration table, one list per row."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (Path(__file__).parents[2] / "README.md").read_text()
     table = text.split("| environment | config.yaml | default | range | meaning |", 1)[1]
     rows = []
     for line in table.splitlines()[2:]:

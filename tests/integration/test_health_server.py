@@ -259,6 +259,7 @@ def test_metrics_name_counters_by_component_with_their_labels() -> None:
     assert found[(count, (("endpoint", "records"), ("status_class", "2xx")))] == 1
 
 
+@pytest.mark.e2e
 def test_a_running_agent_serves_probes_and_its_queue_depth_follows_an_outage(
     kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
 ) -> None:
@@ -318,6 +319,7 @@ def test_a_running_agent_serves_probes_and_its_queue_depth_follows_an_outage(
         stop_within(agent, 30)
 
 
+@pytest.mark.e2e
 def test_a_forbidden_kind_makes_the_agent_unready_naming_it_while_the_rest_ships(
     kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
 ) -> None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from collector.collector import Collector
 from kube.api import KubeApi
@@ -24,8 +25,8 @@ from shipper.records import DISCOVERY
 from tests import cluster_objects
 from tests.agent_process import stop_within
 from tests.conftest import view
+from tests.integration.test_collector import SETTINGS, Received
 from tests.small_volume import small_volume
-from tests.test_collector import SETTINGS, Received
 from tests.waiting import wait_until
 
 ADDED = 60  # enough Deployments for their state to need new pages
@@ -42,6 +43,7 @@ def added_deployments(kube: FakeKube, count: int = ADDED) -> set[tuple[str, str]
     }
 
 
+@pytest.mark.integration
 def test_a_full_state_disk_holds_the_collector_unready_and_it_catches_up_without_a_restart(
     kube: FakeKube, tmp_path: Path
 ) -> None:

@@ -88,6 +88,7 @@ def test_a_token_file_the_server_refused_is_read_again_at_once(tmp_path: Path) -
     assert target.token() == "rotated"
 
 
+@pytest.mark.integration
 def test_a_401_makes_the_client_read_a_rotated_token_file_for_its_next_request(
     kube: FakeKube, tmp_path: Path
 ) -> None:

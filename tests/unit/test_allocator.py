@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.integration
 def test_both_settings_are_applied_when_the_environment_gives_neither() -> None:
     # In a child process: the settings last for the life of the process that applies them.
     code = "from agent import allocator; print(','.join(allocator.tune({})))"

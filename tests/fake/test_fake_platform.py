@@ -42,7 +42,7 @@ RECORDS = "/v1/clusters/c-1/records"
 EVENTS = "/v1/clusters/c-1/events"
 HEARTBEAT = "/v1/clusters/c-1/heartbeat"
 TEMPLATES = "/v1/clusters/c-1/templates"
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 _ids = itertools.count()
 

@@ -342,6 +342,7 @@ def readiness_at(port: int) -> tuple[int, str]:
     return answer.status_code, " ".join(answer.json()["problems"])
 
 
+@pytest.mark.e2e
 def test_the_scaling_process_starts_on_a_store_of_another_schema_and_sets_it_aside(
     kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
 ) -> None:
@@ -363,6 +364,7 @@ def test_the_scaling_process_starts_on_a_store_of_another_schema_and_sets_it_asi
     assert len(list(queue.glob(f"{STORE_FILE}.corrupt-*"))) == 1
 
 
+@pytest.mark.e2e
 def test_the_scaling_process_on_a_full_volume_is_unready_keeps_running_and_catches_up(
     kube: FakeKube, kubeconfig: Path, platform: FakePlatform, tmp_path: Path
 ) -> None:

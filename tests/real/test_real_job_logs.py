@@ -20,9 +20,9 @@ from sandbox import objects
 from sandbox.controlplane import ControlPlane, ControlPlaneError
 from shipper.outbox import Outbox
 from shipper.records import DISCOVERY
+from tests.integration.test_collector import SETTINGS, Received
 from tests.kubelet import Kubelet, node_at
 from tests.real_cluster import NewNamespace
-from tests.test_collector import SETTINGS, Received
 from tests.waiting import wait_until
 
 CONTAINER = "report"

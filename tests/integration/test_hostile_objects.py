@@ -30,9 +30,9 @@ from sandbox.kube import FakeKube
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY
 from tests.informer_harness import PAGED, RecordingSink, Thing
+from tests.integration.test_collector import SETTINGS, Received
+from tests.integration.test_health_server import samples
 from tests.raw_server import serving
-from tests.test_collector import SETTINGS, Received
-from tests.test_health_server import samples
 from tests.waiting import wait_until
 
 NS = "shop"

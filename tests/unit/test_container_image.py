@@ -43,16 +43,19 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from agent import config as agent_config
+from agent.demo import EXIT_NO_SANDBOX, NO_SANDBOX
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 CHART_VALUES = ROOT / "helm" / "moonin-agent" / "values.yaml"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
+SANDBOX = ROOT / "sandbox"
+SANDBOX_PROJECT = tomllib.loads((SANDBOX / "pyproject.toml").read_text())["project"]
 VENV = "/opt/moonin-agent"
-# The packages the image ships and must import with its declared dependencies alone;
-# sandbox's own dependencies sit in an extra, out of the image.
+# The packages the image ships and must import with its declared dependencies alone; the
+# fakes (sandbox/) are a distribution of their own, which the `sandbox` extra requires.
 PRODUCTION_PACKAGES = ("agent", "collector", "kube", "runtime", "scheduler", "shipper")
 COMMAND_TIMEOUT = 180
 PIP = (sys.executable, "-m", "pip")
@@ -363,7 +366,8 @@ def test_dockerignore_keeps_history_environments_caches_and_tests_out() -> None:
         "agent/__pycache__/cli.cpython-312.pyc",
         "moonin_agent.egg-info/PKG-INFO",
         ".pytest_cache/README.md",
-        "tests/test_cli.py",
+        "tests/integration/test_cli.py",
+        "sandbox/kube/fake.py",
         "helm/moonin-agent/values.yaml",
     ):
         assert _ignored(path, patterns), path
@@ -530,6 +534,7 @@ def image_venv(stages: dict[str, Stage], tmp_path_factory: pytest.TempPathFactor
     return ImageVenv(root=root, home=home, wheel=wheel)
 
 
+@pytest.mark.e2e
 def test_the_wheel_holds_every_module_of_the_declared_packages(image_venv: ImageVenv) -> None:
     with zipfile.ZipFile(image_venv.wheel) as archive:
         shipped = set(archive.namelist())
@@ -545,18 +550,21 @@ def test_the_wheel_holds_every_module_of_the_declared_packages(image_venv: Image
     )
 
 
+@pytest.mark.e2e
 def test_the_installed_console_script_reports_the_project_version(image_venv: ImageVenv) -> None:
     result = image_venv.run("moonin-agent", "version")
     assert result.stdout.strip() == PROJECT["version"]
     assert (image_venv.bin / "moonin-agent").exists()
 
 
+@pytest.mark.e2e
 def test_the_installed_console_script_lists_its_commands(image_venv: ImageVenv) -> None:
     result = image_venv.run("moonin-agent", "--help")
     for command in ("run", "version", "queue", "scaling", "preview"):
         assert command in result.stdout
 
 
+@pytest.mark.e2e
 def test_the_venv_runs_the_wheel_not_the_work_tree(image_venv: ImageVenv) -> None:
     result = image_venv.run("python", "-c", "import agent.cli; print(agent.cli.__file__)")
     location = Path(result.stdout.strip())
@@ -564,6 +572,7 @@ def test_the_venv_runs_the_wheel_not_the_work_tree(image_venv: ImageVenv) -> Non
     assert not location.is_relative_to(ROOT)
 
 
+@pytest.mark.e2e
 def test_every_production_module_imports_with_the_declared_dependencies_alone(
     image_venv: ImageVenv,
 ) -> None:
@@ -577,7 +586,62 @@ def test_every_production_module_imports_with_the_declared_dependencies_alone(
     image_venv.run("python", "-c", script)
 
 
+@pytest.mark.e2e
 def test_the_test_environment_is_out_of_the_venv_s_reach(image_venv: ImageVenv) -> None:
     # Proves the check above means something: a package only the tests install is missing.
     result = image_venv.attempt("python", "-c", "import pytest")
     assert result.returncode != 0 and "No module named 'pytest'" in result.stderr
+
+
+# --- the fakes: a distribution of their own, out of the wheel and the image -------------------
+
+
+@pytest.mark.e2e
+def test_the_wheel_holds_none_of_the_fakes(image_venv: ImageVenv) -> None:
+    with zipfile.ZipFile(image_venv.wheel) as archive:
+        fakes = [name for name in archive.namelist() if name.startswith("sandbox/")]
+    assert fakes == []
+
+
+@pytest.mark.e2e
+def test_the_demo_installed_without_the_extra_names_the_extra_in_one_line(
+    image_venv: ImageVenv,
+) -> None:
+    result = image_venv.attempt("moonin-agent", "demo")
+    assert result.returncode == EXIT_NO_SANDBOX
+    assert result.stderr.splitlines() == [NO_SANDBOX]
+
+
+@pytest.mark.e2e
+def test_the_sandbox_distribution_ships_every_module_of_the_fakes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    work = tmp_path_factory.mktemp("sandbox")
+    context, wheels = work / "context", work / "wheels"
+    shutil.copytree(SANDBOX, context, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    _run(
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", wheels, context],
+        env=_pip_environment(work),
+        cwd=work,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name for name in archive.namelist() if name.endswith(".py")}
+    modules = {
+        str(Path("sandbox", path.relative_to(SANDBOX)))
+        for path in SANDBOX.rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert shipped == modules
+
+
+def test_the_sandbox_extra_requires_the_fakes_of_the_same_version_and_ranges() -> None:
+    (extra,) = (Requirement(text) for text in PROJECT["optional-dependencies"]["sandbox"])
+    assert extra.name == SANDBOX_PROJECT["name"]
+    assert str(extra.specifier) == f"=={SANDBOX_PROJECT['version']}"
+    # A package both need is held to one range, so installing the fakes moves nothing the
+    # agent runs on.
+    ours = {canonicalize_name(r.name): r for r in map(Requirement, PROJECT["dependencies"])}
+    for requirement in map(Requirement, SANDBOX_PROJECT["dependencies"]):
+        shared = ours.get(canonicalize_name(requirement.name))
+        assert shared is None or shared.specifier == requirement.specifier, requirement

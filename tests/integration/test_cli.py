@@ -112,6 +112,7 @@ def test_an_unreadable_queue_file_is_one_line_and_exit_code_2(
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_inspecting_beside_a_shipping_agent_duplicates_and_loses_nothing(
     platform: FakePlatform, tmp_path: Path
 ) -> None:
@@ -168,6 +169,7 @@ def _closed_port() -> int:
         ("evaluate, --at past year 9999 in UTC", 2, "outside the years 1-9999"),
     ],
 )
+@pytest.mark.e2e
 def test_bad_input_to_a_command_is_one_line_not_a_traceback(
     platform: FakePlatform, tmp_path: Path, case: str, exit_code: int, says: str
 ) -> None:
@@ -217,6 +219,7 @@ def test_bad_input_to_a_command_is_one_line_not_a_traceback(
         ("disk-reserve", ("scaling", "revert-all")),
     ],
 )
+@pytest.mark.e2e
 def test_a_directory_where_a_queue_file_belongs_is_one_line_not_a_traceback(
     platform: FakePlatform,
     kubeconfig: Path,

@@ -826,6 +826,7 @@ def script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
+@pytest.mark.integration
 def test_the_hook_script_scales_to_zero_then_waits_for_the_pod_to_go(
     fake_api: tuple[FakeApi, dict[str, str]], script: ModuleType
 ) -> None:
@@ -845,6 +846,7 @@ def test_the_hook_script_scales_to_zero_then_waits_for_the_pod_to_go(
     assert "labelSelector=app.kubernetes.io%2Fcomponent%3Dscaling" in gets[0][1]
 
 
+@pytest.mark.integration
 def test_the_hook_script_treats_a_missing_deployment_as_scaled_down(
     fake_api: tuple[FakeApi, dict[str, str]], script: ModuleType
 ) -> None:
@@ -854,6 +856,7 @@ def test_the_hook_script_treats_a_missing_deployment_as_scaled_down(
     assert script.main(environ) == 0
 
 
+@pytest.mark.integration
 def test_the_hook_script_fails_when_the_pod_outlives_the_wait(
     fake_api: tuple[FakeApi, dict[str, str]],
     script: ModuleType,
@@ -866,6 +869,7 @@ def test_the_hook_script_fails_when_the_pod_outlives_the_wait(
     assert last["event"] == "hook_failed" and "still running" in last["reason"]
 
 
+@pytest.mark.integration
 def test_the_hook_script_fails_when_the_patch_is_forbidden(
     fake_api: tuple[FakeApi, dict[str, str]], script: ModuleType
 ) -> None:

@@ -253,6 +253,7 @@ def test_scaling_and_the_uninstall_hook_run_under_the_charts_rbac_and_use_all_of
     installed.check_requests(SCALING, UNINSTALL, provoked=conflicts)
 
 
+@pytest.mark.unit
 def test_the_guard_names_a_refused_request_an_unused_rule_and_a_rule_held_twice(
     charts: dict[str, Rendered],
 ) -> None:
