@@ -72,10 +72,12 @@ def describe(value: object) -> str:
 
 @dataclass(frozen=True)
 class Bounded:
-    """A parser of numbers between two bounds; `shown_range` is how the README writes them."""
+    """A parser of numbers between two bounds; `shown_range` is how the README writes them,
+    `show` how it writes a value of the setting (its default)."""
 
     parse: Callable[[Raw], Any]
     shown_range: str
+    show: Callable[[Any], str] = lambda value: _plain(value)
 
     def __call__(self, raw: Raw) -> Any:
         return self.parse(raw)
@@ -130,6 +132,18 @@ def seconds(*, minimum: float, maximum: float, zero_is_off: bool = False) -> Bou
         return number
 
     return Bounded(parse, shown)
+
+
+def doubled_range(*, minimum: int, maximum: int) -> Bounded:
+    """A whole number of seconds N from `minimum` to `maximum`, read as the range N to 2N
+    (a time drawn at random in it spreads reconnections out, as client-go does)."""
+    single = integer(minimum=minimum, maximum=maximum)
+
+    def parse(raw: Raw) -> tuple[int, int]:
+        low: int = single(raw)
+        return (low, 2 * low)
+
+    return Bounded(parse, single.shown_range, show=lambda value: _plain(value[0]))
 
 
 def _plain(number: float) -> str:
