@@ -5,15 +5,24 @@ The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CL
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
 agent receives a frozen `Settings` and never reads `os.environ` itself.
 
+The settings are a tree whose branches mirror the process: `process` (logs, health
+server), `identity` (who we are to the platform and to the other replicas), `api` (the
+Moonin APIs), `kube` (the Kubernetes client), `outbox` (the queue and its shipping),
+`discovery` (the collector, its Lease and heartbeat), `scaling` and `filters` (what both
+roles leave alone). Each component receives its branch as it is, never the tree.
+
 Each setting is declared once, in `SETTINGS`, one row under a comment saying what it does:
-the field it fills, its environment variable, its config.yaml key, its parser with the
-bounds. Its default is that field's default, written where the field is: on `Settings` for
-the process's own settings, or in the group a component defines for itself (the collector's
-`CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
-outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
-depends on several settings (the token, the API URLs of a role) is read by the functions
-below the table. `moonin-agent preview` reads only the log level and the collection group,
-with the same declarations, so it needs neither credentials nor an API URL.
+the field it fills (its path through the branches), its environment variable, its
+config.yaml key, its parser with the bounds. Its default is that field's default, written
+where the field is: on the branches below for the process's own settings, or in the
+dataclass a component defines for itself (the collector's `DiscoverySettings`, the API
+client's `ApiSettings`, the shipper's `ShipperSettings`, the outbox's `Bounds`, the
+informer's `InformerSettings`, the Lease's `LeaseSettings`). The README's settings table and
+the chart's `config.extra` keys are checked against `SETTINGS` by the tests. What depends on
+several settings (the token, the API URLs of a role, the Lease's timing order) is read by
+the functions below the table. `moonin-agent preview` reads only the log level, the filters
+and the collector's branch, with the same declarations, so it needs neither credentials nor
+an API URL.
 
 Precedence: environment, then config.yaml, then the default. An environment variable that is
 set but blank counts as unset (charts often render `value: ""`), and so does a config.yaml key
@@ -22,7 +31,7 @@ in either place, replaces the default (`ignore_namespaces: []` watches kube-syst
 
 How it fails: the first bad setting raises `ConfigError`, whose message is one line,
 `<SETTING>: <what is wrong>`, printed by the CLI before it exits with status 2. The token
-never appears in a message or in `repr(Settings)`: neither `CLUSTER_TOKEN` nor the content
+never appears in a message or in a `repr` of the settings: neither `CLUSTER_TOKEN` nor the content
 or path of `CLUSTER_TOKEN_FILE` is echoed, and any message that would contain the token
 anyway (say, pasted into the wrong variable) has it replaced.
 """

@@ -214,6 +214,8 @@ def test_values_without_credentials_are_refused_naming_what_is_missing(chart: he
         ),
         (chart_values(scaling={"reconcileIntervalSeconds": 0.001}), "reconcileIntervalSeconds"),
         (chart_values(queue={"maxBytes": 10**12}), "maxBytes"),
+        (chart_values(config={"extra": {"lease_duration_seconds": 1}}), "lease_duration"),
+        (chart_values(config={"extra": {"list_page_size": "500"}}), "list_page_size"),
     ],
 )
 def test_the_schema_refuses_values_the_agent_could_not_run_with(
@@ -557,6 +559,43 @@ def test_the_scaling_workload_never_overlaps_itself(default: Rendered) -> None:
 
 
 # --- config.yaml ------------------------------------------------------------------------------
+
+
+def _schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
+    return loaded
+
+
+def test_config_extra_takes_every_file_setting_the_chart_sets_no_other_way(
+    rendered: dict[str, Rendered],
+) -> None:
+    """The keys `config.extra` accepts are the agent's file keys less those the ConfigMap
+    writes from values of their own and those whose variable the chart sets (the variable
+    would win over the file), each with the bounds the agent checks."""
+    written = set(yaml.safe_load(_config_yaml(rendered["default"])))  # its `extra` is empty
+    chart_env = {
+        name
+        for result in rendered.values()
+        for workload in result.workloads()
+        for container in _containers(workload)
+        for name in _env(container)
+    }
+    expected = {
+        s.key: getattr(s.parse, "schema", None)
+        for s in agent_config.SETTINGS
+        if s.key is not None and s.key not in written and s.env not in chart_env
+    }
+    extra = _schema()["properties"]["config"]["properties"]["extra"]
+    assert extra["propertyNames"]["enum"] == list(expected)
+    assert extra["properties"] == expected
+
+
+def test_the_values_of_their_own_have_the_agents_bounds() -> None:
+    declared = {s.env: getattr(s.parse, "schema", None) for s in agent_config.SETTINGS}
+    properties = _schema()["properties"]
+    scaling = properties["scaling"]["properties"]["reconcileIntervalSeconds"]
+    assert scaling == declared["RECONCILE_INTERVAL_SECONDS"]
+    assert properties["queue"]["properties"]["maxBytes"] == declared["QUEUE_MAX_BYTES"]
 
 
 def _config_yaml(rendered: Rendered) -> str:
