@@ -624,7 +624,8 @@ def _read(src: _Sources, declared: Iterable[Setting]) -> Given:
 
 
 def _build(branch: type[T], given: Given) -> T:
-    """`branch` with the values given, its own branches built the same way."""
+    """`branch` with the values given, its own branches built the same way (a branch given
+    already built is taken as it is)."""
     hints = get_type_hints(branch)
     return branch(
         **{
@@ -659,8 +660,8 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
 
 def _collector_filters(read: Given) -> None:
     """The collector's settings hold the filters branch as it is."""
-    collector = read.setdefault("discovery", {}).setdefault("collector", {})
-    collector["filters"] = read.get("filters", {})
+    filters = read["filters"] = _build(FilterSettings, read.get("filters", {}))
+    read.setdefault("discovery", {}).setdefault("collector", {})["filters"] = filters
 
 
 def _lease_order(lease: Given) -> None:

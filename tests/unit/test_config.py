@@ -573,6 +573,20 @@ def test_an_unknown_log_level_is_refused() -> None:
         ("KUBE_DEADLINE_SECONDS", "-2", "must be from 1 to 600, got less"),
         ("API_MAX_ANSWER_BYTES", "1024", "must be from 65536 to 67108864, got less"),
         ("API_MAX_ANSWER_BYTES", "1073741824", "must be from 65536 to 67108864, got more"),
+        ("API_CONNECT_TIMEOUT_SECONDS", "0.5", "must be from 1 to 120, got less"),
+        ("API_READ_TIMEOUT_SECONDS", "601", "must be from 1 to 600, got more"),
+        ("LEASE_DURATION_SECONDS", "1", "must be from 2 to 600, got less"),
+        ("LEASE_RENEW_DEADLINE_SECONDS", "601", "must be from 1 to 600, got more"),
+        ("LEASE_RETRY_SECONDS", "0.1", "must be from 0.2 to 60, got less"),
+        ("WATCH_TIMEOUT_SECONDS", "30", "must be from 60 to 3600, got less"),
+        (
+            "WATCH_TIMEOUT_SECONDS",
+            "90.5",
+            "expected an integer from 60 to 3600, got 4 characters (not shown)",
+        ),
+        ("WATCH_READ_TIMEOUT_SECONDS", "3601", "must be from 30 to 3600, got more"),
+        ("LIST_PAGE_SIZE", "10", "must be from 50 to 5000, got less"),
+        ("LIST_PAGE_SIZE", "100000", "must be from 50 to 5000, got more"),
     ],
 )
 def test_numbers_out_of_range_name_the_variable_and_its_bounds(
@@ -610,6 +624,71 @@ def test_numbers_from_the_environment_are_parsed() -> None:
     assert settings.outbox.shipping.linger_seconds == 0
     assert settings.outbox.shutdown_ship_seconds == 2.5
     assert settings.scaling.reconcile_interval_seconds == 0.5
+
+
+def test_the_timeouts_and_the_lease_timing_from_the_environment_fill_their_branches() -> None:
+    settings = load_settings(
+        "discovery",
+        env(
+            API_CONNECT_TIMEOUT_SECONDS="3",
+            API_READ_TIMEOUT_SECONDS="7.5",
+            LEASE_DURATION_SECONDS="40",
+            LEASE_RENEW_DEADLINE_SECONDS="30",
+            LEASE_RETRY_SECONDS="5",
+            WATCH_TIMEOUT_SECONDS="120",
+            WATCH_READ_TIMEOUT_SECONDS="90",
+            LIST_PAGE_SIZE="250",
+        ),
+    )
+    client = settings.api.client
+    assert (client.connect_timeout_seconds, client.read_timeout_seconds) == (3, 7.5)
+    lease = settings.discovery.lease
+    assert (lease.lease_seconds, lease.renew_deadline_seconds, lease.retry_seconds) == (40, 30, 5)
+    informer = settings.discovery.collector.informer
+    assert informer.watch_timeout_seconds == (120, 240)
+    assert (informer.read_timeout_seconds, informer.page_size) == (90, 250)
+
+
+def test_the_same_timeouts_are_read_from_the_file(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        "lease_duration_seconds: 20\nwatch_timeout_seconds: 600\nlist_page_size: 1000\n"
+        "api_read_timeout_seconds: 12\n",
+    )
+    settings = load_settings("discovery", env(), config_file=path)
+    assert settings.discovery.lease.lease_seconds == 20
+    assert settings.discovery.collector.informer.watch_timeout_seconds == (600, 1200)
+    assert settings.discovery.collector.informer.page_size == 1000
+    assert settings.api.client.read_timeout_seconds == 12
+
+
+@pytest.mark.parametrize(
+    ("timing", "problem"),
+    [
+        (
+            {"LEASE_DURATION_SECONDS": "10"},
+            "LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS",
+        ),
+        (
+            {"LEASE_RENEW_DEADLINE_SECONDS": "2"},
+            "LEASE_RETRY_SECONDS: must be less than LEASE_RENEW_DEADLINE_SECONDS",
+        ),
+    ],
+)
+def test_a_lease_timing_out_of_order_is_refused_without_its_values(
+    timing: dict[str, str], problem: str
+) -> None:
+    # A leader that gives up only when others may already lead, or never retries before it
+    # gives up, would let two replicas collect at once.
+    assert config_error(environ=env(**timing)) == problem
+
+
+def test_the_collectors_settings_hold_the_filters_branch_as_it_is(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "ignore_namespaces: [scratch]\n")
+    settings = load_settings("discovery", env(IGNORE_RESOURCES="job/*"), config_file=path)
+    assert settings.discovery.collector.filters is settings.filters
+    assert settings.filters.ignore_resources == ("job/*",)
+    assert settings.filters.ignore_namespaces == ("scratch",)
 
 
 @pytest.mark.parametrize("addr", ["0.0.0.0:8080", ":9090", "[::]:8080", "localhost:0"])
