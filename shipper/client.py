@@ -142,7 +142,6 @@ class ApiClient:
         cluster_id: str,
         token: TokenSource,
         settings: ApiSettings = DEFAULT_SETTINGS,
-        timeout: float | None = None,
         transport: httpx.BaseTransport | None = None,
         observe: RequestObserver | None = None,
     ) -> None:
@@ -184,8 +183,7 @@ class ApiClient:
         self._http = httpx.Client(
             verify=verify,
             timeout=httpx.Timeout(
-                settings.read_timeout_seconds if timeout is None else timeout,
-                connect=settings.connect_timeout_seconds,
+                settings.read_timeout_seconds, connect=settings.connect_timeout_seconds
             ),
             transport=transport,
             trust_env=True,
