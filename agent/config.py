@@ -121,7 +121,7 @@ class IdentitySettings:
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ApiBranch:
+class MooninApiSettings:
     """Where records and events go, and how the Moonin API client reaches them."""
 
     discovery_url: str | None = DEFAULT_API_URLS["discovery"]
@@ -171,7 +171,7 @@ class Settings:
     """The config.yaml that was read, if any."""
     process: ProcessSettings = field(default_factory=ProcessSettings)
     identity: IdentitySettings
-    api: ApiBranch = field(default_factory=ApiBranch)
+    api: MooninApiSettings = field(default_factory=MooninApiSettings)
     kube: KubeSettings = field(default_factory=KubeSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
     discovery: DiscoverySettings = field(default_factory=DiscoverySettings)
