@@ -852,3 +852,69 @@ def test_the_readme_lists_every_setting_with_its_default(setting: Setting) -> No
     if default is not None:
         assert rows[0][2] == default
     assert rows[0][3] == getattr(setting.parse, "shown_range", "")
+
+
+# Names the chart, its users' values and their config.yaml files already carry.
+PUBLISHED_VARIABLES = [
+    "ANTI_ENTROPY_SECONDS",
+    "API_DEADLINE_SECONDS",
+    "API_MAX_ANSWER_BYTES",
+    "API_URL",
+    "BATCH_MAX_BYTES",
+    "BATCH_MAX_RECORDS",
+    "CLOUD_METADATA",
+    "CLUSTER_ID",
+    "CLUSTER_TOKEN",
+    "CLUSTER_TOKEN_FILE",
+    "COLLECT_EVENTS",
+    "CONFIG_FILE",
+    "DISCOVERY_API_URL",
+    "HEALTH_ADDR",
+    "HEARTBEAT_SECONDS",
+    "IGNORE_RESOURCES",
+    "KUBE_DEADLINE_SECONDS",
+    "LEADER_ELECTION",
+    "LINGER_SECONDS",
+    "LOG_LEVEL",
+    "MOONIN_CA_BUNDLE",
+    "MOONIN_INSECURE_HTTP",
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "PROJECT_ID",
+    "QUEUE_DIR",
+    "QUEUE_MAX_BYTES",
+    "QUEUE_MAX_RECORDS",
+    "RECONCILE_INTERVAL_SECONDS",
+    "SCALING_API_URL",
+    "SHUTDOWN_SHIP_SECONDS",
+]
+PUBLISHED_KEYS = [
+    "anti_entropy_seconds",
+    "api_deadline_seconds",
+    "api_max_answer_bytes",
+    "batch_max_bytes",
+    "batch_max_records",
+    "ca_bundle",
+    "cloud_metadata",
+    "collect_events",
+    "collect_helm_releases",
+    "collect_job_logs",
+    "heartbeat_seconds",
+    "ignore_namespaces",
+    "ignore_node_labels",
+    "ignore_resources",
+    "kube_deadline_seconds",
+    "leader_election",
+    "linger_seconds",
+    "log_level",
+    "queue_dir",
+    "queue_max_bytes",
+    "queue_max_records",
+    "reconcile_interval_seconds",
+    "shutdown_ship_seconds",
+]
+
+
+def test_every_published_variable_and_file_key_is_still_read() -> None:
+    assert set(PUBLISHED_VARIABLES) <= ENVIRONMENT
+    assert set(PUBLISHED_KEYS) <= FILE_KEYS
