@@ -5,15 +5,24 @@ The agent accepts the environment Moonin's chart already sets (`PROJECT_ID`, `CL
 mounted from a ConfigMap. Everything is parsed and checked here, once, so the rest of the
 agent receives a frozen `Settings` and never reads `os.environ` itself.
 
+The settings are a tree whose branches mirror the process: `process` (logs, health
+server), `identity` (who we are to the platform and to the other replicas), `api` (the
+Moonin APIs), `kube` (the Kubernetes client), `outbox` (the queue and its shipping),
+`discovery` (the collector, its Lease and heartbeat), `scaling` and `filters` (what both
+roles leave alone). Each component receives its branch as it is, never the tree.
+
 Each setting is declared once, in `SETTINGS`, one row under a comment saying what it does:
-the field it fills, its environment variable, its config.yaml key, its parser with the
-bounds. Its default is that field's default, written where the field is: on `Settings` for
-the process's own settings, or in the group a component defines for itself (the collector's
-`CollectorSettings`, the API client's `ApiSettings`, the shipper's `ShipperSettings`, the
-outbox's `Bounds`), which `Settings` holds and the component receives as it is. What
-depends on several settings (the token, the API URLs of a role) is read by the functions
-below the table. `moonin-agent preview` reads only the log level and the collection group,
-with the same declarations, so it needs neither credentials nor an API URL.
+the field it fills (its path through the branches), its environment variable, its
+config.yaml key, its parser with the bounds. Its default is that field's default, written
+where the field is: on the branches below for the process's own settings, or in the
+dataclass a component defines for itself (the collector's `DiscoverySettings`, the API
+client's `ApiSettings`, the shipper's `ShipperSettings`, the outbox's `Bounds`, the
+informer's `InformerSettings`, the Lease's `LeaseSettings`). The README's settings table and
+the chart's `config.extra` keys are checked against `SETTINGS` by the tests. What depends on
+several settings (the token, the API URLs of a role, the Lease's timing order) is read by
+the functions below the table. `moonin-agent preview` reads only the log level, the filters
+and the collector's branch, with the same declarations, so it needs neither credentials nor
+an API URL.
 
 Precedence: environment, then config.yaml, then the default. An environment variable that is
 set but blank counts as unset (charts often render `value: ""`), and so does a config.yaml key
@@ -22,7 +31,7 @@ in either place, replaces the default (`ignore_namespaces: []` watches kube-syst
 
 How it fails: the first bad setting raises `ConfigError`, whose message is one line,
 `<SETTING>: <what is wrong>`, printed by the CLI before it exits with status 2. The token
-never appears in a message or in `repr(Settings)`: neither `CLUSTER_TOKEN` nor the content
+never appears in a message or in a `repr` of the settings: neither `CLUSTER_TOKEN` nor the content
 or path of `CLUSTER_TOKEN_FILE` is echoed, and any message that would contain the token
 anyway (say, pasted into the wrong variable) has it replaced.
 """
@@ -31,25 +40,26 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_type_hints
 
 import yaml
 
 from agent import values
 from agent.values import ConfigError as ConfigError  # the loaders raise it
 from agent.values import Raw, describe
-from collector.heartbeat import INTERVAL_SECONDS as HEARTBEAT_SECONDS
-from collector.settings import CollectorSettings
+from collector.leader import LeaseSettings
+from collector.settings import CollectorSettings, DiscoverySettings, FilterSettings
 from kube.api import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
 from shipper.client import ApiSettings, checked_base_url, shown_url
 from shipper.outbox import Bounds
 from shipper.shipper import ShipperSettings
 from shipper.token import MIN_TOKEN_CHARS, token_problem
 
+T = TypeVar("T")
 Role = Literal["discovery", "scaling", "all"]
 Stream = Literal["discovery", "scaling"]
 
@@ -75,69 +85,113 @@ _TOKEN_FILE_LIMIT = 64 * 1024
 _REDACTED = "[REDACTED]"
 
 
-@dataclass(frozen=True, kw_only=True, repr=False)
-class Settings:
-    """Everything `moonin-agent run` is configured with; built by `load_settings`.
+# --- the branches ------------------------------------------------------------------------------
+# One dataclass per branch, each field's default and docstring written once: here for the
+# branches of the process itself, in the component's own module for the others (the API
+# client's `ApiSettings`, the outbox's `Bounds`, the shipper's `ShipperSettings`, the
+# collector's `DiscoverySettings` and `FilterSettings`).
 
-    Fields declared in `SETTINGS` are documented there; the others are read by rules.
-    """
 
-    role: Role
-    """Which workload this process is: `discovery`, `scaling` or `all` (both streams)."""
-    config_file: str | None = None
-    """The config.yaml that was read, if any."""
+@dataclass(frozen=True, kw_only=True)
+class ProcessSettings:
     log_level: str = "info"
+    """debug, info, warning or error."""
     health_addr: str = "0.0.0.0:8080"
-    pod_name: str | None = None
-    pod_namespace: str | None = None
+    """Where `/healthz`, `/readyz` and `/metrics` listen."""
 
-    # Who we are to the platform.
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class IdentitySettings:
+    """Who this process is, to the platform and to the other replicas."""
+
     project_id: str
     cluster_id: str
     token: str | None = None
     """The cluster token from `CLUSTER_TOKEN`, stripped. Never printed."""
     token_file: str | None = None
     """Path of a file holding the token (`CLUSTER_TOKEN_FILE`); wins over `token` (it rotates)."""
+    pod_name: str | None = None
+    """From the downward API: the Lease holder's identity."""
+    pod_namespace: str | None = None
+    """From the downward API: where the Lease lives."""
 
-    # Where records go.
-    discovery_api_url: str | None = DEFAULT_API_URLS["discovery"]
+    def __repr__(self) -> str:
+        # Settings end up in logs and tracebacks; the token must not.
+        return _repr(self, lambda name, value: repr(_REDACTED) if name == "token" else None)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class MooninApiSettings:
+    """Where records and events go, and how the Moonin API client reaches them."""
+
+    discovery_url: str | None = DEFAULT_API_URLS["discovery"]
     """Discovery API base URL without a trailing slash; None when the role does not ship there."""
-    scaling_api_url: str | None = DEFAULT_API_URLS["scaling"]
+    scaling_url: str | None = DEFAULT_API_URLS["scaling"]
     """Scaling API base URL without a trailing slash; None when the role does not ship there."""
-    api: ApiSettings = field(default_factory=ApiSettings)
+    client: ApiSettings = field(default_factory=ApiSettings)
 
-    # The outbox and its delivery.
+    def __repr__(self) -> str:
+        # A URL's path prefix may be a tenant's secret; logs show scheme, host and port.
+        return _repr(
+            self,
+            lambda name, value: repr(shown_url(str(value))) if name.endswith("_url") else None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeSettings:
+    deadline_seconds: float = KUBE_DEADLINE_SECONDS
+    """Total time of one Kubernetes call other than a watch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxSettings:
     queue_dir: str = "/var/lib/moonin-agent/queue"
-    queue: Bounds = field(default_factory=Bounds)
+    """The outbox directory (one process per directory); the role's stores sit beside it."""
+    bounds: Bounds = field(default_factory=Bounds)
     shipping: ShipperSettings = field(default_factory=ShipperSettings)
     shutdown_ship_seconds: float = 10.0
+    """How long SIGTERM keeps shipping before the process exits."""
 
-    # Collection and scaling.
-    collection: CollectorSettings = field(default_factory=CollectorSettings)
-    leader_election: bool | None = None
-    heartbeat_seconds: float = HEARTBEAT_SECONDS
-    cloud_metadata: bool | None = None
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingSettings:
     reconcile_interval_seconds: float = 30.0
-    kube_deadline_seconds: float = KUBE_DEADLINE_SECONDS
+    """The scaling reconcile period."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything `moonin-agent run` is configured with, one branch per part of the process;
+    built by `load_settings`. Each component receives its branch, not the tree."""
+
+    role: Role
+    """Which workload this process is: `discovery`, `scaling` or `all` (both streams)."""
+    config_file: str | None = None
+    """The config.yaml that was read, if any."""
+    process: ProcessSettings = field(default_factory=ProcessSettings)
+    identity: IdentitySettings
+    api: MooninApiSettings = field(default_factory=MooninApiSettings)
+    kube: KubeSettings = field(default_factory=KubeSettings)
+    outbox: OutboxSettings = field(default_factory=OutboxSettings)
+    discovery: DiscoverySettings = field(default_factory=DiscoverySettings)
+    scaling: ScalingSettings = field(default_factory=ScalingSettings)
+    filters: FilterSettings = field(default_factory=FilterSettings)
 
     @property
     def streams(self) -> tuple[Stream, ...]:
         """The outbox streams this role produces and ships."""
         return ROLE_STREAMS[self.role]
 
-    def __repr__(self) -> str:
-        # Settings end up in logs and tracebacks; the token and a URL's path must not.
-        shown = []
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if item.name == "token" and value is not None:
-                text = repr(_REDACTED)
-            elif item.name.endswith("_api_url") and value is not None:
-                text = repr(shown_url(value))
-            else:
-                text = repr(value)
-            shown.append(f"{item.name}={text}")
-        return f"Settings({', '.join(shown)})"
+
+def _repr(item: Any, shown: Callable[[str, object], str | None]) -> str:
+    """`Name(field=value, ...)`, with what `shown` gives in place of a field's own repr."""
+    parts = []
+    for each in fields(item):
+        value = getattr(item, each.name)
+        text = None if value is None else shown(each.name, value)
+        parts.append(f"{each.name}={repr(value) if text is None else text}")
+    return f"{type(item).__name__}({', '.join(parts)})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,15 +202,6 @@ class PreviewSettings:
     collection: CollectorSettings
 
 
-# The groups of `Settings`, each the dataclass of the component it configures.
-GROUPS: dict[str, type[Any]] = {
-    "api": ApiSettings,
-    "queue": Bounds,
-    "shipping": ShipperSettings,
-    "collection": CollectorSettings,
-}
-
-
 @dataclass(frozen=True)
 class Setting:
     """One setting, declared once: what it fills, where it is read, how it is checked.
@@ -165,7 +210,7 @@ class Setting:
     """
 
     field: str
-    """The field it fills: a field of `Settings`, or `<group>.<field>` of one of `GROUPS`."""
+    """The field it fills: its path from `Settings` through the branches, dot-separated."""
     env: str | None
     """The environment variable, if the environment carries it."""
     key: str | None
@@ -174,8 +219,8 @@ class Setting:
     """Checks what the user gave (with the bounds) and returns the value."""
 
     @property
-    def group(self) -> str | None:
-        return self.field.partition(".")[0] if "." in self.field else None
+    def branch(self) -> str:
+        return self.field.partition(".")[0]
 
     @property
     def name(self) -> str:
@@ -184,8 +229,11 @@ class Setting:
     @property
     def default(self) -> object:
         """The default of the field it fills; `dataclasses.MISSING` when it is required."""
-        owner = Settings if self.group is None else GROUPS[self.group]
-        found = next(item for item in fields(owner) if item.name == self.name)
+        owner: type[Any] = Settings
+        *branches, name = self.field.split(".")
+        for branch in branches:
+            owner = get_type_hints(owner)[branch]
+        found = next(item for item in fields(owner) if item.name == name)
         if found.default_factory is not dataclasses.MISSING:
             return found.default_factory()
         return found.default
@@ -231,84 +279,172 @@ _HEARTBEAT_PERIOD = values.seconds(minimum=1, maximum=3600)
 # Each round lists every resource again.
 _ANTI_ENTROPY_PERIOD = values.seconds(minimum=600, maximum=30 * 86400, zero_is_off=True)
 
+# Informers: a watch the server ends sooner reconnects more often; a read timeout shorter
+# than a bookmark's period (about a minute) would cut quiet, healthy watches.
+_WATCH_TIMEOUT = values.doubled_range(minimum=60, maximum=3600)
+_WATCH_READ_TIMEOUT = values.seconds(minimum=30, maximum=3600)
+_LIST_PAGE_SIZE = values.integer(minimum=50, maximum=5000)
+# The Lease: a duration below a few retry periods flaps; past the ceiling a dead leader's
+# cluster goes uncollected for too long. `_lease_order` checks retry < renew < duration.
+_LEASE_DURATION = values.seconds(minimum=2, maximum=600)
+_LEASE_RENEW_DEADLINE = values.seconds(minimum=1, maximum=600)
+_LEASE_RETRY = values.seconds(minimum=0.2, maximum=60)
+# Connecting to the Moonin API; reading one answer's next bytes.
+_CONNECT_TIMEOUT = values.seconds(minimum=1, maximum=120)
+_READ_TIMEOUT = values.seconds(minimum=1, maximum=600)
+
 # Checked in this order; the first bad one stops start-up.
 SETTINGS: tuple[Setting, ...] = (
     # debug, info, warning, error
-    Setting("log_level", "LOG_LEVEL", "log_level", values.log_level),
+    Setting("process.log_level", "LOG_LEVEL", "log_level", values.log_level),
     # namespaces the collector skips
-    Setting("collection.ignore_namespaces", None, "ignore_namespaces", values.names),
+    Setting("filters.ignore_namespaces", None, "ignore_namespaces", values.names),
     # globs such as `job/*`, `deployment/shop/*`
     Setting(
-        "collection.ignore_resources", "IGNORE_RESOURCES", "ignore_resources", values.resource_globs
+        "filters.ignore_resources", "IGNORE_RESOURCES", "ignore_resources", values.resource_globs
     ),
     # node labels kept out of node records
-    Setting("collection.ignore_node_labels", None, "ignore_node_labels", values.names),
+    Setting("filters.ignore_node_labels", None, "ignore_node_labels", values.names),
     # off reads no Helm release Secret at all
-    Setting("collection.collect_helm_releases", None, "collect_helm_releases", values.flag),
+    Setting(
+        "discovery.collector.collect_helm_releases", None, "collect_helm_releases", values.flag
+    ),
     # off reads no Job log at all
-    Setting("collection.collect_job_logs", None, "collect_job_logs", values.flag),
+    Setting("discovery.collector.collect_job_logs", None, "collect_job_logs", values.flag),
     # watch Warning Events for the pod errors only they tell; off reads no Event at all
-    Setting("collection.collect_events", "COLLECT_EVENTS", "collect_events", values.flag),
+    Setting("discovery.collector.collect_events", "COLLECT_EVENTS", "collect_events", values.flag),
     # `/healthz`, `/readyz` and `/metrics`; a taken port stops start-up
-    Setting("health_addr", "HEALTH_ADDR", None, _health_addr),
+    Setting("process.health_addr", "HEALTH_ADDR", None, _health_addr),
     # from the downward API; the Lease holder's identity
-    Setting("pod_name", "POD_NAME", None, values.text),
+    Setting("identity.pod_name", "POD_NAME", None, values.text),
     # from the downward API; where the Lease lives
-    Setting("pod_namespace", "POD_NAMESPACE", None, values.text),
+    Setting("identity.pod_namespace", "POD_NAMESPACE", None, values.text),
     # the cluster's project at Moonin
-    Setting("project_id", "PROJECT_ID", None, _identifier),
+    Setting("identity.project_id", "PROJECT_ID", None, _identifier),
     # the cluster's id at Moonin; part of every API path
-    Setting("cluster_id", "CLUSTER_ID", None, _identifier),
+    Setting("identity.cluster_id", "CLUSTER_ID", None, _identifier),
     # allow plain `http://` API URLs (tests and demos only)
-    Setting("api.insecure_http", "MOONIN_INSECURE_HTTP", None, values.flag),
+    Setting("api.client.insecure_http", "MOONIN_INSECURE_HTTP", None, values.flag),
     # PEM file of CAs to trust for the Moonin APIs
-    Setting("api.ca_bundle", "MOONIN_CA_BUNDLE", "ca_bundle", values.ca_bundle),
+    Setting("api.client.ca_bundle", "MOONIN_CA_BUNDLE", "ca_bundle", values.ca_bundle),
     # total time of one Moonin API call: connecting, sending and the whole answer
-    Setting("api.deadline_seconds", "API_DEADLINE_SECONDS", "api_deadline_seconds", _CALL_DEADLINE),
+    Setting(
+        "api.client.deadline_seconds",
+        "API_DEADLINE_SECONDS",
+        "api_deadline_seconds",
+        _CALL_DEADLINE,
+    ),
+    # how long connecting to a Moonin API may take
+    Setting(
+        "api.client.connect_timeout_seconds",
+        "API_CONNECT_TIMEOUT_SECONDS",
+        "api_connect_timeout_seconds",
+        _CONNECT_TIMEOUT,
+    ),
+    # silence within a Moonin API answer (or before it) that ends the call
+    Setting(
+        "api.client.read_timeout_seconds",
+        "API_READ_TIMEOUT_SECONDS",
+        "api_read_timeout_seconds",
+        _READ_TIMEOUT,
+    ),
     # bytes a templates or actions answer may have, after decompression
-    Setting("api.max_answer_bytes", "API_MAX_ANSWER_BYTES", "api_max_answer_bytes", _ANSWER_BYTES),
+    Setting(
+        "api.client.max_answer_bytes",
+        "API_MAX_ANSWER_BYTES",
+        "api_max_answer_bytes",
+        _ANSWER_BYTES,
+    ),
     # the outbox directory (one process per directory)
-    Setting("queue_dir", "QUEUE_DIR", "queue_dir", values.path),
+    Setting("outbox.queue_dir", "QUEUE_DIR", "queue_dir", values.path),
     # outbox bound per stream, in records
-    Setting("queue.max_records", "QUEUE_MAX_RECORDS", "queue_max_records", _QUEUE_RECORDS),
+    Setting("outbox.bounds.max_records", "QUEUE_MAX_RECORDS", "queue_max_records", _QUEUE_RECORDS),
     # outbox bound per stream, in bytes; keep it below the volume's size limit
-    Setting("queue.max_bytes", "QUEUE_MAX_BYTES", "queue_max_bytes", _QUEUE_BYTES),
+    Setting("outbox.bounds.max_bytes", "QUEUE_MAX_BYTES", "queue_max_bytes", _QUEUE_BYTES),
     # records per POST (and per queue chunk)
-    Setting("shipping.batch_max_records", "BATCH_MAX_RECORDS", "batch_max_records", _BATCH_RECORDS),
+    Setting(
+        "outbox.shipping.batch_max_records",
+        "BATCH_MAX_RECORDS",
+        "batch_max_records",
+        _BATCH_RECORDS,
+    ),
     # bytes per POST before gzip (and per queue chunk)
-    Setting("shipping.batch_max_bytes", "BATCH_MAX_BYTES", "batch_max_bytes", _BATCH_BYTES),
+    Setting("outbox.shipping.batch_max_bytes", "BATCH_MAX_BYTES", "batch_max_bytes", _BATCH_BYTES),
     # how long a part-full batch waits for more
     Setting(
-        "shipping.linger_seconds",
+        "outbox.shipping.linger_seconds",
         "LINGER_SECONDS",
         "linger_seconds",
         values.seconds(minimum=0, maximum=60),
     ),
     # how long SIGTERM keeps shipping before exit
-    Setting("shutdown_ship_seconds", "SHUTDOWN_SHIP_SECONDS", "shutdown_ship_seconds", _HOUR),
+    Setting(
+        "outbox.shutdown_ship_seconds", "SHUTDOWN_SHIP_SECONDS", "shutdown_ship_seconds", _HOUR
+    ),
     # only the holder of a Lease in `POD_NAMESPACE` collects (unset or auto: in a pod)
-    Setting("leader_election", "LEADER_ELECTION", "leader_election", values.auto_flag),
+    Setting("discovery.leader_election", "LEADER_ELECTION", "leader_election", values.auto_flag),
+    # how long a Lease not renewed keeps others from taking it
+    Setting(
+        "discovery.lease.lease_seconds",
+        "LEASE_DURATION_SECONDS",
+        "lease_duration_seconds",
+        _LEASE_DURATION,
+    ),
+    # the leader stops collecting when it could not renew for this long
+    Setting(
+        "discovery.lease.renew_deadline_seconds",
+        "LEASE_RENEW_DEADLINE_SECONDS",
+        "lease_renew_deadline_seconds",
+        _LEASE_RENEW_DEADLINE,
+    ),
+    # how often each replica reads (and the leader renews) the Lease
+    Setting(
+        "discovery.lease.retry_seconds", "LEASE_RETRY_SECONDS", "lease_retry_seconds", _LEASE_RETRY
+    ),
     # scaling reconcile period
     Setting(
-        "reconcile_interval_seconds",
+        "scaling.reconcile_interval_seconds",
         "RECONCILE_INTERVAL_SECONDS",
         "reconcile_interval_seconds",
         _RECONCILE_PERIOD,
     ),
     # ask the cloud's metadata endpoints (unset or auto: in a pod)
-    Setting("cloud_metadata", "CLOUD_METADATA", "cloud_metadata", values.auto_flag),
+    Setting("discovery.cloud_metadata", "CLOUD_METADATA", "cloud_metadata", values.auto_flag),
     # discovery heartbeat (and cluster metadata) period
-    Setting("heartbeat_seconds", "HEARTBEAT_SECONDS", "heartbeat_seconds", _HEARTBEAT_PERIOD),
+    Setting(
+        "discovery.heartbeat_seconds", "HEARTBEAT_SECONDS", "heartbeat_seconds", _HEARTBEAT_PERIOD
+    ),
     # discovery re-sends everything with snapshots this often (0: never)
     Setting(
-        "collection.anti_entropy_seconds",
+        "discovery.collector.anti_entropy_seconds",
         "ANTI_ENTROPY_SECONDS",
         "anti_entropy_seconds",
         _ANTI_ENTROPY_PERIOD,
     ),
+    # the server ends each watch after a random time from this to twice this
+    Setting(
+        "discovery.collector.informer.watch_timeout_seconds",
+        "WATCH_TIMEOUT_SECONDS",
+        "watch_timeout_seconds",
+        _WATCH_TIMEOUT,
+    ),
+    # a watch silent this long (no event, no bookmark) is taken as stalled and reopened
+    Setting(
+        "discovery.collector.informer.read_timeout_seconds",
+        "WATCH_READ_TIMEOUT_SECONDS",
+        "watch_read_timeout_seconds",
+        _WATCH_READ_TIMEOUT,
+    ),
+    # the most objects one list page asks for
+    Setting(
+        "discovery.collector.informer.page_size",
+        "LIST_PAGE_SIZE",
+        "list_page_size",
+        _LIST_PAGE_SIZE,
+    ),
     # total time of one Kubernetes call other than a watch
     Setting(
-        "kube_deadline_seconds", "KUBE_DEADLINE_SECONDS", "kube_deadline_seconds", _CALL_DEADLINE
+        "kube.deadline_seconds", "KUBE_DEADLINE_SECONDS", "kube_deadline_seconds", _CALL_DEADLINE
     ),
 )
 FILE_KEYS = frozenset(setting.key for setting in SETTINGS if setting.key is not None)
@@ -343,16 +479,24 @@ def load_settings(
 def load_collection_settings(
     environ: Mapping[str, str], *, config_file: str | None = None
 ) -> PreviewSettings:
-    """Read and check the log level and the collection group only; the rest is not looked at."""
+    """Read and check the log level, the filters and the collector's branch only; the rest
+    is not looked at."""
     with _token_scrubbed(environ):
         _, file_values = _config_file(config_file, environ)
         read = _read(
             _Sources(environ, file_values),
-            (s for s in SETTINGS if s.group == "collection" or s.field == "log_level"),
+            (
+                s
+                for s in SETTINGS
+                if s.branch == "filters"
+                or s.field.startswith("discovery.collector.")
+                or s.name == "log_level"
+            ),
         )
+        _collector_filters(read)
         return PreviewSettings(
-            log_level=read.get(None, {}).get("log_level", Settings.log_level),
-            collection=CollectorSettings(**read.get("collection", {})),
+            log_level=_build(ProcessSettings, read.get("process", {})).log_level,
+            collection=_build(DiscoverySettings, read.get("discovery", {})).collector,
         )
 
 
@@ -410,7 +554,7 @@ def api_url_for(settings: Settings, stream: Stream) -> str:
     """Base URL of `stream`'s API. ValueError if this role does not ship that stream."""
     if stream not in ROLE_STREAMS["all"]:
         raise ValueError(f"unknown stream {stream!r}")
-    url = settings.discovery_api_url if stream == "discovery" else settings.scaling_api_url
+    url = settings.api.discovery_url if stream == "discovery" else settings.api.scaling_url
     if stream not in settings.streams or url is None:
         raise ValueError(f"role {settings.role} does not ship the {stream} stream")
     return url
@@ -458,17 +602,37 @@ class _Sources:
         return _env(self._environ, name)
 
 
-def _read(src: _Sources, declared: Iterable[Setting]) -> dict[str | None, dict[str, Any]]:
-    """The values the user gave, by group (None: `Settings` itself) and field; the fields
-    left out keep their defaults."""
-    found: dict[str | None, dict[str, Any]] = {}
+Given = dict[str, Any]
+"""What the user gave, by path: a field's value, or a branch's own `Given`."""
+
+
+def _read(src: _Sources, declared: Iterable[Setting]) -> Given:
+    """The values the user gave, nested as the branches are; the fields left out keep their
+    defaults."""
+    found: Given = {}
     for setting in declared:
         raw = src.get(setting.env, setting.key)
         if raw is not None:
-            found.setdefault(setting.group, {})[setting.name] = setting.parse(raw)
+            *branches, name = setting.field.split(".")
+            into = found
+            for branch in branches:
+                into = into.setdefault(branch, {})
+            into[name] = setting.parse(raw)
         elif setting.default is dataclasses.MISSING:
             raise ConfigError(f"{setting.env or setting.key}: not set")
     return found
+
+
+def _build(branch: type[T], given: Given) -> T:
+    """`branch` with the values given, its own branches built the same way (a branch given
+    already built is taken as it is)."""
+    hints = get_type_hints(branch)
+    return branch(
+        **{
+            name: _build(hints[name], value) if isinstance(value, dict) else value
+            for name, value in given.items()
+        }
+    )
 
 
 def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Settings:
@@ -477,27 +641,37 @@ def _load(role: str, environ: Mapping[str, str], config_file: str | None) -> Set
     src = _Sources(environ, file_values)
     token, token_file = _token(src)
     read = _read(src, SETTINGS)
-    own = read.pop(None, {})
-    groups = {name: group(**read.get(name, {})) for name, group in GROUPS.items()}
-    # A queue chunk is cut to the batch limits, so a chunk always fits one batch.
-    shipping: ShipperSettings = groups["shipping"]
-    groups["queue"] = dataclasses.replace(
-        groups["queue"],
-        chunk_records=shipping.batch_max_records,
-        chunk_bytes=shipping.batch_max_bytes,
+    _lease_order(read.get("discovery", {}).get("lease", {}))
+    # Rules beyond one setting each: the identity's token, the roles' API URLs, and the
+    # queue chunks cut to the batch limits, so a chunk always fits one batch.
+    identity = read.setdefault("identity", {})
+    identity.update(token=token, token_file=token_file)
+    insecure = read.get("api", {}).get("client", {}).get("insecure_http", False)
+    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=insecure)
+    read.setdefault("api", {}).update(discovery_url=discovery_url, scaling_url=scaling_url)
+    _collector_filters(read)
+    outbox = read.setdefault("outbox", {})
+    shipping = _build(ShipperSettings, outbox.get("shipping", {}))
+    outbox.setdefault("bounds", {}).update(
+        chunk_records=shipping.batch_max_records, chunk_bytes=shipping.batch_max_bytes
     )
-    api: ApiSettings = groups["api"]
-    discovery_url, scaling_url = _api_urls(checked_role, src, insecure=api.insecure_http)
-    return Settings(
-        role=checked_role,
-        config_file=path,
-        token=token,
-        token_file=token_file,
-        discovery_api_url=discovery_url,
-        scaling_api_url=scaling_url,
-        **own,
-        **groups,
-    )
+    return _build(Settings, {"role": checked_role, "config_file": path, **read})
+
+
+def _collector_filters(read: Given) -> None:
+    """The collector's settings hold the filters branch as it is."""
+    filters = read["filters"] = _build(FilterSettings, read.get("filters", {}))
+    read.setdefault("discovery", {}).setdefault("collector", {})["filters"] = filters
+
+
+def _lease_order(lease: Given) -> None:
+    """Retry period < renew deadline < Lease duration, as client-go requires: a leader must
+    try to renew more than once before it gives up, and give up before anyone may take over."""
+    timing = _build(LeaseSettings, lease)
+    if timing.renew_deadline_seconds >= timing.lease_seconds:
+        raise ConfigError("LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS")
+    if timing.retry_seconds >= timing.renew_deadline_seconds:
+        raise ConfigError("LEASE_RETRY_SECONDS: must be less than LEASE_RENEW_DEADLINE_SECONDS")
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:

@@ -77,18 +77,22 @@ def open_delivery(
 
     Raises `QueueDirectoryBusy` or `QueueFileError` when the directory cannot be owned.
     """
-    outbox = Outbox(settings.queue_dir, streams=settings.streams, bounds=settings.queue)
+    outbox = Outbox(
+        settings.outbox.queue_dir, streams=settings.streams, bounds=settings.outbox.bounds
+    )
     delivery = Delivery(outbox=outbox, shippers={})
     for stream in settings.streams:
         client = ApiClient(
             base_url=api_url_for(settings, stream),
-            project_id=settings.project_id,
-            cluster_id=settings.cluster_id,
+            project_id=settings.identity.project_id,
+            cluster_id=settings.identity.cluster_id,
             token=token,
-            settings=settings.api,
+            settings=settings.api.client,
             observe=observe,
         )
         delivery.clients[stream] = client
         post = client.post_records if stream == DISCOVERY else client.post_events
-        delivery.shippers[stream] = StreamShipper(outbox[stream], post, settings=settings.shipping)
+        delivery.shippers[stream] = StreamShipper(
+            outbox[stream], post, settings=settings.outbox.shipping
+        )
     return delivery

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import structlog
 
-from agent.config import ConfigError, Settings
+from agent.config import ConfigError, IdentitySettings, KubeSettings
 from collector.collector import Collector
 from collector.heartbeat import Heartbeat
-from collector.leader import Acquisition, LeaderElector, LeaseSettings
+from collector.leader import Acquisition, LeaderElector
 from collector.metadata import MetadataProbe
+from collector.settings import DiscoverySettings
 from collector.state import StateStore
 from kube.api import KubeApi
 from kube.cluster import SERVICE_ACCOUNT_DIR, KubeTarget
@@ -43,11 +44,11 @@ LEASE_MARK = "lease_transitions"
 OUTBOX_MARK = "outbox_epoch"
 
 
-def lease_namespace(settings: Settings, target: KubeTarget) -> str:
+def lease_namespace(identity: IdentitySettings, target: KubeTarget) -> str:
     """POD_NAMESPACE, else the namespace of the pod's service account (the one the cluster
     target was read from, in a pod)."""
-    if settings.pod_namespace:
-        return settings.pod_namespace
+    if identity.pod_namespace:
+        return identity.pod_namespace
     try:
         return ((target.service_account or SERVICE_ACCOUNT_DIR) / "namespace").read_text().strip()
     except OSError:
@@ -69,20 +70,23 @@ def led_last(mark: str | None, acquired: Acquisition | None) -> bool:
 class DiscoveryRole:
     def __init__(
         self,
-        settings: Settings,
+        settings: DiscoverySettings,
         *,
+        identity: IdentitySettings,
+        kube: KubeSettings,
+        queue_dir: str,
         target: KubeTarget,
         outbox: StreamOutbox,
         client: ApiClient,
     ) -> None:
         self.settings = settings
-        self.api = KubeApi(target, deadline_seconds=settings.kube_deadline_seconds)
+        self.api = KubeApi(target, deadline_seconds=kube.deadline_seconds)
         self.outbox = outbox
         self.client = client
-        self.identity = settings.pod_name or socket.gethostname()
+        self.identity = identity.pod_name or socket.gethostname()
         # The collector's per-object state sits beside the outbox, on the same volume.
         self.collector_settings = dataclasses.replace(
-            settings.collection, state_file=Path(settings.queue_dir) / "collector-state.sqlite"
+            settings.collector, state_file=Path(queue_dir) / "collector-state.sqlite"
         )
         # Cloud metadata endpoints are asked only from inside the cluster, unless configured.
         ask_cloud = settings.cloud_metadata
@@ -98,7 +102,11 @@ class DiscoveryRole:
         if elect:
             self.elector = LeaderElector(
                 self.api,
-                LeaseSettings(namespace=lease_namespace(settings, target), identity=self.identity),
+                dataclasses.replace(
+                    settings.lease,
+                    namespace=lease_namespace(identity, target),
+                    identity=self.identity,
+                ),
                 on_started=self._start_term,
                 on_stopped=self._stop_term,
             )

@@ -49,7 +49,10 @@ def build_roles(
         if DISCOVERY in settings.streams:
             roles.append(
                 DiscoveryRole(
-                    settings,
+                    settings.discovery,
+                    identity=settings.identity,
+                    kube=settings.kube,
+                    queue_dir=settings.outbox.queue_dir,
                     target=target,
                     outbox=delivery.outbox[DISCOVERY],
                     client=delivery.clients[DISCOVERY],
@@ -58,7 +61,11 @@ def build_roles(
         if SCALING in settings.streams:
             roles.append(
                 ScalingRole(
-                    settings,
+                    settings.scaling,
+                    kube=settings.kube,
+                    filters=settings.filters,
+                    cluster_id=settings.identity.cluster_id,
+                    queue_dir=settings.outbox.queue_dir,
                     target=target,
                     outbox=delivery.outbox[SCALING],
                     api=delivery.clients[SCALING],
@@ -71,7 +78,7 @@ def build_roles(
         raise exits.Failure(f"{where}{exc}", exits.CANNOT_START) from None
     except (sqlite3.Error, UnusableFile) as exc:  # the scaling store: locked, read-only, disk full
         raise exits.Failure(
-            f"scaling store in {settings.queue_dir}: {exc}", exits.CANNOT_START
+            f"scaling store in {settings.outbox.queue_dir}: {exc}", exits.CANNOT_START
         ) from None
     return roles
 

@@ -60,18 +60,18 @@ def run(
         role=settings.role,
         version=VERSION,
         streams=list(process.delivery.shippers),
-        queue_dir=str(settings.queue_dir),
+        queue_dir=str(settings.outbox.queue_dir),
     )
     log.info("signal_received", signal=stop.wait())
-    process.stop(drain_seconds=settings.shutdown_ship_seconds)
+    process.stop(drain_seconds=settings.outbox.shutdown_ship_seconds)
     return exits.OK
 
 
 def _set_up_process(settings: Settings) -> TokenSource:
     """The allocator and the logs, before anything else runs; the token they must hide."""
     tuned = allocator.tune()  # before any thread allocates: see agent/allocator.py
-    token = TokenSource(value=settings.token, file=settings.token_file)
-    configure_logging(settings.log_level, secrets=token.secrets)
+    token = TokenSource(value=settings.identity.token, file=settings.identity.token_file)
+    configure_logging(settings.process.log_level, secrets=token.secrets)
     log.debug("allocator_tuned", settings=tuned)
     return token
 
@@ -186,7 +186,7 @@ def _health_server(
     """/healthz, /readyz and /metrics on `HEALTH_ADDR` (not started)."""
     try:
         return HealthServer(
-            *split_host_port(settings.health_addr),
+            *split_host_port(settings.process.health_addr),
             live=lambda: [*watch.problems(), *(p for role in roles for p in role.problems())],
             ready=lambda: (
                 watch.not_ready() if running.is_set() else ["not running (starting or stopping)"]
@@ -196,5 +196,5 @@ def _health_server(
         )
     except OSError as exc:
         raise exits.Failure(
-            f"HEALTH_ADDR {settings.health_addr}: {exc.strerror or exc}", exits.CANNOT_START
+            f"HEALTH_ADDR {settings.process.health_addr}: {exc.strerror or exc}", exits.CANNOT_START
         ) from None

@@ -15,9 +15,10 @@ import msgspec
 import structlog
 
 from agent import exits
-from agent.config import Settings
+from agent.config import KubeSettings, ScalingSettings, Settings
 from agent.delivery import open_delivery
 from agent.logs import configure_logging
+from collector.settings import FilterSettings
 from kube.api import KubeApi
 from kube.cluster import KubeConfigError, KubeTarget, load_target
 from kube.errors import KubeError
@@ -55,14 +56,14 @@ def revert_all_now(
     object (`reverted`, `failed`); exit 0 when every HPA was reverted. `dry_run` logs
     each change instead, and writes nothing: no queue, no store, no event."""
 
-    token = TokenSource(value=settings.token, file=settings.token_file)
-    configure_logging(settings.log_level, secrets=token.secrets)
+    token = TokenSource(value=settings.identity.token, file=settings.identity.token_file)
+    configure_logging(settings.process.log_level, secrets=token.secrets)
     try:
         # The cluster `run` would pick, by the same rule (kube/__init__.py).
         target = load_target(os.environ, kubeconfig=kubeconfig, context=context)
     except KubeConfigError as exc:
         return exits.Failure(exc, exits.CANNOT_START).report()
-    kube = scaling_client(target, settings)
+    kube = scaling_client(target, settings.kube)
     delivery = None
     outbox: EventSink
     if dry_run:
@@ -72,7 +73,7 @@ def revert_all_now(
     else:
         try:
             delivery = open_delivery(settings, token)
-            store = Store(Path(settings.queue_dir) / FILE_NAME)
+            store = Store(Path(settings.outbox.queue_dir) / FILE_NAME)
         except (QueueDirectoryBusy, QueueFileError, sqlite3.Error, OSError) as exc:
             if delivery is not None:
                 delivery.stop(drain_seconds=0)
@@ -83,14 +84,14 @@ def revert_all_now(
         outbox = delivery.outbox[SCALING]
     try:
         report = revert_all(
-            kube=workloads, outbox=outbox, store=store, cluster_id=settings.cluster_id
+            kube=workloads, outbox=outbox, store=store, cluster_id=settings.identity.cluster_id
         )
     except KubeError as exc:  # the cluster cannot be reached: one line, exit 1
         return exits.Failure(exc, exits.FAILED).report()
     finally:
         store.close()
         if delivery is not None:
-            delivery.stop(drain_seconds=settings.shutdown_ship_seconds)
+            delivery.stop(drain_seconds=settings.outbox.shutdown_ship_seconds)
         kube.close()
     log.info("revert_all_done", reverted=len(report.reverted), failed=len(report.failed))
     sys.stdout.buffer.write(
@@ -99,28 +100,32 @@ def revert_all_now(
     return exits.OK if report.ok else exits.FAILED
 
 
-def scaling_client(target: KubeTarget, settings: Settings) -> KubeApi:
+def scaling_client(target: KubeTarget, settings: KubeSettings) -> KubeApi:
     """The one Kubernetes client, tuned for a reconcile loop: each call must end well before
     the next cycle, so a silent connect or read gives up sooner than discovery's."""
     return KubeApi(
         target,
         timeout=READ_TIMEOUT_SECONDS,
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        deadline_seconds=settings.kube_deadline_seconds,
+        deadline_seconds=settings.deadline_seconds,
     )
 
 
 class ScalingRole:
     def __init__(
         self,
-        settings: Settings,
+        settings: ScalingSettings,
         *,
+        kube: KubeSettings,
+        filters: FilterSettings,
+        cluster_id: str,
+        queue_dir: str,
         target: KubeTarget,
         outbox: StreamOutbox,
         api: ApiClient,
         dry_run: bool = False,
     ) -> None:
-        self._kube = scaling_client(target, settings)
+        self._kube = scaling_client(target, kube)
         self._interval = settings.reconcile_interval_seconds
         self._dry_run = dry_run
         kube_type = DryRunKube if dry_run else ScalingKube
@@ -129,9 +134,9 @@ class ScalingRole:
             kube=kube_type(self._kube),
             api=api,
             outbox=DryRunEvents() if dry_run else outbox,
-            store_path=IN_MEMORY if dry_run else Path(settings.queue_dir) / FILE_NAME,
-            cluster_id=settings.cluster_id,
-            ignore_resources=settings.collection.ignore_resources,
+            store_path=IN_MEMORY if dry_run else Path(queue_dir) / FILE_NAME,
+            cluster_id=cluster_id,
+            ignore_resources=filters.ignore_resources,
             interval=settings.reconcile_interval_seconds,
         )
 

@@ -72,10 +72,14 @@ def describe(value: object) -> str:
 
 @dataclass(frozen=True)
 class Bounded:
-    """A parser of numbers between two bounds; `shown_range` is how the README writes them."""
+    """A parser of numbers between two bounds; `shown_range` is how the README writes them,
+    `show` how it writes a value of the setting (its default), `schema` how the chart's
+    values schema bounds them."""
 
     parse: Callable[[Raw], Any]
     shown_range: str
+    schema: dict[str, Any]
+    show: Callable[[Any], str] = lambda value: _plain(value)
 
     def __call__(self, raw: Raw) -> Any:
         return self.parse(raw)
@@ -101,7 +105,7 @@ def integer(*, minimum: int, maximum: int) -> Bounded:
             raise error(raw, f"must be from {shown}, got {_side(number, minimum)}")
         return number
 
-    return Bounded(parse, shown)
+    return Bounded(parse, shown, {"type": "integer", "minimum": minimum, "maximum": maximum})
 
 
 def seconds(*, minimum: float, maximum: float, zero_is_off: bool = False) -> Bounded:
@@ -129,7 +133,22 @@ def seconds(*, minimum: float, maximum: float, zero_is_off: bool = False) -> Bou
             raise error(raw, f"must be from {shown}, got {_side(number, minimum)}")
         return number
 
-    return Bounded(parse, shown)
+    schema: dict[str, Any] = {"type": "number", "minimum": minimum, "maximum": maximum}
+    if zero_is_off:
+        schema = {"anyOf": [{"const": 0}, schema]}
+    return Bounded(parse, shown, schema)
+
+
+def doubled_range(*, minimum: int, maximum: int) -> Bounded:
+    """A whole number of seconds N from `minimum` to `maximum`, read as the range N to 2N
+    (a time drawn at random in it spreads reconnections out, as client-go does)."""
+    single = integer(minimum=minimum, maximum=maximum)
+
+    def parse(raw: Raw) -> tuple[int, int]:
+        low: int = single(raw)
+        return (low, 2 * low)
+
+    return Bounded(parse, single.shown_range, single.schema, show=lambda value: _plain(value[0]))
 
 
 def _plain(number: float) -> str:

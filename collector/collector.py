@@ -87,7 +87,9 @@ class Collector:
         self.api = api
         self.settings = settings
         self.filters = Filters(
-            settings.ignore_namespaces, settings.ignore_resources, settings.ignore_node_labels
+            settings.filters.ignore_namespaces,
+            settings.filters.ignore_resources,
+            settings.filters.ignore_node_labels,
         )
         self.lock = threading.RLock()
         self.reporter = HealthReporter("collector")

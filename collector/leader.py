@@ -58,8 +58,10 @@ class NamespaceMissing(KubeError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseSettings:
-    namespace: str
-    identity: str
+    namespace: str = ""
+    """Where the Lease lives; filled in by the discovery role."""
+    identity: str = ""
+    """This replica's name in the Lease; filled in by the discovery role."""
     name: str = "moonin-discovery-leader"
     lease_seconds: float = 15.0
     renew_deadline_seconds: float = 10.0

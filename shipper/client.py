@@ -69,7 +69,6 @@ from shipper.records import new_id, utc_timestamp
 from shipper.token import TokenSource
 
 GZIP_THRESHOLD = 1024  # bytes; the contract gzips every POST body larger than 1 KiB
-CONNECT_TIMEOUT = 10.0
 # The heartbeat's answer is `{}` or `{"resync": true}`; batch answers are not used.
 SMALL_ANSWER_BYTES = 64 << 10
 # How long an unused answer (after a 2xx on a batch) is read, so the connection can serve
@@ -120,6 +119,10 @@ class ApiSettings:
     """PEM file of the CAs to trust instead of the system's."""
     deadline_seconds: float = 30.0
     """Total time of one call: connecting, sending and the whole answer."""
+    connect_timeout_seconds: float = 10.0
+    """How long connecting (TCP and TLS) may take."""
+    read_timeout_seconds: float = 30.0
+    """Silence this long while waiting for the answer's next bytes ends the call."""
     max_answer_bytes: int = 8 << 20
     """Bytes a templates or actions answer may have, counted after decompression (a few
     thousand templates fit in a few MiB)."""
@@ -139,7 +142,6 @@ class ApiClient:
         cluster_id: str,
         token: TokenSource,
         settings: ApiSettings = DEFAULT_SETTINGS,
-        timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
         observe: RequestObserver | None = None,
     ) -> None:
@@ -180,7 +182,9 @@ class ApiClient:
         # when a transport is passed in (tests).
         self._http = httpx.Client(
             verify=verify,
-            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            timeout=httpx.Timeout(
+                settings.read_timeout_seconds, connect=settings.connect_timeout_seconds
+            ),
             transport=transport,
             trust_env=True,
             follow_redirects=False,  # a redirect would carry the token elsewhere

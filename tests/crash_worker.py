@@ -40,8 +40,13 @@ def main() -> int:
     if "CRASH_SEED" in os.environ:
         random.seed(f"{os.environ['CRASH_SEED']}-{run_id}")
     settings = load_settings("discovery", os.environ)
-    token = TokenSource(value=settings.token, file=settings.token_file)
-    delivery = open_delivery(dataclasses.replace(settings, shipping=FAST_SHIPPING), token)
+    token = TokenSource(value=settings.identity.token, file=settings.identity.token_file)
+    delivery = open_delivery(
+        dataclasses.replace(
+            settings, outbox=dataclasses.replace(settings.outbox, shipping=FAST_SHIPPING)
+        ),
+        token,
+    )
     stream = delivery.outbox[DISCOVERY]
     print("opened", stream.stats().records, flush=True)
     delivery.start()

@@ -406,8 +406,7 @@ def test_a_real_refused_connection_is_retried_later() -> None:
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        settings=ApiSettings(insecure_http=True),
-        timeout=5,
+        settings=ApiSettings(insecure_http=True, read_timeout_seconds=5),
     )
     with client, pytest.raises(RetryLater) as caught:
         client.heartbeat({})
@@ -932,8 +931,7 @@ def _real_client(base_url: str) -> ApiClient:
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        settings=ApiSettings(insecure_http=True),
-        timeout=5,
+        settings=ApiSettings(insecure_http=True, read_timeout_seconds=5),
     )
 
 
@@ -988,8 +986,7 @@ def test_a_ca_bundle_keeps_the_environment_proxies(
         project_id="p-1",
         cluster_id="c-1",
         token=TokenSource(value=TOKEN),
-        settings=ApiSettings(ca_bundle=str(bundle)),
-        timeout=5,
+        settings=ApiSettings(ca_bundle=str(bundle), read_timeout_seconds=5),
     )
     with client, pytest.raises(RetryLater):
         client.get_templates()

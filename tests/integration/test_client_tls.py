@@ -56,8 +56,7 @@ def client_for(
         project_id=platform.project_id,
         cluster_id=platform.cluster_id,
         token=token or TokenSource(value=TOKEN),
-        settings=ApiSettings(**api),
-        timeout=10,
+        settings=ApiSettings(**{"read_timeout_seconds": 10, **api}),
     )
 
 

@@ -18,7 +18,7 @@ from collector.job_logs import JobLogSettings
 from collector.metadata import MetadataProbe
 from collector.model import ObjectMeta
 from collector.normalize import namespace as namespace_kind
-from collector.settings import CollectorSettings
+from collector.settings import CollectorSettings, FilterSettings
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox import objects
@@ -31,7 +31,7 @@ from tests.informer_harness import FAST
 from tests.waiting import wait_until
 
 SETTINGS = CollectorSettings(
-    ignore_namespaces=(),
+    filters=FilterSettings(ignore_namespaces=()),
     anti_entropy_seconds=0,
     flush_seconds=0.05,
     informer=FAST,
@@ -233,7 +233,10 @@ def test_ignored_namespaces_and_resources_never_leave(
     kube.create(objects.deployment(name="web", namespace=cluster_objects.NS))
     kube.create(objects.deployment(name="debug", namespace=cluster_objects.NS))
     settings = dataclasses.replace(
-        SETTINGS, ignore_namespaces=("kube-system",), ignore_resources=("deployment/shop/debug",)
+        SETTINGS,
+        filters=FilterSettings(
+            ignore_namespaces=("kube-system",), ignore_resources=("deployment/shop/debug",)
+        ),
     )
     start(settings)
     received = Received(outbox)
@@ -603,8 +606,10 @@ def test_events_in_ignored_namespaces_or_about_ignored_pods_give_nothing(
     start(
         dataclasses.replace(
             SETTINGS,
-            ignore_namespaces=("scratch",),
-            ignore_resources=(f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n",),
+            filters=FilterSettings(
+                ignore_namespaces=("scratch",),
+                ignore_resources=(f"pod/{cluster_objects.NS}/web-5d8f7c9b6-c4k8n",),
+            ),
         )
     )
     received = Received(outbox)

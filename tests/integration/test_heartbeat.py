@@ -35,8 +35,7 @@ def client(platform: FakePlatform) -> Iterator[ApiClient]:
         project_id=platform.project_id,
         cluster_id=platform.cluster_id,
         token=TokenSource(value=TOKEN),
-        settings=ApiSettings(insecure_http=True),
-        timeout=2.0,
+        settings=ApiSettings(insecure_http=True, read_timeout_seconds=2.0),
     ) as api:
         yield api
 

@@ -376,12 +376,12 @@ def test_the_lease_lives_in_the_namespace_of_the_service_account_the_cluster_was
     )
     environ = {"PROJECT_ID": "p-1", "CLUSTER_ID": "c-1", "CLUSTER_TOKEN": "tok-3f9a1c77e2b84d05"}
     settings = load_settings("discovery", environ)
-    assert lease_namespace(settings, in_pod) == "moonin-agent"
+    assert lease_namespace(settings.identity, in_pod) == "moonin-agent"
     given = load_settings("discovery", {**environ, "POD_NAMESPACE": "elsewhere"})
-    assert lease_namespace(given, in_pod) == "elsewhere"
+    assert lease_namespace(given.identity, in_pod) == "elsewhere"
     (account / "namespace").unlink()
     with pytest.raises(ConfigError, match="POD_NAMESPACE: required for leader election"):
-        lease_namespace(settings, in_pod)
+        lease_namespace(settings.identity, in_pod)
 
 
 @pytest.mark.parametrize(

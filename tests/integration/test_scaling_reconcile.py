@@ -707,8 +707,7 @@ def test_templates_come_from_the_platform_and_an_unreachable_platform_still_lets
         project_id="p-1",
         cluster_id=CLUSTER,
         token=TokenSource(TOKEN),
-        settings=ApiSettings(insecure_http=True),
-        timeout=2.0,
+        settings=ApiSettings(insecure_http=True, read_timeout_seconds=2.0),
     )
     try:
         platform.set_templates([template()])

@@ -14,8 +14,8 @@ from agent.config import (
     FILE_KEYS,
     SETTINGS,
     ConfigError,
+    OutboxSettings,
     Setting,
-    Settings,
     api_url_for,
     load_settings,
     misspelt_variables,
@@ -52,33 +52,37 @@ def test_the_chart_minimum_gives_the_documented_defaults() -> None:
     settings = load_settings("discovery", env())
 
     assert settings.role == "discovery"
-    assert (settings.project_id, settings.cluster_id, settings.token) == ("p-1", "c-1", TOKEN)
-    assert settings.token_file is None
+    assert (
+        settings.identity.project_id,
+        settings.identity.cluster_id,
+        settings.identity.token,
+    ) == ("p-1", "c-1", TOKEN)
+    assert settings.identity.token_file is None
     assert api_url_for(settings, "discovery") == "https://api-discover.moonin.app"
-    assert settings.api.insecure_http is False
-    assert settings.api.ca_bundle is None
-    assert settings.queue_dir == "/var/lib/moonin-agent/queue"
-    assert settings.queue.max_records == 1_000_000
-    assert settings.queue.max_bytes == 400 * 1024 * 1024
-    assert settings.shipping.batch_max_records == 500
-    assert settings.shipping.batch_max_bytes == 1024 * 1024
-    assert settings.shipping.linger_seconds == 0.2
-    assert settings.shutdown_ship_seconds == 10
-    assert settings.reconcile_interval_seconds == 30
-    assert settings.log_level == "info"
-    assert settings.health_addr == "0.0.0.0:8080"
-    assert settings.collection.ignore_namespaces == ("kube-system",)
-    assert settings.collection.ignore_resources == ()
-    assert settings.collection.ignore_node_labels == ()
-    assert settings.collection.collect_helm_releases is True
-    assert settings.collection.collect_job_logs is True
-    assert settings.collection.collect_events is True
-    assert settings.leader_election is None
+    assert settings.api.client.insecure_http is False
+    assert settings.api.client.ca_bundle is None
+    assert settings.outbox.queue_dir == "/var/lib/moonin-agent/queue"
+    assert settings.outbox.bounds.max_records == 1_000_000
+    assert settings.outbox.bounds.max_bytes == 400 * 1024 * 1024
+    assert settings.outbox.shipping.batch_max_records == 500
+    assert settings.outbox.shipping.batch_max_bytes == 1024 * 1024
+    assert settings.outbox.shipping.linger_seconds == 0.2
+    assert settings.outbox.shutdown_ship_seconds == 10
+    assert settings.scaling.reconcile_interval_seconds == 30
+    assert settings.process.log_level == "info"
+    assert settings.process.health_addr == "0.0.0.0:8080"
+    assert settings.filters.ignore_namespaces == ("kube-system",)
+    assert settings.filters.ignore_resources == ()
+    assert settings.filters.ignore_node_labels == ()
+    assert settings.discovery.collector.collect_helm_releases is True
+    assert settings.discovery.collector.collect_job_logs is True
+    assert settings.discovery.collector.collect_events is True
+    assert settings.discovery.leader_election is None
     assert settings.config_file is None
-    assert settings.pod_name is None and settings.pod_namespace is None
-    assert settings.api.deadline_seconds == 30
-    assert settings.api.max_answer_bytes == 8 * 1024 * 1024
-    assert settings.kube_deadline_seconds == 60
+    assert settings.identity.pod_name is None and settings.identity.pod_namespace is None
+    assert settings.api.client.deadline_seconds == 30
+    assert settings.api.client.max_answer_bytes == 8 * 1024 * 1024
+    assert settings.kube.deadline_seconds == 60
 
 
 def test_the_scaling_role_defaults_to_the_scaling_api() -> None:
@@ -143,7 +147,7 @@ def test_plain_http_is_allowed_with_the_insecure_switch() -> None:
     settings = load_settings(
         "discovery", env(API_URL="http://127.0.0.1:8081", MOONIN_INSECURE_HTTP="true")
     )
-    assert settings.api.insecure_http is True
+    assert settings.api.client.insecure_http is True
     assert api_url_for(settings, "discovery") == "http://127.0.0.1:8081"
 
 
@@ -217,8 +221,8 @@ def test_a_token_file_alone_is_enough(tmp_path: Path) -> None:
     settings = load_settings(
         "discovery", env(CLUSTER_TOKEN=None, CLUSTER_TOKEN_FILE=str(token_file))
     )
-    assert settings.token is None
-    assert settings.token_file == str(token_file)
+    assert settings.identity.token is None
+    assert settings.identity.token_file == str(token_file)
 
 
 def test_a_missing_token_file_is_named_but_its_path_is_not_echoed(tmp_path: Path) -> None:
@@ -280,14 +284,14 @@ def test_repr_and_str_of_settings_never_show_the_token() -> None:
     assert TOKEN not in repr(settings)
     assert TOKEN not in str(settings)
     assert "token='[REDACTED]'" in repr(settings)
-    assert settings.token == TOKEN  # still there for the API client
+    assert settings.identity.token == TOKEN  # still there for the API client
 
 
 def test_a_blank_variable_counts_as_unset() -> None:
     settings = load_settings("discovery", env(LOG_LEVEL="", API_URL="  ", QUEUE_DIR=""))
-    assert settings.log_level == "info"
+    assert settings.process.log_level == "info"
     assert api_url_for(settings, "discovery") == DEFAULT_API_URLS["discovery"]
-    assert settings.queue_dir == Settings.queue_dir
+    assert settings.outbox.queue_dir == OutboxSettings.queue_dir
 
 
 # --- config.yaml and precedence -----------------------------------------------------------------
@@ -326,22 +330,28 @@ kube_deadline_seconds: 20
 """,
     )
     settings = load_settings("discovery", env(), config_file=path)
-    assert (settings.api.deadline_seconds, settings.api.max_answer_bytes) == (45, 2 << 20)
-    assert settings.kube_deadline_seconds == 20
-    assert settings.log_level == "debug"
-    assert settings.collection.ignore_namespaces == ("kube-system", "monitoring")
-    assert settings.collection.ignore_resources == ("job/*", "deployment/shop/*")
-    assert settings.collection.ignore_node_labels == ("kubernetes.io/hostname",)
-    assert settings.queue_dir == "/data/queue"
-    assert (settings.queue.max_records, settings.queue.max_bytes) == (5000, 1048576)
-    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (100, 65536)
-    assert settings.shipping.linger_seconds == 0.5
-    assert settings.shutdown_ship_seconds == 20
-    assert settings.reconcile_interval_seconds == 15
-    assert settings.collection.collect_helm_releases is False
-    assert settings.collection.collect_job_logs is False
-    assert settings.collection.collect_events is False
-    assert settings.leader_election is True
+    assert (settings.api.client.deadline_seconds, settings.api.client.max_answer_bytes) == (
+        45,
+        2 << 20,
+    )
+    assert settings.kube.deadline_seconds == 20
+    assert settings.process.log_level == "debug"
+    assert settings.filters.ignore_namespaces == ("kube-system", "monitoring")
+    assert settings.filters.ignore_resources == ("job/*", "deployment/shop/*")
+    assert settings.filters.ignore_node_labels == ("kubernetes.io/hostname",)
+    assert settings.outbox.queue_dir == "/data/queue"
+    assert (settings.outbox.bounds.max_records, settings.outbox.bounds.max_bytes) == (5000, 1048576)
+    assert (
+        settings.outbox.shipping.batch_max_records,
+        settings.outbox.shipping.batch_max_bytes,
+    ) == (100, 65536)
+    assert settings.outbox.shipping.linger_seconds == 0.5
+    assert settings.outbox.shutdown_ship_seconds == 20
+    assert settings.scaling.reconcile_interval_seconds == 15
+    assert settings.discovery.collector.collect_helm_releases is False
+    assert settings.discovery.collector.collect_job_logs is False
+    assert settings.discovery.collector.collect_events is False
+    assert settings.discovery.leader_election is True
 
 
 def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
@@ -361,33 +371,39 @@ def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
         ),
         config_file=path,
     )
-    assert settings.log_level == "error"
-    assert settings.collection.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
-    assert settings.queue.max_bytes == 3000000
-    assert settings.leader_election is False
-    assert settings.queue_dir == "/from/env"
+    assert settings.process.log_level == "error"
+    assert settings.filters.ignore_resources == ("cronjob/*", "deployment/shop/web-*")
+    assert settings.outbox.bounds.max_bytes == 3000000
+    assert settings.discovery.leader_election is False
+    assert settings.outbox.queue_dir == "/from/env"
 
 
 def test_collect_events_comes_from_the_environment_or_the_file(tmp_path: Path) -> None:
     path = write_config(tmp_path, "collect_events: false\n")
-    assert load_settings("discovery", env(), config_file=path).collection.collect_events is False
+    assert (
+        load_settings("discovery", env(), config_file=path).discovery.collector.collect_events
+        is False
+    )
     on = load_settings("discovery", env(COLLECT_EVENTS="true"), config_file=path)
-    assert on.collection.collect_events is True
-    assert load_settings("discovery", env(COLLECT_EVENTS="no")).collection.collect_events is False
+    assert on.discovery.collector.collect_events is True
+    assert (
+        load_settings("discovery", env(COLLECT_EVENTS="no")).discovery.collector.collect_events
+        is False
+    )
     message = config_error(environ=env(COLLECT_EVENTS="sometimes"))
     assert message == "COLLECT_EVENTS: expected true or false, got 9 characters (not shown)"
 
 
 def test_an_empty_list_in_the_file_replaces_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces: []\n")
-    assert load_settings("discovery", env(), config_file=path).collection.ignore_namespaces == ()
+    assert load_settings("discovery", env(), config_file=path).filters.ignore_namespaces == ()
 
 
 def test_a_null_value_in_the_file_keeps_the_default(tmp_path: Path) -> None:
     path = write_config(tmp_path, "ignore_namespaces:\nlog_level: null\n")
     settings = load_settings("discovery", env(), config_file=path)
-    assert settings.collection.ignore_namespaces == ("kube-system",)
-    assert settings.log_level == "info"
+    assert settings.filters.ignore_namespaces == ("kube-system",)
+    assert settings.process.log_level == "info"
 
 
 def test_the_config_argument_wins_over_config_file(tmp_path: Path) -> None:
@@ -395,12 +411,12 @@ def test_the_config_argument_wins_over_config_file(tmp_path: Path) -> None:
     settings = load_settings(
         "discovery", env(CONFIG_FILE=str(tmp_path / "absent.yaml")), config_file=chosen
     )
-    assert settings.log_level == "warning"
+    assert settings.process.log_level == "warning"
 
 
 def test_config_file_from_the_environment_is_read(tmp_path: Path) -> None:
     path = write_config(tmp_path, "log_level: error\n")
-    assert load_settings("discovery", env(CONFIG_FILE=path)).log_level == "error"
+    assert load_settings("discovery", env(CONFIG_FILE=path)).process.log_level == "error"
 
 
 def test_an_unknown_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
@@ -502,8 +518,8 @@ def test_a_directory_as_config_file_is_an_error(tmp_path: Path) -> None:
 )
 def test_booleans_accept_the_usual_spellings(text: str, expected: bool) -> None:
     settings = load_settings("discovery", env(MOONIN_INSECURE_HTTP=text, LEADER_ELECTION=text))
-    assert settings.api.insecure_http is expected
-    assert settings.leader_election is expected
+    assert settings.api.client.insecure_http is expected
+    assert settings.discovery.leader_election is expected
 
 
 def test_a_bad_boolean_names_the_variable() -> None:
@@ -512,14 +528,14 @@ def test_a_bad_boolean_names_the_variable() -> None:
 
 
 def test_leader_election_auto_leaves_the_decision_to_the_agent() -> None:
-    assert load_settings("discovery", env(LEADER_ELECTION="auto")).leader_election is None
+    assert load_settings("discovery", env(LEADER_ELECTION="auto")).discovery.leader_election is None
 
 
 @pytest.mark.parametrize(
     ("text", "level"), [("DEBUG", "debug"), ("Warning", "warning"), ("warn", "warning")]
 )
 def test_log_level_is_case_insensitive(text: str, level: str) -> None:
-    assert load_settings("discovery", env(LOG_LEVEL=text)).log_level == level
+    assert load_settings("discovery", env(LOG_LEVEL=text)).process.log_level == level
 
 
 def test_an_unknown_log_level_is_refused() -> None:
@@ -557,6 +573,20 @@ def test_an_unknown_log_level_is_refused() -> None:
         ("KUBE_DEADLINE_SECONDS", "-2", "must be from 1 to 600, got less"),
         ("API_MAX_ANSWER_BYTES", "1024", "must be from 65536 to 67108864, got less"),
         ("API_MAX_ANSWER_BYTES", "1073741824", "must be from 65536 to 67108864, got more"),
+        ("API_CONNECT_TIMEOUT_SECONDS", "0.5", "must be from 1 to 120, got less"),
+        ("API_READ_TIMEOUT_SECONDS", "601", "must be from 1 to 600, got more"),
+        ("LEASE_DURATION_SECONDS", "1", "must be from 2 to 600, got less"),
+        ("LEASE_RENEW_DEADLINE_SECONDS", "601", "must be from 1 to 600, got more"),
+        ("LEASE_RETRY_SECONDS", "0.1", "must be from 0.2 to 60, got less"),
+        ("WATCH_TIMEOUT_SECONDS", "30", "must be from 60 to 3600, got less"),
+        (
+            "WATCH_TIMEOUT_SECONDS",
+            "90.5",
+            "expected an integer from 60 to 3600, got 4 characters (not shown)",
+        ),
+        ("WATCH_READ_TIMEOUT_SECONDS", "3601", "must be from 30 to 3600, got more"),
+        ("LIST_PAGE_SIZE", "10", "must be from 50 to 5000, got less"),
+        ("LIST_PAGE_SIZE", "100000", "must be from 50 to 5000, got more"),
     ],
 )
 def test_numbers_out_of_range_name_the_variable_and_its_bounds(
@@ -581,18 +611,89 @@ def test_numbers_from_the_environment_are_parsed() -> None:
             KUBE_DEADLINE_SECONDS="90",
         ),
     )
-    assert (settings.api.deadline_seconds, settings.api.max_answer_bytes) == (12.5, 1 << 20)
-    assert settings.kube_deadline_seconds == 90
-    assert (settings.queue.max_records, settings.queue.max_bytes) == (1000, 1 << 20)
-    assert (settings.shipping.batch_max_records, settings.shipping.batch_max_bytes) == (10, 65536)
-    assert settings.shipping.linger_seconds == 0
-    assert settings.shutdown_ship_seconds == 2.5
-    assert settings.reconcile_interval_seconds == 0.5
+    assert (settings.api.client.deadline_seconds, settings.api.client.max_answer_bytes) == (
+        12.5,
+        1 << 20,
+    )
+    assert settings.kube.deadline_seconds == 90
+    assert (settings.outbox.bounds.max_records, settings.outbox.bounds.max_bytes) == (1000, 1 << 20)
+    assert (
+        settings.outbox.shipping.batch_max_records,
+        settings.outbox.shipping.batch_max_bytes,
+    ) == (10, 65536)
+    assert settings.outbox.shipping.linger_seconds == 0
+    assert settings.outbox.shutdown_ship_seconds == 2.5
+    assert settings.scaling.reconcile_interval_seconds == 0.5
+
+
+def test_the_timeouts_and_the_lease_timing_from_the_environment_fill_their_branches() -> None:
+    settings = load_settings(
+        "discovery",
+        env(
+            API_CONNECT_TIMEOUT_SECONDS="3",
+            API_READ_TIMEOUT_SECONDS="7.5",
+            LEASE_DURATION_SECONDS="40",
+            LEASE_RENEW_DEADLINE_SECONDS="30",
+            LEASE_RETRY_SECONDS="5",
+            WATCH_TIMEOUT_SECONDS="120",
+            WATCH_READ_TIMEOUT_SECONDS="90",
+            LIST_PAGE_SIZE="250",
+        ),
+    )
+    client = settings.api.client
+    assert (client.connect_timeout_seconds, client.read_timeout_seconds) == (3, 7.5)
+    lease = settings.discovery.lease
+    assert (lease.lease_seconds, lease.renew_deadline_seconds, lease.retry_seconds) == (40, 30, 5)
+    informer = settings.discovery.collector.informer
+    assert informer.watch_timeout_seconds == (120, 240)
+    assert (informer.read_timeout_seconds, informer.page_size) == (90, 250)
+
+
+def test_the_same_timeouts_are_read_from_the_file(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        "lease_duration_seconds: 20\nwatch_timeout_seconds: 600\nlist_page_size: 1000\n"
+        "api_read_timeout_seconds: 12\n",
+    )
+    settings = load_settings("discovery", env(), config_file=path)
+    assert settings.discovery.lease.lease_seconds == 20
+    assert settings.discovery.collector.informer.watch_timeout_seconds == (600, 1200)
+    assert settings.discovery.collector.informer.page_size == 1000
+    assert settings.api.client.read_timeout_seconds == 12
+
+
+@pytest.mark.parametrize(
+    ("timing", "problem"),
+    [
+        (
+            {"LEASE_DURATION_SECONDS": "10"},
+            "LEASE_RENEW_DEADLINE_SECONDS: must be less than LEASE_DURATION_SECONDS",
+        ),
+        (
+            {"LEASE_RENEW_DEADLINE_SECONDS": "2"},
+            "LEASE_RETRY_SECONDS: must be less than LEASE_RENEW_DEADLINE_SECONDS",
+        ),
+    ],
+)
+def test_a_lease_timing_out_of_order_is_refused_without_its_values(
+    timing: dict[str, str], problem: str
+) -> None:
+    # A leader that gives up only when others may already lead, or never retries before it
+    # gives up, would let two replicas collect at once.
+    assert config_error(environ=env(**timing)) == problem
+
+
+def test_the_collectors_settings_hold_the_filters_branch_as_it_is(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "ignore_namespaces: [scratch]\n")
+    settings = load_settings("discovery", env(IGNORE_RESOURCES="job/*"), config_file=path)
+    assert settings.discovery.collector.filters is settings.filters
+    assert settings.filters.ignore_resources == ("job/*",)
+    assert settings.filters.ignore_namespaces == ("scratch",)
 
 
 @pytest.mark.parametrize("addr", ["0.0.0.0:8080", ":9090", "[::]:8080", "localhost:0"])
 def test_health_addr_accepts_host_port(addr: str) -> None:
-    assert load_settings("discovery", env(HEALTH_ADDR=addr)).health_addr == addr
+    assert load_settings("discovery", env(HEALTH_ADDR=addr)).process.health_addr == addr
 
 
 @pytest.mark.parametrize("addr", ["8080", "0.0.0.0:70000", "0.0.0.0:http", ":::8080"])
@@ -607,7 +708,7 @@ def test_split_host_port_unwraps_ipv6_brackets() -> None:
 
 def test_pod_identity_comes_from_the_downward_api_variables() -> None:
     settings = load_settings("discovery", env(POD_NAME="agent-0", POD_NAMESPACE="moonin"))
-    assert (settings.pod_name, settings.pod_namespace) == ("agent-0", "moonin")
+    assert (settings.identity.pod_name, settings.identity.pod_namespace) == ("agent-0", "moonin")
 
 
 @pytest.mark.parametrize(
@@ -620,7 +721,7 @@ def test_a_malformed_ignore_resources_entry_is_named(entry: str) -> None:
 
 def test_ignore_resources_accepts_any_kind_and_namespaced_globs() -> None:
     settings = load_settings("discovery", env(IGNORE_RESOURCES="*/kube-*,network_policy/*"))
-    assert settings.collection.ignore_resources == ("*/kube-*", "network_policy/*")
+    assert settings.filters.ignore_resources == ("*/kube-*", "network_policy/*")
 
 
 def test_a_ca_bundle_that_does_not_exist_is_named(tmp_path: Path) -> None:
@@ -641,16 +742,18 @@ def test_a_valid_ca_bundle_is_kept_and_the_file_key_works(tmp_path: Path) -> Non
     trustme = pytest.importorskip("trustme")
     path = tmp_path / "ca.pem"
     trustme.CA().cert_pem.write_to_path(str(path))
-    assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).api.ca_bundle == str(path)
+    assert load_settings("discovery", env(MOONIN_CA_BUNDLE=str(path))).api.client.ca_bundle == str(
+        path
+    )
     config = write_config(tmp_path, f"ca_bundle: {path}\n")
-    assert load_settings("discovery", env(), config_file=config).api.ca_bundle == str(path)
+    assert load_settings("discovery", env(), config_file=config).api.client.ca_bundle == str(path)
 
 
 def test_discovery_knobs_for_the_heartbeat_and_cloud_metadata() -> None:
     defaults = load_settings("discovery", env())
-    assert (defaults.heartbeat_seconds, defaults.cloud_metadata) == (60.0, None)
+    assert (defaults.discovery.heartbeat_seconds, defaults.discovery.cloud_metadata) == (60.0, None)
     tuned = load_settings("discovery", env(HEARTBEAT_SECONDS="5", CLOUD_METADATA="false"))
-    assert (tuned.heartbeat_seconds, tuned.cloud_metadata) == (5.0, False)
+    assert (tuned.discovery.heartbeat_seconds, tuned.discovery.cloud_metadata) == (5.0, False)
     assert config_error(environ=env(HEARTBEAT_SECONDS="0")).startswith("HEARTBEAT_SECONDS:")
     assert config_error(environ=env(CLOUD_METADATA="maybe")).startswith("CLOUD_METADATA:")
 
@@ -744,7 +847,74 @@ def test_the_readme_lists_every_setting_with_its_default(setting: Setting) -> No
         and (setting.env is not None or row[0] == "")
     ]
     assert len(rows) == 1, f"README: no single row for {setting.env or setting.key}"
-    default = shown_default(setting.default)
+    show = getattr(setting.parse, "show", None)  # a number, as its bounds are written
+    default = show(setting.default) if show else shown_default(setting.default)
     if default is not None:
         assert rows[0][2] == default
     assert rows[0][3] == getattr(setting.parse, "shown_range", "")
+
+
+# Names the chart, its users' values and their config.yaml files already carry.
+PUBLISHED_VARIABLES = [
+    "ANTI_ENTROPY_SECONDS",
+    "API_DEADLINE_SECONDS",
+    "API_MAX_ANSWER_BYTES",
+    "API_URL",
+    "BATCH_MAX_BYTES",
+    "BATCH_MAX_RECORDS",
+    "CLOUD_METADATA",
+    "CLUSTER_ID",
+    "CLUSTER_TOKEN",
+    "CLUSTER_TOKEN_FILE",
+    "COLLECT_EVENTS",
+    "CONFIG_FILE",
+    "DISCOVERY_API_URL",
+    "HEALTH_ADDR",
+    "HEARTBEAT_SECONDS",
+    "IGNORE_RESOURCES",
+    "KUBE_DEADLINE_SECONDS",
+    "LEADER_ELECTION",
+    "LINGER_SECONDS",
+    "LOG_LEVEL",
+    "MOONIN_CA_BUNDLE",
+    "MOONIN_INSECURE_HTTP",
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "PROJECT_ID",
+    "QUEUE_DIR",
+    "QUEUE_MAX_BYTES",
+    "QUEUE_MAX_RECORDS",
+    "RECONCILE_INTERVAL_SECONDS",
+    "SCALING_API_URL",
+    "SHUTDOWN_SHIP_SECONDS",
+]
+PUBLISHED_KEYS = [
+    "anti_entropy_seconds",
+    "api_deadline_seconds",
+    "api_max_answer_bytes",
+    "batch_max_bytes",
+    "batch_max_records",
+    "ca_bundle",
+    "cloud_metadata",
+    "collect_events",
+    "collect_helm_releases",
+    "collect_job_logs",
+    "heartbeat_seconds",
+    "ignore_namespaces",
+    "ignore_node_labels",
+    "ignore_resources",
+    "kube_deadline_seconds",
+    "leader_election",
+    "linger_seconds",
+    "log_level",
+    "queue_dir",
+    "queue_max_bytes",
+    "queue_max_records",
+    "reconcile_interval_seconds",
+    "shutdown_ship_seconds",
+]
+
+
+def test_every_published_variable_and_file_key_is_still_read() -> None:
+    assert set(PUBLISHED_VARIABLES) <= ENVIRONMENT
+    assert set(PUBLISHED_KEYS) <= FILE_KEYS

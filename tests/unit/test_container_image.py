@@ -294,7 +294,7 @@ def test_the_queue_directory_is_the_agent_s_default_a_volume_and_the_user_s(
 ) -> None:
     runtime = stages["runtime"]
     queue_dir = runtime.env()["QUEUE_DIR"]
-    assert queue_dir == agent_config.Settings.queue_dir == chart_values["queue"]["path"]
+    assert queue_dir == agent_config.OutboxSettings.queue_dir == chart_values["queue"]["path"]
     assert queue_dir in runtime.last("VOLUME").exec_form()
     uid, gid = runtime.last("USER").arguments.split(":")
     setup = runtime.all("RUN")[0].arguments

@@ -214,6 +214,8 @@ def test_values_without_credentials_are_refused_naming_what_is_missing(chart: he
         ),
         (chart_values(scaling={"reconcileIntervalSeconds": 0.001}), "reconcileIntervalSeconds"),
         (chart_values(queue={"maxBytes": 10**12}), "maxBytes"),
+        (chart_values(config={"extra": {"lease_duration_seconds": 1}}), "lease_duration"),
+        (chart_values(config={"extra": {"list_page_size": "500"}}), "list_page_size"),
     ],
 )
 def test_the_schema_refuses_values_the_agent_could_not_run_with(
@@ -523,7 +525,7 @@ def test_the_queue_is_a_size_limited_empty_dir_by_default(default: Rendered) -> 
         assert config["queue_max_bytes"] * 2 <= _quantity_bytes(limit)
         env = _env(_containers(workload)[0])
         mounts = {m["name"]: m["mountPath"] for m in _containers(workload)[0]["volumeMounts"]}
-        assert env["QUEUE_DIR"]["value"] == mounts["queue"] == agent_config.Settings.queue_dir
+        assert env["QUEUE_DIR"]["value"] == mounts["queue"] == agent_config.OutboxSettings.queue_dir
     assert not default.of_kind("PersistentVolumeClaim")
     assert not default.of_kind("StatefulSet")
 
@@ -559,6 +561,43 @@ def test_the_scaling_workload_never_overlaps_itself(default: Rendered) -> None:
 # --- config.yaml ------------------------------------------------------------------------------
 
 
+def _schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
+    return loaded
+
+
+def test_config_extra_takes_every_file_setting_the_chart_sets_no_other_way(
+    rendered: dict[str, Rendered],
+) -> None:
+    """The keys `config.extra` accepts are the agent's file keys less those the ConfigMap
+    writes from values of their own and those whose variable the chart sets (the variable
+    would win over the file), each with the bounds the agent checks."""
+    written = set(yaml.safe_load(_config_yaml(rendered["default"])))  # its `extra` is empty
+    chart_env = {
+        name
+        for result in rendered.values()
+        for workload in result.workloads()
+        for container in _containers(workload)
+        for name in _env(container)
+    }
+    expected = {
+        s.key: getattr(s.parse, "schema", None)
+        for s in agent_config.SETTINGS
+        if s.key is not None and s.key not in written and s.env not in chart_env
+    }
+    extra = _schema()["properties"]["config"]["properties"]["extra"]
+    assert extra["propertyNames"]["enum"] == list(expected)
+    assert extra["properties"] == expected
+
+
+def test_the_values_of_their_own_have_the_agents_bounds() -> None:
+    declared = {s.env: getattr(s.parse, "schema", None) for s in agent_config.SETTINGS}
+    properties = _schema()["properties"]
+    scaling = properties["scaling"]["properties"]["reconcileIntervalSeconds"]
+    assert scaling == declared["RECONCILE_INTERVAL_SECONDS"]
+    assert properties["queue"]["properties"]["maxBytes"] == declared["QUEUE_MAX_BYTES"]
+
+
 def _config_yaml(rendered: Rendered) -> str:
     return rendered.one("ConfigMap", f"{RELEASE}-config")["data"]["config.yaml"]
 
@@ -581,9 +620,9 @@ def test_config_yaml_holds_the_filters_and_switches_given(
     path = tmp_path / "config.yaml"
     path.write_text(text)
     settings = agent_config.load_collection_settings({"CONFIG_FILE": str(path)})
-    assert settings.collection.ignore_namespaces == ("kube-system", "scratch-*")
-    assert settings.collection.ignore_resources == ("job/*", "deployment/shop/canary-*")
-    assert settings.collection.ignore_node_labels == ("example.com/owner",)
+    assert settings.collection.filters.ignore_namespaces == ("kube-system", "scratch-*")
+    assert settings.collection.filters.ignore_resources == ("job/*", "deployment/shop/canary-*")
+    assert settings.collection.filters.ignore_node_labels == ("example.com/owner",)
     assert settings.log_level == "debug"
 
 
@@ -597,7 +636,7 @@ def test_the_collection_switches_reach_config_yaml(
     assert settings.collection.collect_helm_releases is (variant != "collection-off")
     assert settings.collection.collect_job_logs is (variant != "collection-off")
     assert settings.collection.collect_events is (variant != "events-off")
-    assert settings.collection.ignore_namespaces == ("kube-system",)
+    assert settings.collection.filters.ignore_namespaces == ("kube-system",)
 
 
 @pytest.mark.parametrize("variant", ["default", "custom-config", "no-leader-election"])
@@ -612,27 +651,28 @@ def test_the_agent_accepts_the_environment_each_container_gets(
         root = tmp_path / workload["metadata"]["name"]
         environment = container_environment(result, workload, container, root)
         settings = agent_config.load_settings(role, environment)
-        assert settings.project_id == "p-1" and settings.cluster_id == "c-1"
-        assert settings.token_file and Path(settings.token_file).read_text() == "t0ken-abc-7d2e91f4"
-        assert settings.health_addr == "0.0.0.0:8080"
+        assert settings.identity.project_id == "p-1" and settings.identity.cluster_id == "c-1"
+        token_file = settings.identity.token_file
+        assert token_file and Path(token_file).read_text() == "t0ken-abc-7d2e91f4"
+        assert settings.process.health_addr == "0.0.0.0:8080"
         custom = variant == "custom-config"
-        assert settings.queue.max_bytes == (104857600 if custom else 419430400)
-        assert settings.cloud_metadata is (False if custom else None)
-        assert settings.shipping.batch_max_records == (200 if custom else 500)
+        assert settings.outbox.bounds.max_bytes == (104857600 if custom else 419430400)
+        assert settings.discovery.cloud_metadata is (False if custom else None)
+        assert settings.outbox.shipping.batch_max_records == (200 if custom else 500)
         if custom:  # the PEM given, in a file the agent validated
             assert (
-                settings.api.ca_bundle
-                and Path(settings.api.ca_bundle).read_text().strip() == CA_PEM
+                settings.api.client.ca_bundle
+                and Path(settings.api.client.ca_bundle).read_text().strip() == CA_PEM
             )
         else:
-            assert settings.api.ca_bundle is None
+            assert settings.api.client.ca_bundle is None
         if role == "discovery":
-            assert settings.discovery_api_url == "https://api-discover.moonin.app"
+            assert settings.api.discovery_url == "https://api-discover.moonin.app"
             expected = result.values.get("discovery", {}).get("leaderElection", True)
-            assert settings.leader_election is expected
+            assert settings.discovery.leader_election is expected
         else:
-            assert settings.scaling_api_url == "https://api-scaling-rules.moonin.app"
-            assert settings.reconcile_interval_seconds == 30.0
+            assert settings.api.scaling_url == "https://api-scaling-rules.moonin.app"
+            assert settings.scaling.reconcile_interval_seconds == 30.0
         checked.append(container["name"])
     assert sorted(checked) == ["agent", "agent", "revert-all"]
 
