@@ -134,6 +134,7 @@ class Collector:
         wiring = Wiring(
             lock=self.lock,
             produced=self.state.produced,
+            held=self.state.held,
             relations=self.relations,
             context=context,
             filters=self.filters,
@@ -155,6 +156,7 @@ class Collector:
                 page_gate=pages,
                 list_budget_seconds=settings.warm_up_timeout_seconds,
             )
+            sink.skips = by_resource[source.resource].skips
         self.informers = list(by_resource.values())
         by_plural = {informer.resource.plural: informer for informer in self.informers}
         self._snapshots = Snapshots(

@@ -27,9 +27,9 @@ from collector.model import ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Object
 from collector.relations import Relations
 from collector.resources import Resource
-from collector.skips import NORMALIZE_FAILED, UNSTORABLE, SkippedObject
+from collector.skips import NORMALIZE_FAILED, UNSTORABLE, Identity, SkippedObject, Skips
 from collector.sources import DEPENDENTS, RELATION_DEPENDENTS, Dependents, Keep, Source
-from collector.state import ProducedRecords
+from collector.state import HeldObjects, ProducedRecords
 from kube.errors import KubeError
 from shipper.records import Record
 
@@ -100,6 +100,7 @@ class Wiring:
 
     lock: threading.RLock
     produced: ProducedRecords
+    held: HeldObjects
     relations: Relations
     context: Context
     filters: Filters
@@ -118,7 +119,12 @@ class SourceSink(Generic[T]):
         self._wiring = wiring
         self._name = source.resource.plural
         self._produced = wiring.produced
+        self._held = wiring.held
+        self._decode_held = msgspec.msgpack.Decoder(source.normalizer.struct).decode
         self.objects: dict[str, T] = {}
+        self.skips: Skips | None = None
+        """Where an object that fails only when its held records are built is reported
+        (its informer's, set by the collector)."""
 
     def apply(self, obj: T) -> None:
         """Raises `SkippedObject` for an object it cannot normalize or store."""
@@ -149,6 +155,11 @@ class SourceSink(Generic[T]):
         """Raises `SkippedObject` for an object the normalizer fails on."""
         meta = obj.metadata
         wiring, source = self._wiring, self.source
+        if self._holds(meta):
+            # Built once, when released (`rebuild`), not now and again then.
+            if source.keep is not Keep.OBJECTS:  # else `objects` has it already
+                self._held.put(self._name, meta.key, _pack(obj))
+            return
         if source.keep is Keep.VERSIONED:
             unchanged = self._unchanged(meta)
             if unchanged:
@@ -177,12 +188,11 @@ class SourceSink(Generic[T]):
         for record in records:
             if record.op == "upsert":
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
-        if not self._holds(meta):
-            wiring.offer(records)
+        wiring.offer(records)
 
     def _holds(self, meta: ObjectMeta) -> bool:
         """Whether to hold the object's records back until what they depend on has listed
-        (they are rebuilt then); marks it for that rebuild."""
+        (they are built then); marks it for that build."""
         held = self.source.held
         if held is None:
             return False
@@ -206,13 +216,16 @@ class SourceSink(Generic[T]):
         return records
 
     def rebuild(self, key: str) -> None:
-        """Send the object's record again, its relation fields decided anew."""
+        """Send the object's record again, its relation fields decided anew; a held
+        object's records are built for the first time."""
         if self.source.keep is Keep.OBJECTS:
             obj = self.objects.get(key)
             if obj is not None:
-                # One skipped when it was applied is skipped again, already reported.
-                with contextlib.suppress(SkippedObject), _storing():
-                    self.emit(obj)
+                self._release(obj)
+            return
+        held = self._held.pop(self._name, key)
+        if held is not None:
+            self._release(self._decode_held(held))
             return
         relink = self.source.relink
         if relink is None:
@@ -222,6 +235,17 @@ class SourceSink(Generic[T]):
             data = relink.relink(kept.data, kept.meta, self._wiring.relations)
             self._remember(key, kind, record_key, kept.meta, data)
             self._wiring.offer([upsert(kind, kept.meta, data, key=record_key)])
+
+    def _release(self, obj: T) -> None:
+        """Build the object's records now; one that cannot be built is reported skipped
+        (once per resourceVersion: `Skips`) and keeps what it produced before."""
+        meta = obj.metadata
+        try:
+            with _storing():
+                self.emit(obj)
+        except SkippedObject as skip:
+            if self.skips is not None:
+                self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
 
     def _remember(
         self,
@@ -243,6 +267,7 @@ class SourceSink(Generic[T]):
             wiring = self._wiring
             affected = wiring.relations.forget(self.normalizer.source, obj)
             self.objects.pop(meta.key, None)
+            self._held.discard(self._name, meta.key)
             produced = self._produced.pop(self._name, meta.key)
             records = self.normalizer.deletes(obj, wiring.context)
             # Whatever it produced goes too, even where the normalizer no longer sees it as
@@ -261,6 +286,7 @@ class SourceSink(Generic[T]):
         with self._wiring.lock:
             gone = self._produced.missing(self._name, keys)
             gone.update(key for key in self.objects if key not in keys)
+            gone.update(self._held.missing(self._name, keys))
             if self.source.memory is not None:
                 gone.update(self.source.memory.missing(keys))
             for key in sorted(gone):
@@ -271,6 +297,7 @@ class SourceSink(Generic[T]):
         namespace, _, name = key.rpartition("/")
         meta = ObjectMeta(name=name, namespace=namespace or None)
         gone = self.objects.pop(key, None) or _MetadataOnly(meta)
+        self._held.discard(self._name, key)
         affected = self._wiring.relations.forget(self.normalizer.source, gone)
         self._wiring.offer(
             [
