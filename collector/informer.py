@@ -288,6 +288,8 @@ class Informer(Generic[T]):
             least=0.5,
         )
         self._listed_at = -math.inf  # when the last list completed
+        self.lists_completed = 0
+        """Full lists handed on so far (read by other threads: one int, never torn)."""
         self._list_budget = list_budget_seconds
         self._unlisted_since: float | None = None  # since when a list is wanted, not done
 
@@ -319,6 +321,25 @@ class Informer(Generic[T]):
         """
         self._list()
         self._synced.set()
+
+    # -- what the processor reports of its objects ----------------------------------
+
+    def object_failed(self, exc: KubeError) -> float:
+        """A read its object needed failed (`collector.processor`): said as a failure of
+        this resource; returns how long to wait before trying the object again."""
+        if isinstance(exc, Forbidden):
+            self._forbidden(exc)
+            return self._forbidden_backoff.next_delay()
+        self._degraded(f"failing: {type(exc).__name__}", exc)
+        return self._backoff.next_delay(at_least=exc.retry_after)
+
+    def object_recovered(self) -> None:
+        """The object that failed went through."""
+        self._healthy()
+
+    def storage_failing(self, exc: Exception) -> None:
+        """Its objects cannot be stored (a full or failing disk)."""
+        self._storage_failing(exc)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -520,6 +541,7 @@ class Informer(Generic[T]):
         self.skips.listed(keys)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
+        self.lists_completed += 1
         self._listed_at = time.monotonic()
         self._unlisted_since = None
         self._healthy()

@@ -3,17 +3,15 @@ filters, normalizes and hands the records on; `Stale` remembers which dependent 
 to rebuild before the next flush.
 
 A sink calls nothing above it: what it produces goes to the `Wiring` it was given (the
-coalescer's `offer`, the `Stale` marks, a callback for a completed list), and the collector
-drives it (`rebuild`) from above. Every sink method runs under the one lock the wiring
-names: informers decode on their own threads, but indexes and normalizer state change one
-object at a time.
+collector's `offer`, the `Stale` marks), and the collector's processor drives it
+(`collector.processor`: `apply`, `remove`, `listed`, `rebuild`), on its one thread, so
+indexes and normalizer state change one object at a time without a lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -96,9 +94,8 @@ class _MetadataOnly:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wiring:
-    """What every sink shares: the lock, the indexes, and where its output goes."""
+    """What every sink shares: the indexes, and where its output goes."""
 
-    lock: threading.RLock
     produced: ProducedRecords
     held: HeldObjects
     relations: Relations
@@ -106,8 +103,6 @@ class Wiring:
     filters: Filters
     offer: Callable[[Iterable[Record]], None]
     stale: Stale
-    listed: Callable[[Source[Any], str, str], None]
-    """(source, resourceVersion, start) of a full list, after its vanished objects went."""
 
 
 class SourceSink(Generic[T]):
@@ -128,7 +123,7 @@ class SourceSink(Generic[T]):
 
     def apply(self, obj: T) -> None:
         """Raises `SkippedObject` for an object it cannot normalize or store."""
-        with self._wiring.lock, _storing():
+        with _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return
@@ -260,7 +255,7 @@ class SourceSink(Generic[T]):
 
     def remove(self, obj: T) -> None:
         """Raises `SkippedObject` for an object whose values it cannot handle."""
-        with self._wiring.lock, _storing():
+        with _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return  # never collected (see `apply`), so nothing to delete
@@ -281,17 +276,15 @@ class SourceSink(Generic[T]):
             wiring.offer(records)
             self._forget(meta.key, affected)
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
+    def listed(self, keys: AbstractSet[str]) -> None:
         """A full list: whatever is remembered but was not listed was deleted meanwhile."""
-        with self._wiring.lock:
-            gone = self._produced.missing(self._name, keys)
-            gone.update(key for key in self.objects if key not in keys)
-            gone.update(self._held.missing(self._name, keys))
-            if self.source.memory is not None:
-                gone.update(self.source.memory.missing(keys))
-            for key in sorted(gone):
-                self._vanished(key)
-            self._wiring.listed(self.source, resource_version, listed_at)
+        gone = self._produced.missing(self._name, keys)
+        gone.update(key for key in self.objects if key not in keys)
+        gone.update(self._held.missing(self._name, keys))
+        if self.source.memory is not None:
+            gone.update(self.source.memory.missing(keys))
+        for key in sorted(gone):
+            self._vanished(key)
 
     def _vanished(self, key: str) -> None:
         namespace, _, name = key.rpartition("/")
