@@ -49,6 +49,11 @@ log = structlog.get_logger("collector.processor")
 
 _Retry = tuple[Applied | Removed, float]  # the delta, and when to try it again
 
+SETTLE_SECONDS = 0.1
+"""A drain lasts at least this long unless the window ends: settling looks at every
+source, and an informer slower than the processor would otherwise end a drain (and
+settle) after each of its objects."""
+
 
 class Processor:
     """Started once, stopped once; `process` and `settle` also serve one-shot listing."""
@@ -116,13 +121,23 @@ class Processor:
             self.reporter.set(Health.failed("the collector's processor crashed"))
 
     def _drain(self, *, until: float) -> None:
-        """Process deltas until none is queued or the window ends (at least one wait)."""
-        delta = self._deltas.take(min(until, self._next_retry()) - time.monotonic())
-        while delta is not None:
+        """Process deltas until the window ends, or none is queued once `SETTLE_SECONDS`
+        have passed since the first (an idle processor waits for the window's end), or an
+        object is due for another try."""
+        settle_at = until
+        while True:
+            now = time.monotonic()
+            deadline = min(settle_at, self._next_retry())
+            delta = self._deltas.take(deadline - now) if now < deadline else self._deltas.take_now()
+            if delta is None:
+                if time.monotonic() >= deadline:
+                    return
+                continue
+            if settle_at == until:
+                settle_at = min(until, time.monotonic() + SETTLE_SECONDS)
             self.process(delta)
             if time.monotonic() >= until:
                 return
-            delta = self._deltas.take_now()
 
     def settle(self) -> None:
         """The end of a drain: objects due for another try, then the collector's
