@@ -121,9 +121,9 @@ class Processor:
             self.reporter.set(Health.failed("the collector's processor crashed"))
 
     def _drain(self, *, until: float) -> None:
-        """Process deltas until the window ends, or none is queued once `SETTLE_SECONDS`
-        have passed since the first (an idle processor waits for the window's end), or an
-        object is due for another try."""
+        """Process deltas until the window ends, a full list was taken in, or none is
+        queued once `SETTLE_SECONDS` have passed since the first (an idle processor waits
+        for the window's end), or an object is due for another try."""
         settle_at = until
         while True:
             now = time.monotonic()
@@ -136,8 +136,8 @@ class Processor:
             if settle_at == until:
                 settle_at = min(until, time.monotonic() + SETTLE_SECONDS)
             self.process(delta)
-            if time.monotonic() >= until:
-                return
+            if isinstance(delta, Listed) or time.monotonic() >= until:
+                return  # a list taken in may be some informer's turn to start: settle now
 
     def settle(self) -> None:
         """The end of a drain: objects due for another try, then the collector's

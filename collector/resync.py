@@ -47,6 +47,7 @@ class Resync:
         self._abort_streams = abort_streams
         self._pending: set[str] = set()
         self._asked = False  # a resync asked for from another thread, not yet started
+        self._relisted: set[str] = set()  # of `_pending`, what has listed again
 
     @property
     def in_progress(self) -> bool:
@@ -72,14 +73,16 @@ class Resync:
         self._pending = {
             i.resource.plural for i in self._informers if i.alive and not cannot_list(i)
         }
+        self._relisted = set()
         for informer in self._informers:
             informer.request_relist()
         self._abort_streams()
 
     def listed(self, plural: str) -> None:
+        """The resource has listed again; the resync finishes in `settle`, after the
+        records its lists made stale are rebuilt (until then it is in progress)."""
         if self._pending:
-            self._pending.discard(plural)
-            self._settle()
+            self._relisted.add(plural)
 
     def settle(self) -> None:
         """Check on a resync running, if any (see `_settle`)."""
@@ -90,18 +93,20 @@ class Resync:
         """Stop waiting for what cannot list now; once nothing is left, commit what the
         resync produced, and only then clear the outbox's mark: a crash before that finds
         the mark and resyncs again."""
-        self._pending = {
+        waiting = {
             i.resource.plural
             for i in self._informers
-            if i.resource.plural in self._pending and not cannot_list(i)
+            if i.resource.plural in self._pending - self._relisted and not cannot_list(i)
         }
-        if self._pending:
+        if waiting:
+            self._pending = waiting | (self._pending & self._relisted)
             return
         self._coalescer.flush()
         committed = self._coalescer.empty  # else the outbox refused them: the mark stays
         if committed:
             self._coalescer.outbox.clear_resync_needed()
         log.info("resync_done", committed=committed)
+        self._pending, self._relisted = set(), set()
 
 
 class AfterRollback:
