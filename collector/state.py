@@ -366,15 +366,11 @@ class HeldObjects:
 
     def pop(self, source: str, source_key: str) -> bytes | None:
         """The held object, forgotten; None when none is held."""
-        with self._store.lock:
-            found = self._store.rows(
-                f"SELECT object FROM {_HELD} WHERE source = ? AND source_key = ?",
-                (source, source_key),
-            )
-            if not found:
-                return None
-            self.discard(source, source_key)
-        return found[0][0]  # type: ignore[return-value]
+        found = self._store.rows(
+            f"DELETE FROM {_HELD} WHERE source = ? AND source_key = ? RETURNING object",
+            (source, source_key),
+        )
+        return found[0][0] if found else None  # type: ignore[return-value]
 
     def discard(self, source: str, source_key: str) -> None:
         self._store.execute(
