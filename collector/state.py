@@ -11,8 +11,8 @@ bytes per object, and the churn of decoding list pages between those long-lived 
 fragments the heap on top of it. In SQLite it is a few dozen bytes per row on disk and a
 bounded page cache in memory.
 
-One connection, guarded by one lock, serves every thread: sinks write under the collector's
-lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
+One connection, guarded by one lock: the collector's processor writes (sinks, and the
+coalescer's fingerprints), other threads only read. Writes accumulate in one transaction that
 the coalescer commits right after each put to the outbox, so there is no commit per object
 and the store never gets ahead of the outbox.
 
