@@ -16,6 +16,7 @@ from collector.coalesce import Coalescer
 from collector.collector import Collector
 from collector.deltas import Applied, Call, DeltaQueue, Listed, Removed
 from collector.model import ObjectMeta
+from collector.normalize import deployment as deployment_kind
 from collector.normalize.deployment import Deployment
 from collector.normalize.service import Service
 from collector.processor import Processor
@@ -241,6 +242,40 @@ def test_a_deployment_marked_stale_many_times_in_one_drain_is_rebuilt_once(
         bodies = [msgspec.json.decode(raw) for raw in batch.bodies]
         [record] = [b["data"] for b in bodies if b["kind"] == "deployment"]
         assert record["services"] == ["web", "web-admin", "web-canary"]
+    finally:
+        collector.state.close()
+        api.close()
+
+
+def test_a_deployment_held_in_the_warm_up_is_built_once_when_released(
+    stream: StreamOutbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = KubeApi(KubeTarget(server="http://127.0.0.1:9", verify=False, token=lambda: "t"))
+    collector = Collector(api, stream, settings=CollectorSettings(ignore_namespaces=()))
+    builds: list[str] = []
+    normalizer = type(deployment_kind.NORMALIZER)
+    upserts, relink = normalizer.upserts, normalizer.relink
+    monkeypatch.setattr(
+        normalizer, "upserts", lambda self, *a: (builds.append("upserts"), upserts(self, *a))[-1]
+    )
+    monkeypatch.setattr(
+        normalizer, "relink", lambda self, *a: (builds.append("relink"), relink(self, *a))[-1]
+    )
+    try:
+        web = objects.deployment(name="web", namespace="shop")
+        # ReplicaSets, Services and HPAs have not listed: its record waits.
+        collector.processor.process(Applied(resources.DEPLOYMENTS, _decoded(Deployment, web)))
+        collector.processor.settle()
+        assert builds == []
+        for resource in (resources.REPLICASETS, resources.SERVICES, resources.HPAS):
+            collector.processor.process(Listed(resource, "1", "now", frozenset()))
+        collector.processor.settle()
+        assert builds == ["upserts"]
+        collector.coalescer.flush()
+        batch = stream.take(max_records=100, max_bytes=10**7)
+        assert batch is not None
+        kinds = [msgspec.json.decode(raw)["kind"] for raw in batch.bodies]
+        assert kinds.count("deployment") == 1
     finally:
         collector.state.close()
         api.close()
