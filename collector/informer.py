@@ -290,6 +290,9 @@ class Informer(Generic[T]):
         self._listed_at = -math.inf  # when the last list completed
         self.lists_completed = 0
         """Full lists handed on so far (read by other threads: one int, never torn)."""
+        self.failing = False
+        """Whether its last list, watch or object failed (forbidden included) and nothing has
+        worked since: what the warm-up, snapshots and a resync stop waiting for."""
         self._list_budget = list_budget_seconds
         self._unlisted_since: float | None = None  # since when a list is wanted, not done
 
@@ -402,6 +405,7 @@ class Informer(Generic[T]):
                     self._pause(self._backoff.next_delay())
                     continue
                 log.exception("informer_crashed", resource=self.resource.plural)
+                self.failing = True
                 self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
                 return
 
@@ -727,17 +731,20 @@ class Informer(Generic[T]):
         self.reporter.progress()
         self._backoff.reset()
         self._forbidden_backoff.reset()
+        self.failing = False
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
 
     def _storage_failing(self, exc: Exception) -> None:
         self.reporter.count("failures")
+        self.failing = True
         if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
             log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
 
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
         health = self._failing(reason)
+        self.failing = True
         if self.reporter.set(health):
             log.warning(
                 "informer_failing",
@@ -757,6 +764,7 @@ class Informer(Generic[T]):
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")
         self.reporter.count("forbidden")
+        self.failing = True
         if self.reporter.set(Health.forbidden(exc.denied)):
             log.error(
                 "informer_forbidden",

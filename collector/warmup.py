@@ -25,8 +25,9 @@ log = structlog.get_logger("collector")
 
 
 def cannot_list(informer: Informer[Any]) -> bool:
-    """Forbidden or failing now; it retries on its own and its health says why."""
-    return not informer.reporter.snapshot().health.ok
+    """Forbidden or failing now; it retries on its own and its health says why (the
+    health is its report, read by people: this asks the informer)."""
+    return informer.failing
 
 
 class Listings:
