@@ -7,18 +7,18 @@ record whose fingerprint is unchanged. Within one flush window (about a second) 
 changes to one object collapses into its last state. Event records (pod errors, snapshots)
 are never coalesced away.
 
-Every window the buffered records are committed to the outbox in one `put`, so a record is
-durable within about a second of being observed; a burst that fills the buffer
-(`max_pending`, e.g. a list page) is committed at once by the thread that offered the last
-record, which bounds the memory the buffer takes. `before_flush` lets the producer add
-what it batches itself (the collector's rebuilt Deployment records) just before.
+Every window its owner (the collector's processor, `collector.processor`) has the buffered
+records committed to the outbox in one `put`, so a record is durable within about a second
+of being observed; a burst that fills the buffer (`max_pending`, e.g. a list page) is
+committed at once, within the `offer` of the last record, which bounds the memory the
+buffer takes. The coalescer calls nothing of its owner's.
 
-Flushes run one at a time under the producers' lock (the collector's), so the outbox
-receives a slot's states in order, and the state store (`collector.state`: fingerprints,
-what each object produced, pod error memos) is committed right after the put, holding
-exactly the state of what was put: after a crash, the store never claims a record the
-outbox does not hold. Fingerprints move only after the put, so a failed put is retried
-with the next window rather than forgotten.
+Offers and flushes come from the one owner's thread, so the outbox receives a slot's
+states in order, and the state store (`collector.state`: fingerprints, what each object
+produced, pod error memos) is committed right after the put, holding exactly the state of
+what was put: after a crash, the store never claims a record the outbox does not hold.
+Fingerprints move only after the put, so a failed put is retried with the next window
+rather than forgotten.
 
 A full or failing disk (`runtime.storage_errors`) under the outbox or the state store is
 waited out, not a crash: the records stay buffered for the next window and the coalescer
@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from typing import Protocol
 
 import msgspec
@@ -80,34 +79,22 @@ def fingerprint(record: Record) -> bytes:
 
 
 class Coalescer:
-    """Thread-safe: every informer thread offers; one flusher thread commits."""
+    """Offered to and flushed by one owner's thread; `empty` may be read from any."""
 
     def __init__(
         self,
         outbox: Destination,
         *,
         state: StateStore | None = None,
-        flush_seconds: float = 1.0,
         max_pending: int = 1000,
-        before_flush: Callable[[], None] | None = None,
-        on_resync_needed: Callable[[], None] | None = None,
-        producers: AbstractContextManager[object] | None = None,
     ) -> None:
         self.outbox = outbox
-        self.flush_seconds = flush_seconds
         self.max_pending = max_pending
         self.reporter = HealthReporter("collector.coalesce")
-        self._before_flush = before_flush
-        self._on_resync_needed = on_resync_needed
         self._state = state if state is not None else StateStore()
-        self._lock = threading.Lock()
-        # Held for a whole flush: no producer writes state between the records' put and the
-        # state's commit. Reentrant, since a producer that fills the buffer flushes inline.
-        self._producers = producers if producers is not None else threading.RLock()
+        self._lock = threading.Lock()  # the buffer, against readers of `empty`
         self._pending: dict[Slot | tuple[str, int], Record] = {}
         self._event_seq = 0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="coalesce-flush", daemon=True)
 
     # -- producers ---------------------------------------------------------------------
 
@@ -133,30 +120,18 @@ class Coalescer:
         with self._lock:
             self._state.sent.clear()
 
-    # -- the flusher -------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop the flusher and commit what is still buffered."""
-        self._stopped.set()
-        self._thread.join(self.flush_seconds * 4)
-        self.flush()
+    # -- committing --------------------------------------------------------------------
 
     def flush(self) -> int:
         """Commit the buffered records worth sending; returns how many were enqueued (none
         while the disk is full or failing: they wait for the next window)."""
-        with self._producers:
-            try:
-                if self._before_flush is not None:
-                    self._before_flush()
-                return self._flush()
-            except Exception as exc:
-                if not is_passing_storage_error(exc):
-                    raise
-                self._cannot_write(exc)
-                return 0
+        try:
+            return self._flush()
+        except Exception as exc:
+            if not is_passing_storage_error(exc):
+                raise
+            self.cannot_write(exc)
+            return 0
 
     def _flush(self) -> int:
         sent = self._state.sent
@@ -180,7 +155,7 @@ class Coalescer:
         except Exception as exc:
             with self._lock:
                 self._requeue({slot: record for slot, (record, _) in worth.items()})
-            self._cannot_write(exc)
+            self.cannot_write(exc)
             return 0
         with self._lock:
             for record, mark in worth.values():
@@ -199,7 +174,8 @@ class Coalescer:
         records.update(self._pending)
         self._pending = records
 
-    def _cannot_write(self, exc: Exception) -> None:
+    def cannot_write(self, exc: Exception) -> None:
+        """Say that records could not be committed (kept for the next window)."""
         if is_passing_storage_error(exc):
             health = Health.not_ready(f"disk full or failing: {exc}")
         else:
@@ -207,28 +183,7 @@ class Coalescer:
         if self.reporter.set(health):
             log.error("outbox_write_failed", error=str(exc))
 
-    def _resync_due(self) -> bool:
-        """A resync the outbox asks for starts once it has room for it again: while the
-        platform is away, a re-send would only overflow the bound and ask again."""
-        return (
-            self._on_resync_needed is not None
-            and self.outbox.resync_needed
-            and self.outbox.fill < RESYNC_BELOW_FILL
-        )
-
-    def _run(self) -> None:
-        try:
-            while not self._stopped.wait(self.flush_seconds):
-                self.flush()
-                on_resync_needed = self._on_resync_needed
-                if on_resync_needed is not None and self._resync_due():
-                    try:
-                        on_resync_needed()
-                    except Exception as exc:
-                        if not is_passing_storage_error(exc):
-                            raise
-                        self._cannot_write(exc)  # the mark stays: tried again next window
-        except Exception:
-            # A bug, not a condition to wait out: liveness fails and the pod restarts.
-            log.exception("coalesce_flusher_crashed")
-            self.reporter.set(Health.failed("the coalescer's flusher crashed"))
+    def resync_due(self) -> bool:
+        """Whether the outbox asks for a resync and has room for it: while the platform is
+        away, a re-send would only overflow the bound and ask again."""
+        return self.outbox.resync_needed and self.outbox.fill < RESYNC_BELOW_FILL

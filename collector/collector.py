@@ -1,36 +1,44 @@
-"""The collector: informers for every watched resource, feeding normalizers into the outbox.
+"""The collector: informers for every watched resource, one processor turning what they
+report into records for the outbox.
+
+    informer (a thread per resource: list, watch)
+      -> `collector.deltas.DeltaQueue` (bounded: a full queue holds the informer back)
+      -> `collector.processor.Processor` (one thread) -> `collector.sink.SourceSink`
+         (filters, relation indexes, normalizers, memos) -> `collector.coalesce.Coalescer`
+      -> the discovery outbox, once per flush window
 
 Its parts, each with one job, called from here in one direction:
 
 - `collector.sources`: what is watched, as data: each source's resource and normalizer,
   its warm-up order, what its sink keeps and which records its changes make stale;
+- `collector.informer`: lists and watches one resource and puts deltas; nothing else;
+- `collector.processor`: the one thread that owns every sink, the stale marks, snapshots,
+  the resync's bookkeeping, the warm-up's order and the flush window; other threads (the
+  Job log reader, the heartbeat, a resync asked for) hand it work on the same queue;
 - `collector.sink`: a `SourceSink` per source keeps the relation indexes current, filters,
-  normalizes and offers the records to the coalescer, which commits them to the discovery
-  outbox once per flush window;
-- `collector.warmup`: starts the informers in their declared order and knows which
-  resources have listed;
+  normalizes and offers the records to the coalescer;
+- `collector.warmup`: which resources have listed, and whose informer's turn it is;
 - `collector.snapshots`: after full lists, each kind's complete key set;
 - `collector.resync`: relisting everything at once (resync) or now and then
   (anti-entropy).
 
 Records that depend on other kinds are rebuilt when those change: a Deployment's and its
 revisions' records when a Service starts selecting it, an HPA targets it or its current
-ReplicaSet changes; a Job execution's record when one of its pods changes (once per flush
-window, before the flush). Until what they mention has listed once, these records (and
-their kind's snapshot) are held back and then sent once, complete: a restart then derives
-exactly the records it sent before, which the persisted fingerprints drop. For that the
-sinks of Deployments and ReplicaSets keep their last record's data in the state store
-(`collector.state`, SQLite: tens of thousands of objects cost little heap there), and the
-sinks of Jobs and Nodes (few) keep their decoded objects. The store also knows which
-records each object produced, so a relist that no longer finds an object deletes them.
-
-All sink work runs under one lock: informers decode on their own threads, but indexes and
-normalizer state change one object at a time.
+ReplicaSet changes; a Job execution's record when one of its pods changes (by the
+processor at the end of each drain, once however many changes marked them). Until what
+they mention has listed once, these records (and their kind's snapshot) are held back and
+then sent once, complete: a restart then derives exactly the records it sent before,
+which the persisted fingerprints drop. A held Deployment or ReplicaSet is kept encoded in
+the state store and normalized once, when released. The sinks of Deployments and
+ReplicaSets keep their last record's data in the state store (`collector.state`, SQLite:
+tens of thousands of objects cost little heap there), and the sinks of Jobs and Nodes
+(few) keep their decoded objects. The store also knows which records each object
+produced, so a relist that no longer finds an object deletes them.
 
 `list_once()` is the one-shot form (`moonin-agent preview`): every resource listed once on
-the caller's thread, in warm-up order, through the same sinks, then one flush; no watch,
-no thread. A resource RBAC forbids is skipped with a warning, as `run` would skip it; any
-other failure raises, since the result would not be what `run` sends.
+the caller's thread, in warm-up order, each delta processed as it is put, then one flush;
+no watch, no thread. A resource RBAC forbids is skipped with a warning, as `run` would
+skip it; any other failure raises, since the result would not be what `run` sends.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import structlog
 
 from collector import resources, sources
 from collector.coalesce import Coalescer, Destination
+from collector.deltas import Call, DeltaQueue, Listed
 from collector.filters import Filters
 from collector.informer import Informer
 from collector.job_logs import JobLogs
@@ -52,6 +61,7 @@ from collector.model import ObjectMeta, upsert
 from collector.normalize import job_execution
 from collector.normalize.base import Context, LogRequest, ObjectTooLarge
 from collector.normalize.node import Node
+from collector.processor import Processor
 from collector.relations import Relations
 from collector.resources import Resource
 from collector.resync import AfterRollback, AntiEntropy, Resync
@@ -91,37 +101,16 @@ class Collector:
             settings.filters.ignore_resources,
             settings.filters.ignore_node_labels,
         )
-        self.lock = threading.RLock()
         self.reporter = HealthReporter("collector")
         self.state = StateStore(settings.state_file)
         if self.state.quarantined is not None:
             log.warning("collector_state_quarantined", moved_to=str(self.state.quarantined))
         self.relations = Relations(self.state)
-        self.coalescer = Coalescer(
-            outbox,
-            state=self.state,
-            flush_seconds=settings.flush_seconds,
-            max_pending=settings.flush_max_records,
-            before_flush=self._before_flush,
-            on_resync_needed=self.resync,
-            producers=self.lock,
-        )
-        # Namespace -> the permission its Job logs were refused for (logged once).
-        self._logs_denied: dict[str, str] = {}
-        self._logs_lock = threading.Lock()
+        self.coalescer = Coalescer(outbox, state=self.state, max_pending=settings.flush_max_records)
+        self.deltas = DeltaQueue()
+        self._logs_denied: dict[str, str] = {}  # namespace -> the permission refused (logged)
         self.job_logs = JobLogs(
-            self._read_log,
-            self._log_read,
-            settings=settings.job_logs,
-            reporter=self.reporter,
-        )
-        context = Context(
-            lookups=self.relations,
-            job_logs=self.job_logs,
-            fetch_secret=self._fetch_secret,
-            ignore_node_labels=frozenset(self.filters.ignored_node_labels),
-            collect_job_logs=settings.collect_job_logs,
-            collect_helm_releases=settings.collect_helm_releases,
+            self._read_log, self._log_read, settings=settings.job_logs, reporter=self.reporter
         )
         table = sources.table(
             state=self.state,
@@ -133,30 +122,7 @@ class Collector:
         by_resource: dict[Resource, Informer[Any]] = {}
         self._listings = Listings(by_resource)
         self._stale = Stale(self._listings.all)
-        wiring = Wiring(
-            lock=self.lock,
-            produced=self.state.produced,
-            relations=self.relations,
-            context=context,
-            filters=self.filters,
-            offer=self.offer,
-            stale=self._stale,
-            listed=self._listed,
-        )
-        self.sinks: dict[Resource, SourceSink[Any]] = {}
-        pages = threading.BoundedSemaphore(settings.pages_in_memory)
-        for source in table:
-            sink = SourceSink(source, wiring)
-            self.sinks[source.resource] = sink
-            by_resource[source.resource] = Informer(
-                api,
-                source.resource,
-                source.normalizer.struct,
-                sink,
-                settings=settings.informer,
-                page_gate=pages,
-                list_budget_seconds=settings.warm_up_timeout_seconds,
-            )
+        self.sinks = self._sinks_and_informers(table, by_resource)
         self.informers = list(by_resource.values())
         by_plural = {informer.resource.plural: informer for informer in self.informers}
         self._snapshots = Snapshots(
@@ -169,28 +135,34 @@ class Collector:
         )
         self._resync = Resync(
             self.informers,
-            lock=self.lock,
             coalescer=self.coalescer,
             reporter=self.reporter,
             # Looked up when called: a collector built only to be inspected has no API.
             abort_streams=lambda: api.abort_streams(),
         )
         self._after_rollback = AfterRollback(self.state, self._resync, reporter=self.reporter)
-        self._rebuilding = False
-        self._version: str | None = None
-        self._stopped = threading.Event()
         self._warm_up = WarmUp(
-            table, by_resource, timeout=settings.warm_up_timeout_seconds, stopped=self._stopped
+            table, by_resource, self._listings, timeout=settings.warm_up_timeout_seconds
         )
-        self._starter = threading.Thread(
-            target=self._warm_up.run, name="collector-start", daemon=True
+        self._synced = threading.Event()
+        self.processor = Processor(
+            self.deltas,
+            self.sinks,
+            by_resource,
+            coalescer=self.coalescer,
+            listed=self._listed,
+            settle=self._settle,
+            resync=self._resync.start,
+            flush_seconds=settings.flush_seconds,
         )
-        anti_entropy = AntiEntropy(
+        self._version: str | None = None
+        self._running = False
+        self._stopped = threading.Event()
+        self._anti_entropy = AntiEntropy(
             self.informers,
             kinds={s.resource.plural: s.normalizer.kind for s in table if not s.events_only},
-            lock=self.lock,
             coalescer=self.coalescer,
-            sent=self.state.sent,
+            forget=lambda kind: self.deltas.put(Call(lambda: self.state.sent.clear(kind))),
             abort_streams=lambda path: api.abort_streams(path),
             reporter=self.reporter,
             stopped=self._stopped,
@@ -198,22 +170,62 @@ class Collector:
             list_timeout=settings.warm_up_timeout_seconds,
         )
         self._anti_entropy_thread = threading.Thread(
-            target=anti_entropy.run, name="anti-entropy", daemon=True
+            target=self._anti_entropy.run, name="anti-entropy", daemon=True
         )
+
+    def _sinks_and_informers(
+        self, table: list[Source[Any]], informers: dict[Resource, Informer[Any]]
+    ) -> dict[Resource, SourceSink[Any]]:
+        """A sink (for the processor) and an informer (putting deltas, into `informers`)
+        per source."""
+        context = Context(
+            lookups=self.relations,
+            job_logs=self.job_logs,
+            fetch_secret=self._fetch_secret,
+            ignore_node_labels=frozenset(self.filters.ignored_node_labels),
+            collect_job_logs=self.settings.collect_job_logs,
+            collect_helm_releases=self.settings.collect_helm_releases,
+        )
+        wiring = Wiring(
+            produced=self.state.produced,
+            held=self.state.held,
+            relations=self.relations,
+            context=context,
+            filters=self.filters,
+            offer=self.offer,
+            stale=self._stale,
+        )
+        sinks: dict[Resource, SourceSink[Any]] = {}
+        pages = threading.BoundedSemaphore(self.settings.pages_in_memory)
+        for source in table:
+            sink = SourceSink(source, wiring)
+            informer = Informer(
+                self.api,
+                source.resource,
+                source.normalizer.struct,
+                self.deltas.sink(source.resource),
+                settings=self.settings.informer,
+                page_gate=pages,
+                list_budget_seconds=self.settings.warm_up_timeout_seconds,
+            )
+            sink.skips = informer.skips
+            sinks[source.resource], informers[source.resource] = sink, informer
+        return sinks
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start collecting (returns at once; warm-up runs on its own thread)."""
-        self.coalescer.start()
+        """Start collecting (returns at once: the processor starts the informers in turn)."""
+        self._running = True
         self.job_logs.start()
-        self._starter.start()
+        self.processor.start()
         if self.settings.anti_entropy_seconds > 0:
             self._anti_entropy_thread.start()
 
     def list_once(self) -> list[str]:
         """List every resource once and flush (see the module docstring); returns the
         resources skipped as forbidden. Raises `KubeError` or `msgspec.DecodeError`."""
+        self.deltas.run_inline(self.processor.process)
         forbidden = []
         for informer in self._warm_up.order():
             try:
@@ -226,17 +238,17 @@ class Collector:
                     error=str(exc),
                 )
                 forbidden.append(informer.resource.plural)
-                with self.lock:  # nothing waits for a list that cannot happen
-                    self._listings.add(informer.resource)
+                self._listings.add(informer.resource)  # nothing waits for it
+        self.processor.settle()
         self.coalescer.flush()
         self.job_logs.read_pending()  # as `run` does: failed Jobs' records again, with logs
+        self.processor.settle()
         self.coalescer.flush()
         return forbidden
 
     def wait_synced(self, timeout: float) -> bool:
-        """True once every informer has listed once (tests)."""
-        self._starter.join(timeout)
-        return all(informer.wait_synced(timeout) for informer in self.informers)
+        """True once every informer's first list has been taken in (tests)."""
+        return self._synced.wait(timeout)
 
     def stop(self) -> None:
         """Stop at once (leadership lost, or shutting down), committing what is buffered."""
@@ -244,26 +256,32 @@ class Collector:
         self.job_logs.stop()
         for informer in self.informers:
             informer.stop()
+        self.deltas.close()
         self.api.abort_streams()
         for informer in self.informers:
             if informer.alive:
                 informer.join(5)
-        self.coalescer.stop()
-        with self.lock:
-            self.state.close()
+        self.processor.stop(self.settings.flush_seconds * 4 + 5)
+        self.state.close()
 
     def reporters(self) -> list[HealthReporter]:
-        return [self.reporter, self.coalescer.reporter, *(i.reporter for i in self.informers)]
+        return [
+            self.reporter,
+            self.processor.reporter,
+            self.coalescer.reporter,
+            *(i.reporter for i in self.informers),
+        ]
 
     def resync(self) -> None:
         """Forget what was sent and relist everything (idempotent while one is running)."""
-        self._resync.start()
+        self._resync.ask()
+        self.deltas.put(Call(self._resync.start))
 
     @property
     def resync_in_progress(self) -> bool:
         return self._resync.in_progress
 
-    # -- records (lock held) -----------------------------------------------------------
+    # -- on the processor's thread -------------------------------------------------------
 
     def offer(self, records: Iterable[Record]) -> None:
         for record in records:
@@ -280,65 +298,61 @@ class Collector:
             and self.job_logs.holds(record.uid)
         )
 
-    def _listed(self, source: Source[Any], resource_version: str, listed_at: str) -> None:
-        self._snapshots.listed(source, resource_version, listed_at)
+    def _listed(self, listed: Listed) -> None:
+        source = self.sinks[listed.resource].source
+        self._snapshots.listed(source, listed.resource_version, listed.listed_at)
         self._resync.listed(source.resource.plural)
+        self._listings.took(listed.resource)
+        if self._listings.every_one():
+            self._synced.set()
 
-    def _before_flush(self) -> None:
-        """Rebuild the stale dependent records (once per window however many changes) and
-        the failed runs' records that waited long enough for their logs, release what was
-        held back once its dependencies have listed, and stop waiting
-        (snapshots, a resync) for resources that cannot list."""
-        with self.lock:
-            if self._rebuilding:
-                return  # a flush that the rebuild's own records set off: it only commits
-            self._rebuilding = True
-            try:
-                self._after_rollback.check()
-                self._stale.mark(sources.JOB_RECORDS, self.job_logs.released())
-                for dependents, keys in self._stale.due():
-                    for key in keys:
-                        for resource, object_key in dependents.rebuilds(key, self.relations):
-                            self.sinks[resource].rebuild(object_key)
-                self._snapshots.settle()
-                self._resync.settle()
-            finally:
-                self._rebuilding = False
+    def _settle(self) -> None:
+        """The end of a drain: rebuild the stale dependent records (once each however
+        many changes marked them) and the failed runs' records that waited long enough
+        for their logs, release what was held back once its dependencies have listed,
+        stop waiting (snapshots, a resync) for resources that cannot list, and start the
+        informers whose turn in the warm-up came."""
+        self._after_rollback.check()
+        self._stale.mark(sources.JOB_RECORDS, self.job_logs.released())
+        for dependents, keys in self._stale.due():
+            for key in keys:
+                for resource, object_key in dependents.rebuilds(key, self.relations):
+                    self.sinks[resource].rebuild(object_key)
+        self._snapshots.settle()
+        self._resync.settle()
+        if self._running and not self._stopped.is_set():  # a one-shot list has no informer
+            self._warm_up.advance()
 
     # -- cluster metadata ----------------------------------------------------------------
 
     def _nodes(self) -> list[Node]:
-        """(Lock held.) The Nodes as their sink keeps them (metadata hints)."""
+        """The Nodes as their sink keeps them (metadata hints): a copy, taken at once, of
+        what the processor changes one entry at a time."""
         sink: SourceSink[Node] = self.sinks[resources.NODES]
         return list(sink.objects.values())
 
     def nodes_known(self) -> bool:
         """Whether the Nodes have listed once, or cannot list now: what the metadata says of
         them is all there is to say (the heartbeat's first beat waits for it)."""
-        with self.lock:
-            return self._listings.all(NODES)
+        return self._listings.all(NODES)
 
     def cluster_metadata(self, probe: MetadataProbe, *, leader: str | None) -> dict[str, Any]:
         """The heartbeat's metadata; also offered as the `cluster_metadata` record once the
-        Nodes are known. Before they have listed there is no count to give (null, not 0)."""
-        with self.lock:
-            known = self._listings.all(NODES)
-            listed = self._listings.listed(resources.NODES)
-            nodes = [
-                NodeHint(
-                    name=n.metadata.name, labels=n.metadata.labels, provider_id=n.spec.provider_id
-                )
-                for n in self._nodes()
-            ]
+        Nodes are known (through the processor). Before they have listed there is no
+        count to give (null, not 0)."""
+        known = self._listings.all(NODES)
+        listed = self._listings.listed(resources.NODES)
+        nodes = [
+            NodeHint(name=n.metadata.name, labels=n.metadata.labels, provider_id=n.spec.provider_id)
+            for n in self._nodes()
+        ]
         found = probe.probe(nodes, kubernetes_version=self._kubernetes_version(), leader=leader)
         if not listed:
             found = msgspec.structs.replace(found, node_count=None)
         data = found.as_dict()
         if known:
-            with self.lock:
-                self.offer(
-                    [upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")]
-                )
+            record = upsert("cluster_metadata", ObjectMeta(name="cluster"), data, key="cluster")
+            self.deltas.put(Call(lambda: self.offer([record])))
         return data
 
     def _kubernetes_version(self) -> str | None:
@@ -373,21 +387,19 @@ class Collector:
             text = self.api.get(path, params, within=self.settings.job_logs.read_seconds)
         except Forbidden as exc:
             self.reporter.count("job_logs_forbidden")
-            with self._logs_lock:
-                first = self._logs_denied.get(ns) != exc.denied
-                self._logs_denied[ns] = exc.denied
+            first = self._logs_denied.get(ns) != exc.denied
+            self._logs_denied[ns] = exc.denied
             if first:  # one line per namespace until it works, not one per failed Job
                 log.warning("job_logs_forbidden", namespace=ns, permission=exc.denied)
             return None
         except NotFound:
             return None  # the pod is gone, and its log with it
-        with self._logs_lock:
-            denied = self._logs_denied.pop(ns, None)
+        denied = self._logs_denied.pop(ns, None)
         if denied is not None:
             log.info("job_logs_allowed", namespace=ns)
         return job_execution.log_lines(text, lines)
 
     def _log_read(self, job_key: str) -> None:
-        """A failed Job's log was read: its record is built again, with it."""
-        with self.lock:
-            self._stale.mark(sources.JOB_RECORDS, [job_key])
+        """A failed Job's log was read: its record is built again, with it (by the
+        processor, at the end of its drain)."""
+        self.deltas.put(Call(lambda: self._stale.mark(sources.JOB_RECORDS, [job_key])))

@@ -288,6 +288,11 @@ class Informer(Generic[T]):
             least=0.5,
         )
         self._listed_at = -math.inf  # when the last list completed
+        self.lists_completed = 0
+        """Full lists handed on so far (read by other threads: one int, never torn)."""
+        self.failing = False
+        """Whether its last list, watch or object failed (forbidden included) and nothing has
+        worked since: what the warm-up, snapshots and a resync stop waiting for."""
         self._list_budget = list_budget_seconds
         self._unlisted_since: float | None = None  # since when a list is wanted, not done
 
@@ -319,6 +324,25 @@ class Informer(Generic[T]):
         """
         self._list()
         self._synced.set()
+
+    # -- what the processor reports of its objects ----------------------------------
+
+    def object_failed(self, exc: KubeError) -> float:
+        """A read its object needed failed (`collector.processor`): said as a failure of
+        this resource; returns how long to wait before trying the object again."""
+        if isinstance(exc, Forbidden):
+            self._forbidden(exc)
+            return self._forbidden_backoff.next_delay()
+        self._degraded(f"failing: {type(exc).__name__}", exc)
+        return self._backoff.next_delay(at_least=exc.retry_after)
+
+    def object_recovered(self) -> None:
+        """The object that failed went through."""
+        self._healthy()
+
+    def storage_failing(self, exc: Exception) -> None:
+        """Its objects cannot be stored (a full or failing disk)."""
+        self._storage_failing(exc)
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -381,6 +405,7 @@ class Informer(Generic[T]):
                     self._pause(self._backoff.next_delay())
                     continue
                 log.exception("informer_crashed", resource=self.resource.plural)
+                self.failing = True
                 self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
                 return
 
@@ -520,6 +545,7 @@ class Informer(Generic[T]):
         self.skips.listed(keys)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
         self.reporter.count("lists")
+        self.lists_completed += 1
         self._listed_at = time.monotonic()
         self._unlisted_since = None
         self._healthy()
@@ -705,17 +731,20 @@ class Informer(Generic[T]):
         self.reporter.progress()
         self._backoff.reset()
         self._forbidden_backoff.reset()
+        self.failing = False
         if self.reporter.set(Health.healthy()):
             log.info("informer_healthy", resource=self.resource.plural)
 
     def _storage_failing(self, exc: Exception) -> None:
         self.reporter.count("failures")
+        self.failing = True
         if self.reporter.set(Health.not_ready("disk full or failing: cannot store its objects")):
             log.error("informer_storage_failing", resource=self.resource.plural, error=str(exc))
 
     def _degraded(self, reason: str, exc: Exception) -> None:
         self.reporter.count("failures")
         health = self._failing(reason)
+        self.failing = True
         if self.reporter.set(health):
             log.warning(
                 "informer_failing",
@@ -735,6 +764,7 @@ class Informer(Generic[T]):
     def _forbidden(self, exc: Forbidden) -> None:
         self.reporter.count("failures")
         self.reporter.count("forbidden")
+        self.failing = True
         if self.reporter.set(Health.forbidden(exc.denied)):
             log.error(
                 "informer_forbidden",

@@ -25,12 +25,11 @@ kind is accepted and ignored, so the collector may report every object. `forget`
 only the object's namespace and name, so an object that vanished during a relist can be
 forgotten from a Struct holding just its metadata.
 
-Thread-safe: informers observe from their own threads while normalizers look up.
+Not locked: only the collector's processor thread observes and looks up (`collector.processor`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,7 +55,6 @@ _decode_labels = msgspec.msgpack.Decoder(dict[str, str]).decode
 class Relations:
     def __init__(self, store: StateStore | None = None) -> None:
         """`store`: where the large indexes live (None: a store in memory of its own)."""
-        self._lock = threading.Lock()
         self._store = store or StateStore()
         with self._store.lock:
             for table in RELATION_TABLES:
@@ -82,8 +80,7 @@ class Relations:
         observer = self._observers.get(kind)
         if observer is None:
             return set()
-        with self._lock:
-            return observer(obj)
+        return observer(obj)
 
     def forget(self, kind: str, obj: Any) -> set[str]:
         """The object is gone; the Deployments whose records its absence changes."""
@@ -91,21 +88,20 @@ class Relations:
             return set()
         meta: ObjectMeta = obj.metadata
         namespace, name = meta.namespace or "", meta.name
-        with self._lock:
-            if kind == "Service":
-                return self._set_selector(namespace, name, frozenset())
-            if kind == "HorizontalPodAutoscaler":
-                return self._set_hpa((namespace, name), None)
-            if kind == "ReplicaSet":
-                return self._set_replicaset((namespace, name), None)
-            if kind == "Deployment":
-                self._store.execute(
-                    "DELETE FROM deployment_templates WHERE namespace = ? AND name = ?",
-                    (namespace, name),
-                )
-            else:
-                self._cronjob_of.pop((namespace, name), None)
-            return set()
+        if kind == "Service":
+            return self._set_selector(namespace, name, frozenset())
+        if kind == "HorizontalPodAutoscaler":
+            return self._set_hpa((namespace, name), None)
+        if kind == "ReplicaSet":
+            return self._set_replicaset((namespace, name), None)
+        if kind == "Deployment":
+            self._store.execute(
+                "DELETE FROM deployment_templates WHERE namespace = ? AND name = ?",
+                (namespace, name),
+            )
+        else:
+            self._cronjob_of.pop((namespace, name), None)
+        return set()
 
     def _observe_service(self, obj: Any) -> set[str]:
         meta: ObjectMeta = obj.metadata
@@ -197,6 +193,18 @@ class Relations:
             return set()
         deployments = {e[0] for e in (before, entry) if e is not None}
         was = {d: self._current((namespace, d)) for d in deployments}
+        if before is None and entry is not None:
+            # A new ReplicaSet (all of them, in a first list): current now if it sorts
+            # above the current one, as `_current` sorts; no second query needed.
+            self._store.execute(
+                "INSERT OR REPLACE INTO replicasets VALUES (?, ?, ?, ?, ?)", (*replicaset, *entry)
+            )
+            current = was[entry[0]]
+            ahead = current is None or (entry[1] or 0, replicaset[1]) > (
+                current.number,
+                current.replicaset,
+            )
+            return {f"{namespace}/{entry[0]}"} if ahead else set()
         if entry is None:
             self._store.execute(
                 "DELETE FROM replicasets WHERE namespace = ? AND name = ?", replicaset
@@ -218,29 +226,25 @@ class Relations:
 
     def current_revision(self, namespace: str, deployment: str) -> RevisionRef | None:
         """The Deployment's ReplicaSet with the highest revision number (ties: by name)."""
-        with self._lock:
-            return self._current((namespace, deployment))
+        return self._current((namespace, deployment))
 
     def cronjob_of_job(self, namespace: str, job: str) -> str | None:
-        with self._lock:
-            return self._cronjob_of.get((namespace, job))
+        return self._cronjob_of.get((namespace, job))
 
     def services_selecting(self, namespace: str, labels: Mapping[str, str]) -> list[str]:
         """Services in `namespace` whose non-empty selector is a subset of `labels`, sorted."""
         items = frozenset(labels.items())
-        with self._lock:
-            selectors = self._selectors.get(namespace, {})
-            return sorted(name for name, sel in selectors.items() if sel <= items)
+        selectors = self._selectors.get(namespace, {})
+        return sorted(name for name, sel in selectors.items() if sel <= items)
 
     def hpa_for(self, namespace: str, deployment: str) -> HpaRef | None:
         """The HPA targeting the Deployment; with several (a misconfiguration), the first."""
-        with self._lock:
-            names = self._hpas_of.get((namespace, deployment))
-            if not names:
-                return None
-            name = min(names)
-            _, low, high = self._hpas[(namespace, name)]
-            return HpaRef(name=name, min_replicas=low, max_replicas=high)
+        names = self._hpas_of.get((namespace, deployment))
+        if not names:
+            return None
+        name = min(names)
+        _, low, high = self._hpas[(namespace, name)]
+        return HpaRef(name=name, min_replicas=low, max_replicas=high)
 
     def replicasets_of(self, namespace: str, deployment: str) -> list[str]:
         """The Deployment's ReplicaSets, sorted: whose revision records to rebuild."""

@@ -22,7 +22,7 @@ import structlog
 
 from collector.coalesce import Coalescer
 from collector.informer import Informer
-from collector.state import SentFingerprints, StateStore
+from collector.state import StateStore
 from collector.warmup import cannot_list
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
@@ -31,55 +31,61 @@ log = structlog.get_logger("collector")
 
 
 class Resync:
-    """One resync at a time; `listed` and `settle` are called by the collector under `lock`."""
+    """One resync at a time; runs on the collector's processor (`collector.processor`)."""
 
     def __init__(
         self,
         informers: Sequence[Informer[Any]],
         *,
-        lock: threading.RLock,
         coalescer: Coalescer,
         reporter: HealthReporter,
         abort_streams: Callable[[], None],
     ) -> None:
         self._informers = informers
-        self._lock = lock
         self._coalescer = coalescer
         self._reporter = reporter
         self._abort_streams = abort_streams
         self._pending: set[str] = set()
+        self._asked = False  # a resync asked for from another thread, not yet started
+        self._relisted: set[str] = set()  # of `_pending`, what has listed again
 
     @property
     def in_progress(self) -> bool:
-        with self._lock:
-            return bool(self._pending)
+        """(Any thread: a glance at what the processor holds.)"""
+        return self._asked or bool(self._pending)
+
+    def ask(self) -> None:
+        """(Any thread.) A resync is on its way to the processor (`start` follows)."""
+        self._asked = True
 
     def start(self, *, again: bool = False) -> None:
         """Forget what was sent and relist everything (idempotent while one is running,
         unless `again`: what it forgot may have been rolled back)."""
-        with self._lock:
-            self.settle()
-            if self._pending and not again:
-                return
-            log.info("resync_started")
-            self._reporter.count("resyncs")
-            self._coalescer.forget_all()
-            # What cannot list now relists when it recovers, with its fingerprints gone;
-            # waiting for it would keep every later resync from starting.
-            self._pending = {
-                i.resource.plural for i in self._informers if i.alive and not cannot_list(i)
-            }
+        self._asked = False
+        self.settle()
+        if self._pending and not again:
+            return
+        log.info("resync_started")
+        self._reporter.count("resyncs")
+        self._coalescer.forget_all()
+        # What cannot list now relists when it recovers, with its fingerprints gone;
+        # waiting for it would keep every later resync from starting.
+        self._pending = {
+            i.resource.plural for i in self._informers if i.alive and not cannot_list(i)
+        }
+        self._relisted = set()
         for informer in self._informers:
             informer.request_relist()
         self._abort_streams()
 
     def listed(self, plural: str) -> None:
+        """The resource has listed again; the resync finishes in `settle`, after the
+        records its lists made stale are rebuilt (until then it is in progress)."""
         if self._pending:
-            self._pending.discard(plural)
-            self._settle()
+            self._relisted.add(plural)
 
     def settle(self) -> None:
-        """(Lock held.) Check on a resync running, if any (see `_settle`)."""
+        """Check on a resync running, if any (see `_settle`)."""
         if self._pending:
             self._settle()
 
@@ -87,22 +93,24 @@ class Resync:
         """Stop waiting for what cannot list now; once nothing is left, commit what the
         resync produced, and only then clear the outbox's mark: a crash before that finds
         the mark and resyncs again."""
-        self._pending = {
+        waiting = {
             i.resource.plural
             for i in self._informers
-            if i.resource.plural in self._pending and not cannot_list(i)
+            if i.resource.plural in self._pending - self._relisted and not cannot_list(i)
         }
-        if self._pending:
+        if waiting:
+            self._pending = waiting | (self._pending & self._relisted)
             return
         self._coalescer.flush()
         committed = self._coalescer.empty  # else the outbox refused them: the mark stays
         if committed:
             self._coalescer.outbox.clear_resync_needed()
         log.info("resync_done", committed=committed)
+        self._pending, self._relisted = set(), set()
 
 
 class AfterRollback:
-    """Checked before each flush, under the collector's lock: from a rollback of the state
+    """Checked at the end of each of the processor's drains: from a rollback of the state
     store until the resync after it is done, the collector is unready ("disk full or
     failing"). While the store is rolled back it probes, with backoff, for a write going
     through; the first that does starts a resync. The backoff starts over only once the
@@ -163,21 +171,21 @@ class AntiEntropy:
         informers: Sequence[Informer[Any]],
         *,
         kinds: dict[str, str],
-        lock: threading.RLock,
         coalescer: Coalescer,
-        sent: SentFingerprints,
+        forget: Callable[[str], None],
         abort_streams: Callable[[str], None],
         reporter: HealthReporter,
         stopped: threading.Event,
         every: float,
         list_timeout: float,
     ) -> None:
-        """`kinds`: resource (plural) -> its record kind, for the resources with snapshots."""
+        """`kinds`: resource (plural) -> its record kind, for the resources with snapshots;
+        `forget`: have the fingerprints of a record kind forgotten (before what is put
+        after it: the processor's queue keeps the order)."""
         self._informers = informers
         self._kinds = kinds
-        self._lock = lock
         self._coalescer = coalescer
-        self._sent = sent
+        self._forget = forget
         self._abort_streams = abort_streams
         self._reporter = reporter
         self._stopped = stopped
@@ -194,13 +202,12 @@ class AntiEntropy:
                 while self._coalescer.outbox.at_bound:
                     if self._stopped.wait(1.0):
                         return
-                lists = informer.reporter.snapshot().counters.get("lists", 0)
-                with self._lock:
-                    self._sent.clear(kind)
+                lists = informer.lists_completed
+                self._forget(kind)
                 informer.request_relist()
                 self._abort_streams(informer.resource.path)  # only its own watch
                 deadline = time.monotonic() + self._list_timeout
-                while informer.reporter.snapshot().counters.get("lists", 0) == lists:
+                while informer.lists_completed == lists:
                     if self._stopped.wait(0.2):
                         return
                     if time.monotonic() > deadline:

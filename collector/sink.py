@@ -3,17 +3,15 @@ filters, normalizes and hands the records on; `Stale` remembers which dependent 
 to rebuild before the next flush.
 
 A sink calls nothing above it: what it produces goes to the `Wiring` it was given (the
-coalescer's `offer`, the `Stale` marks, a callback for a completed list), and the collector
-drives it (`rebuild`) from above. Every sink method runs under the one lock the wiring
-names: informers decode on their own threads, but indexes and normalizer state change one
-object at a time.
+collector's `offer`, the `Stale` marks), and the collector's processor drives it
+(`collector.processor`: `apply`, `remove`, `listed`, `rebuild`), on its one thread, so
+indexes and normalizer state change one object at a time without a lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -27,9 +25,9 @@ from collector.model import ObjectMeta, delete, upsert
 from collector.normalize.base import Context, Object
 from collector.relations import Relations
 from collector.resources import Resource
-from collector.skips import NORMALIZE_FAILED, UNSTORABLE, SkippedObject
+from collector.skips import NORMALIZE_FAILED, UNSTORABLE, Identity, SkippedObject, Skips
 from collector.sources import DEPENDENTS, RELATION_DEPENDENTS, Dependents, Keep, Source
-from collector.state import ProducedRecords
+from collector.state import HeldObjects, ProducedRecords
 from kube.errors import KubeError
 from shipper.records import Record
 
@@ -96,17 +94,15 @@ class _MetadataOnly:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wiring:
-    """What every sink shares: the lock, the indexes, and where its output goes."""
+    """What every sink shares: the indexes, and where its output goes."""
 
-    lock: threading.RLock
     produced: ProducedRecords
+    held: HeldObjects
     relations: Relations
     context: Context
     filters: Filters
     offer: Callable[[Iterable[Record]], None]
     stale: Stale
-    listed: Callable[[Source[Any], str, str], None]
-    """(source, resourceVersion, start) of a full list, after its vanished objects went."""
 
 
 class SourceSink(Generic[T]):
@@ -118,11 +114,16 @@ class SourceSink(Generic[T]):
         self._wiring = wiring
         self._name = source.resource.plural
         self._produced = wiring.produced
+        self._held = wiring.held
+        self._decode_held = msgspec.msgpack.Decoder(source.normalizer.struct).decode
         self.objects: dict[str, T] = {}
+        self.skips: Skips | None = None
+        """Where an object that fails only when its held records are built is reported
+        (its informer's, set by the collector)."""
 
     def apply(self, obj: T) -> None:
         """Raises `SkippedObject` for an object it cannot normalize or store."""
-        with self._wiring.lock, _storing():
+        with _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return
@@ -149,6 +150,11 @@ class SourceSink(Generic[T]):
         """Raises `SkippedObject` for an object the normalizer fails on."""
         meta = obj.metadata
         wiring, source = self._wiring, self.source
+        if self._holds(meta):
+            # Built once, when released (`rebuild`), not now and again then.
+            if source.keep is not Keep.OBJECTS:  # else `objects` has it already
+                self._held.put(self._name, meta.key, _pack(obj))
+            return
         if source.keep is Keep.VERSIONED:
             unchanged = self._unchanged(meta)
             if unchanged:
@@ -177,12 +183,11 @@ class SourceSink(Generic[T]):
         for record in records:
             if record.op == "upsert":
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
-        if not self._holds(meta):
-            wiring.offer(records)
+        wiring.offer(records)
 
     def _holds(self, meta: ObjectMeta) -> bool:
         """Whether to hold the object's records back until what they depend on has listed
-        (they are rebuilt then); marks it for that rebuild."""
+        (they are built then); marks it for that build."""
         held = self.source.held
         if held is None:
             return False
@@ -206,13 +211,16 @@ class SourceSink(Generic[T]):
         return records
 
     def rebuild(self, key: str) -> None:
-        """Send the object's record again, its relation fields decided anew."""
+        """Send the object's record again, its relation fields decided anew; a held
+        object's records are built for the first time."""
         if self.source.keep is Keep.OBJECTS:
             obj = self.objects.get(key)
             if obj is not None:
-                # One skipped when it was applied is skipped again, already reported.
-                with contextlib.suppress(SkippedObject), _storing():
-                    self.emit(obj)
+                self._release(obj)
+            return
+        held = self._held.pop(self._name, key)
+        if held is not None:
+            self._release(self._decode_held(held))
             return
         relink = self.source.relink
         if relink is None:
@@ -222,6 +230,17 @@ class SourceSink(Generic[T]):
             data = relink.relink(kept.data, kept.meta, self._wiring.relations)
             self._remember(key, kind, record_key, kept.meta, data)
             self._wiring.offer([upsert(kind, kept.meta, data, key=record_key)])
+
+    def _release(self, obj: T) -> None:
+        """Build the object's records now; one that cannot be built is reported skipped
+        (once per resourceVersion: `Skips`) and keeps what it produced before."""
+        meta = obj.metadata
+        try:
+            with _storing():
+                self.emit(obj)
+        except SkippedObject as skip:
+            if self.skips is not None:
+                self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
 
     def _remember(
         self,
@@ -236,13 +255,14 @@ class SourceSink(Generic[T]):
 
     def remove(self, obj: T) -> None:
         """Raises `SkippedObject` for an object whose values it cannot handle."""
-        with self._wiring.lock, _storing():
+        with _storing():
             meta = obj.metadata
             if self._ignored(meta):
                 return  # never collected (see `apply`), so nothing to delete
             wiring = self._wiring
             affected = wiring.relations.forget(self.normalizer.source, obj)
             self.objects.pop(meta.key, None)
+            self._held.discard(self._name, meta.key)
             produced = self._produced.pop(self._name, meta.key)
             records = self.normalizer.deletes(obj, wiring.context)
             # Whatever it produced goes too, even where the normalizer no longer sees it as
@@ -256,21 +276,21 @@ class SourceSink(Generic[T]):
             wiring.offer(records)
             self._forget(meta.key, affected)
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
+    def listed(self, keys: AbstractSet[str]) -> None:
         """A full list: whatever is remembered but was not listed was deleted meanwhile."""
-        with self._wiring.lock:
-            gone = self._produced.missing(self._name, keys)
-            gone.update(key for key in self.objects if key not in keys)
-            if self.source.memory is not None:
-                gone.update(self.source.memory.missing(keys))
-            for key in sorted(gone):
-                self._vanished(key)
-            self._wiring.listed(self.source, resource_version, listed_at)
+        gone = self._produced.missing(self._name, keys)
+        gone.update(key for key in self.objects if key not in keys)
+        gone.update(self._held.missing(self._name, keys))
+        if self.source.memory is not None:
+            gone.update(self.source.memory.missing(keys))
+        for key in sorted(gone):
+            self._vanished(key)
 
     def _vanished(self, key: str) -> None:
         namespace, _, name = key.rpartition("/")
         meta = ObjectMeta(name=name, namespace=namespace or None)
         gone = self.objects.pop(key, None) or _MetadataOnly(meta)
+        self._held.discard(self._name, key)
         affected = self._wiring.relations.forget(self.normalizer.source, gone)
         self._wiring.offer(
             [

@@ -11,8 +11,8 @@ bytes per object, and the churn of decoding list pages between those long-lived 
 fragments the heap on top of it. In SQLite it is a few dozen bytes per row on disk and a
 bounded page cache in memory.
 
-One connection, guarded by one lock, serves every thread: sinks write under the collector's
-lock, the coalescer's flusher writes fingerprints. Writes accumulate in one transaction that
+One connection, guarded by one lock: the collector's processor writes (sinks, and the
+coalescer's fingerprints), other threads only read. Writes accumulate in one transaction that
 the coalescer commits right after each put to the outbox, so there is no commit per object
 and the store never gets ahead of the outbox.
 
@@ -55,6 +55,8 @@ SCHEMA_VERSION = 2
 _FORGETTABLE = ("produced", "sent", "pods", "event_series")
 # Rebuilt from the lists of every leadership term (`collector.relations`), never carried over.
 RELATION_TABLES = ("deployment_templates", "replicasets")
+# Objects whose records wait for what they mention (`HeldObjects`): one leadership term's.
+_HELD = "held"
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE produced (
@@ -89,6 +91,10 @@ CREATE TABLE IF NOT EXISTS event_series (
     key TEXT PRIMARY KEY, incident TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+CREATE TABLE IF NOT EXISTS held (
+    source TEXT NOT NULL, source_key TEXT NOT NULL, object BLOB NOT NULL,
+    PRIMARY KEY (source, source_key)
+) WITHOUT ROWID;
 """
 
 Slot = tuple[str, str]  # (record kind, record key)
@@ -132,6 +138,7 @@ class StateStore:
         self.sent = SentFingerprints(self)
         self.pods = PodMemos(self)
         self.events = EventSeries(self)
+        self.held = HeldObjects(self)
 
     def forget_all(self) -> None:
         """Start over: nothing is known to have been sent, no object or pod is remembered.
@@ -351,3 +358,40 @@ class EventSeries:
     def missing(self, present: AbstractSet[str]) -> set[str]:
         """Series remembered here whose Events are not in `present`."""
         return self._store.missing("SELECT key FROM event_series", (), present)
+
+
+class HeldObjects:
+    """Per source object: the object itself, encoded, while its records wait for what they
+    mention to list (`collector.sources.Held`). It is normalized once, when released,
+    rather than once on arrival and again when its relations are known. Emptied when made:
+    what waits is one leadership term's, and the term's stale marks live in memory."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        with store.lock:
+            store.execute(f"DELETE FROM {_HELD}")
+            store.commit()
+
+    def put(self, source: str, source_key: str, encoded: bytes) -> None:
+        self._store.execute(
+            f"INSERT OR REPLACE INTO {_HELD} VALUES (?, ?, ?)", (source, source_key, encoded)
+        )
+
+    def pop(self, source: str, source_key: str) -> bytes | None:
+        """The held object, forgotten; None when none is held."""
+        found = self._store.rows(
+            f"DELETE FROM {_HELD} WHERE source = ? AND source_key = ? RETURNING object",
+            (source, source_key),
+        )
+        return found[0][0] if found else None  # type: ignore[return-value]
+
+    def discard(self, source: str, source_key: str) -> None:
+        self._store.execute(
+            f"DELETE FROM {_HELD} WHERE source = ? AND source_key = ?", (source, source_key)
+        )
+
+    def missing(self, source: str, present: AbstractSet[str]) -> set[str]:
+        """The source's held objects that are not in `present` (a relist: they went)."""
+        return self._store.missing(
+            f"SELECT source_key FROM {_HELD} WHERE source = ?", (source,), present
+        )

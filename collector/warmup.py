@@ -1,14 +1,16 @@
 """Warm-up: which resources have listed once, and starting informers in the order their
 sources declare (`Source.starts_after`).
 
-An informer that cannot list now (forbidden, failing: its health says so and it retries on
-its own) counts as listed: nothing waits forever for it. One that is merely slow is waited
-for up to the warm-up timeout, then the next ones start anyway (`warm_up_slow`).
+Both belong to the collector's processor (`collector.processor`): a list counts once the
+processor has taken it in, and the warm-up advances at the end of each of its drains, so
+no thread waits for it. An informer that cannot list now (forbidden, failing: its health
+says so and it retries on its own) counts as listed: nothing waits forever for it. One
+that is merely slow is waited for up to the warm-up timeout from its start, then the ones
+after it start anyway (`warm_up_slow`).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,25 +25,36 @@ log = structlog.get_logger("collector")
 
 
 def cannot_list(informer: Informer[Any]) -> bool:
-    """Forbidden or failing now; it retries on its own and its health says why."""
-    return not informer.reporter.snapshot().health.ok
+    """Forbidden or failing now; it retries on its own and its health says why (the
+    health is its report, read by people: this asks the informer)."""
+    return informer.failing
 
 
 class Listings:
-    """Which resources have listed once (or failed to: not forever)."""
+    """Which resources have listed once (or failed to: not forever). Written by the
+    processor; `listed` and `all` may be read from other threads (set lookups)."""
 
     def __init__(self, informers: Mapping[Resource, Informer[Any]]) -> None:
         self._informers = informers
+        self._listed: set[Resource] = set()
         self._done: set[Resource] = set()
 
     def add(self, resource: Resource) -> None:
         """Nothing waits for it any more (a one-shot list found it forbidden)."""
         self._done.add(resource)
 
+    def took(self, resource: Resource) -> None:
+        """The processor has taken in a full list of the resource."""
+        self._listed.add(resource)
+        self._done.add(resource)
+
     def listed(self, resource: Resource) -> bool:
         """Whether this resource has listed once (not merely given up on)."""
-        informer = self._informers.get(resource)
-        return informer is not None and informer.wait_synced(0)
+        return resource in self._listed
+
+    def every_one(self) -> bool:
+        """Whether every resource has listed once."""
+        return len(self._listed) == len(self._informers)
 
     def all(self, needed: frozenset[Resource]) -> bool:
         """Whether each of these resources has listed once or cannot list now."""
@@ -50,7 +63,7 @@ class Listings:
             return True  # asked for every object a sink holds back: the common answer first
         for resource in waiting:
             informer = self._informers.get(resource)
-            if informer is not None and (informer.wait_synced(0) or cannot_list(informer)):
+            if informer is not None and cannot_list(informer):
                 self._done.add(resource)
         return needed <= self._done
 
@@ -62,45 +75,39 @@ class WarmUp:
         self,
         sources: Sequence[Source[Any]],
         informers: Mapping[Resource, Informer[Any]],
+        listings: Listings,
         *,
         timeout: float,
-        stopped: threading.Event,
     ) -> None:
         self._sources = sources
         self._informers = informers
+        self._listings = listings
         self._timeout = timeout
-        self._stopped = stopped
+        self._started: dict[Resource, float] = {}  # resource -> when its informer started
+        self._slow: set[Resource] = set()  # waited for past the timeout: not any more
 
     def order(self) -> list[Informer[Any]]:
         """Every informer, in warm-up order."""
         return [self._informers[source.resource] for source in self._sources]
 
-    def run(self) -> None:
-        waited: set[Resource] = set()
-        # What each source starts after is a superset of what the ones before it start
-        # after, so fewer first is the order that waits least.
-        for source in sorted(self._sources, key=lambda source: len(source.starts_after)):
-            due = [r for r in self._informers if r in source.starts_after and r not in waited]
-            if due:
-                for resource in due:
-                    informer = self._informers[resource]
-                    if not self._wait_listed(informer):
-                        log.warning("warm_up_slow", resource=resource.plural)
-                    if self._stopped.is_set():
-                        return
-                waited.update(due)
-                log.info("warm_up_phase_done", resources=[r.plural for r in due])
-            if self._stopped.is_set():
-                return
+    def advance(self) -> None:
+        """Start every informer whose turn has come (cheap: called after each drain)."""
+        if len(self._started) == len(self._sources):
+            return
+        now = time.monotonic()
+        for source in self._sources:
+            if source.resource in self._started or not self._due(source.starts_after, now):
+                continue
             self._informers[source.resource].start()
+            self._started[source.resource] = now
 
-    def _wait_listed(self, informer: Informer[Any]) -> bool:
-        """Until the informer has listed once or cannot list now; False when the warm-up
-        timeout passed first."""
-        deadline = time.monotonic() + self._timeout
-        while not informer.wait_synced(0.1):
-            if cannot_list(informer):
-                return True
-            if self._stopped.is_set() or time.monotonic() > deadline:
-                return False
+    def _due(self, needed: frozenset[Resource], now: float) -> bool:
+        unlisted = [r for r in needed - self._slow if not self._listings.all(frozenset({r}))]
+        if not unlisted:
+            return True
+        if any(r not in self._started or now - self._started[r] <= self._timeout for r in unlisted):
+            return False
+        for resource in unlisted:
+            log.warning("warm_up_slow", resource=resource.plural)
+            self._slow.add(resource)
         return True

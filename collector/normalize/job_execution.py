@@ -24,7 +24,6 @@ kept or cut.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +83,7 @@ class JobPod:
 
 
 class JobPods:
-    """The pods of Jobs, as far as a failed run needs them. Thread-safe.
+    """The pods of Jobs, as far as a failed run needs them (the processor's alone: unlocked).
 
     The collector calls `observe(pod)` from its pod informer for every pod it applies (pods
     not owned by a Job are ignored, or dropped if they were owned before) and
@@ -92,7 +91,6 @@ class JobPods:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._by_job: dict[str, dict[str, JobPod]] = {}  # job uid -> pod key -> pod
         self._job_of: dict[str, str] = {}  # pod key -> job uid
 
@@ -127,18 +125,15 @@ class JobPods:
             containers=tuple(cs.name for cs in pod.status.container_statuses),
             exits=tuple(exits),
         )
-        with self._lock:
-            self._drop(meta.key)
-            self._by_job.setdefault(owner.uid, {})[meta.key] = entry
-            self._job_of[meta.key] = owner.uid
+        self._drop(meta.key)
+        self._by_job.setdefault(owner.uid, {})[meta.key] = entry
+        self._job_of[meta.key] = owner.uid
 
     def forget(self, key: str) -> None:
-        with self._lock:
-            self._drop(key)
+        self._drop(key)
 
     def pods_of(self, job_uid: str) -> list[JobPod]:
-        with self._lock:
-            return list(self._by_job.get(job_uid, {}).values())
+        return list(self._by_job.get(job_uid, {}).values())
 
     def _drop(self, key: str) -> None:
         job_uid = self._job_of.pop(key, None)

@@ -35,7 +35,6 @@ raises on odd statuses: missing fields decode to defaults.
 from __future__ import annotations
 
 import signal as signals
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -254,7 +253,8 @@ class PodFacts:
 
 
 class PodErrorNormalizer:
-    """Pods -> `pod_error` events on transitions. Thread-safe; state keyed by `namespace/name`."""
+    """Pods -> `pod_error` events on transitions; state keyed by `namespace/name`. Used by the
+    collector's processor alone (`collector.processor`), so unlocked."""
 
     kind = KIND
     source = "Pod"
@@ -271,27 +271,25 @@ class PodErrorNormalizer:
         # the collector's state store, encoded, not on the heap.
         self.memos = memos if memos is not None else StateStore().pods
         self._clock = clock
-        self._lock = threading.Lock()
 
     def upserts(self, obj: Pod, ctx: Context) -> list[Record]:
         meta = obj.metadata
         key = meta.key
         now = utc_timestamp(None if self._clock is None else self._clock())
-        with self._lock:
-            stored = self.memos.get(key)
-            previous = None if stored is None else _unpack_memo(stored)
-            if previous is not None and previous.uid != meta.uid:
-                previous = None  # same name, new pod: nothing carries over
-            memo, found = _observe(obj, previous, now)
-            if previous is not None and previous.events:
-                memo.events = _enrich(found, previous.events)
-            packed = _pack_memo(memo)
-            if packed != stored:  # a relist finds most pods as they were: no write for them
-                replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
-                self.memos.set(key, packed, replicaset=replicaset, failing=memo.failing)
-            if meta.deletion_timestamp is not None:
-                return []
-            workload = self._workload(obj, ctx) if found else None
+        stored = self.memos.get(key)
+        previous = None if stored is None else _unpack_memo(stored)
+        if previous is not None and previous.uid != meta.uid:
+            previous = None  # same name, new pod: nothing carries over
+        memo, found = _observe(obj, previous, now)
+        if previous is not None and previous.events:
+            memo.events = _enrich(found, previous.events)
+        packed = _pack_memo(memo)
+        if packed != stored:  # a relist finds most pods as they were: no write for them
+            replicaset = f"{meta.namespace}/{memo.replicaset}" if memo.replicaset else None
+            self.memos.set(key, packed, replicaset=replicaset, failing=memo.failing)
+        if meta.deletion_timestamp is not None:
+            return []
+        workload = self._workload(obj, ctx) if found else None
         return [self._record(obj, signal, workload, now) for signal in found]
 
     def deletes(self, obj: Pod, ctx: Context) -> list[Record]:
@@ -300,8 +298,7 @@ class PodErrorNormalizer:
 
     def forget(self, key: str) -> None:
         """Drop a pod's state (deleted, or found gone by a relist: `namespace/name`)."""
-        with self._lock:
-            self.memos.discard(key)
+        self.memos.discard(key)
 
     def missing(self, present: AbstractSet[str]) -> set[str]:
         """Pods with state that are not in `present` (a relist forgets those)."""
@@ -313,8 +310,7 @@ class PodErrorNormalizer:
 
     def facts(self, key: str, uid: str | None) -> PodFacts | None:
         """What is remembered of the pod `namespace/name`, if it is the pod with `uid`."""
-        with self._lock:
-            stored = self.memos.get(key)
+        stored = self.memos.get(key)
         memo = None if stored is None else _unpack_memo(stored)
         if memo is None or (uid and memo.uid and memo.uid != uid):
             return None
@@ -323,20 +319,16 @@ class PodErrorNormalizer:
     def note_event(self, key: str, uid: str, note: EventNote) -> None:
         """Keep a FailedScheduling or Evicted Event for the status signal it enriches, unless
         the status reported that signal already (then the incident has its one record)."""
-        with self._lock:
-            stored = self.memos.get(key)
-            memo = None if stored is None else _unpack_memo(stored)
-            if memo is None or (uid and memo.uid and memo.uid != uid):
-                memo = _PodMemo(uid=uid)  # the Event came first: the pod's status follows
-            if note.signal == UNSCHEDULABLE:
-                reported = memo.unschedulable
-            else:
-                reported = memo.phase == "Failed"
-            if reported or any(kept.signal == note.signal for kept in memo.events):
-                return
-            memo.events.append(note)
-            replicaset = f"{key.partition('/')[0]}/{memo.replicaset}" if memo.replicaset else None
-            self.memos.set(key, _pack_memo(memo), replicaset=replicaset, failing=memo.failing)
+        stored = self.memos.get(key)
+        memo = None if stored is None else _unpack_memo(stored)
+        if memo is None or (uid and memo.uid and memo.uid != uid):
+            memo = _PodMemo(uid=uid)  # the Event came first: the pod's status follows
+        reported = memo.unschedulable if note.signal == UNSCHEDULABLE else memo.phase == "Failed"
+        if reported or any(kept.signal == note.signal for kept in memo.events):
+            return
+        memo.events.append(note)
+        replicaset = f"{key.partition('/')[0]}/{memo.replicaset}" if memo.replicaset else None
+        self.memos.set(key, _pack_memo(memo), replicaset=replicaset, failing=memo.failing)
 
     def workload(
         self,
@@ -426,19 +418,63 @@ class PodErrorNormalizer:
 def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, list[_Signal]]:
     status = pod.status
     phase = status.phase
+    memo = _fresh_memo(pod)
+    before = previous or _PodMemo()
+    found = _container_signals(status, previous, memo)
+    terminated_error, container_error = _container_errors(status)
+    conditions = {c.type: c for c in status.conditions}
+
+    # Without a pod-level reason, a failed container already is the pod's failure.
+    explained = phase == "Failed" and not status.reason and terminated_error
+    if phase in ("Failed", "Unknown") and before.phase != phase and not explained:
+        found.append(_phase_signal(pod, conditions))
+    unschedulable = _unschedulable_signal(conditions.get("PodScheduled"), phase, before, memo)
+    if unschedulable is not None:
+        found.append(unschedulable)
+    # A crash or a start failure already says why the pod is not ready.
+    quiet = container_error or bool(found)
+    not_ready = _not_ready_signal(pod, conditions.get("Ready"), before, memo, now, quiet=quiet)
+    if not_ready is not None:
+        found.append(not_ready)
+
+    memo.failing = pod.metadata.deletion_timestamp is None and (
+        container_error or memo.unschedulable or memo.not_ready or phase in ("Failed", "Unknown")
+    )
+    return memo, found
+
+
+def _container_errors(status: PodStatus) -> tuple[bool, bool]:
+    """Whether a container terminated in error, and whether one is in error at all (that,
+    or waiting in an error state)."""
+    all_statuses = [*status.init_container_statuses, *status.container_statuses]
+    terminated_error = any(
+        cs.state.terminated is not None and is_error_termination(cs.state.terminated)
+        for cs in all_statuses
+    )
+    return terminated_error, terminated_error or any(_waiting_error(cs) for cs in all_statuses)
+
+
+def _fresh_memo(pod: Pod) -> _PodMemo:
+    """The pod's memo before anything is observed of its containers and conditions."""
     owner = pod.metadata.controller()
-    memo = _PodMemo(
+    owner_kind, owner_name = (None, None) if owner is None else (owner.kind, owner.name)
+    return _PodMemo(
         uid=pod.metadata.uid,
-        phase=phase,
-        replicaset=owner.name if owner is not None and owner.kind == "ReplicaSet" else None,
-        owner_kind=owner.kind if owner is not None else None,
-        owner_name=owner.name if owner is not None else None,
+        phase=pod.status.phase,
+        replicaset=owner_name if owner_kind == "ReplicaSet" else None,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
         node=pod.spec.node_name,
     )
-    before = previous or _PodMemo()
+
+
+def _container_signals(
+    status: PodStatus, previous: _PodMemo | None, memo: _PodMemo
+) -> list[_Signal]:
+    """Every container's signals, its memo kept in `memo`."""
     # A failed pod with a pod-level reason (Evicted, DeadlineExceeded): that reason is the
     # error, the containers it killed are not separate ones.
-    pod_reason_explains = phase == "Failed" and bool(status.reason)
+    pod_reason_explains = status.phase == "Failed" and bool(status.reason)
     found: list[_Signal] = []
     for init, group in ((True, status.init_container_statuses), (False, status.container_statuses)):
         for cs in group:
@@ -449,66 +485,64 @@ def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, l
                 pod_reason_explains,
             )
             found.extend(container_signals)
-    all_statuses = [*status.init_container_statuses, *status.container_statuses]
-    terminated_error = any(
-        cs.state.terminated is not None and is_error_termination(cs.state.terminated)
-        for cs in all_statuses
-    )
-    container_error = terminated_error or any(_waiting_error(cs) for cs in all_statuses)
-    conditions = {c.type: c for c in status.conditions}
+    return found
 
-    # Without a pod-level reason, a failed container already is the pod's failure.
-    explained = phase == "Failed" and not status.reason and terminated_error
-    if phase in ("Failed", "Unknown") and before.phase != phase and not explained:
-        found.append(_phase_signal(pod, conditions))
 
-    scheduled = conditions.get("PodScheduled")
+def _unschedulable_signal(
+    scheduled: Condition | None, phase: str | None, before: _PodMemo, memo: _PodMemo
+) -> _Signal | None:
+    """A pending pod no node can take, the first time it is seen so (noted in `memo`)."""
     if (
-        scheduled is not None
-        and phase == "Pending"
-        and scheduled.status == "False"
-        and scheduled.reason == "Unschedulable"
+        scheduled is None
+        or phase != "Pending"
+        or scheduled.status != "False"
+        or scheduled.reason != "Unschedulable"
     ):
-        memo.unschedulable = True
-        if not before.unschedulable:
-            found.append(
-                _Signal(
-                    reason=UNSCHEDULABLE,
-                    message=scheduled.message or "The pod cannot be scheduled on any node",
-                    occurred_at=scheduled.last_transition_time,
-                    condition="PodScheduled",
-                )
-            )
+        return None
+    memo.unschedulable = True
+    if before.unschedulable:
+        return None
+    return _Signal(
+        reason=UNSCHEDULABLE,
+        message=scheduled.message or "The pod cannot be scheduled on any node",
+        occurred_at=scheduled.last_transition_time,
+        condition="PodScheduled",
+    )
 
-    ready = conditions.get("Ready")
+
+def _not_ready_signal(
+    pod: Pod,
+    ready: Condition | None,
+    before: _PodMemo,
+    memo: _PodMemo,
+    now: str,
+    *,
+    quiet: bool,
+) -> _Signal | None:
+    """A running pod whose containers are not ready, once that is a failure (noted in
+    `memo`); none while `quiet` (something else already says why)."""
     memo.was_ready = before.was_ready or (ready is not None and ready.status == "True")
     if (
-        ready is not None
-        and phase == "Running"
-        and ready.status == "False"
-        and ready.reason == "ContainersNotReady"
+        ready is None
+        or pod.status.phase != "Running"
+        or ready.status != "False"
+        or ready.reason != "ContainersNotReady"
     ):
-        # A pod that was never ready may just be starting: only a grace period makes that
-        # a failure. One that was ready has failed its probe.
-        not_ready_for = seconds_between(ready.last_transition_time, now)
-        grace_over = not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
-        memo.not_ready = before.was_ready or grace_over
-        # A crash or a start failure already says why the pod is not ready.
-        if memo.not_ready and not before.not_ready and not container_error and not found:
-            not_ready = [cs.name for cs in status.container_statuses if not cs.ready]
-            found.append(
-                _Signal(
-                    reason="ContainersNotReady",
-                    message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
-                    occurred_at=ready.last_transition_time,
-                    condition="Ready",
-                )
-            )
-
-    memo.failing = pod.metadata.deletion_timestamp is None and (
-        container_error or memo.unschedulable or memo.not_ready or phase in ("Failed", "Unknown")
+        return None
+    # A pod that was never ready may just be starting: only a grace period makes that a
+    # failure. One that was ready has failed its probe.
+    not_ready_for = seconds_between(ready.last_transition_time, now)
+    grace_over = not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
+    memo.not_ready = before.was_ready or grace_over
+    if not memo.not_ready or before.not_ready or quiet:
+        return None
+    not_ready = [cs.name for cs in pod.status.container_statuses if not cs.ready]
+    return _Signal(
+        reason="ContainersNotReady",
+        message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
+        occurred_at=ready.last_transition_time,
+        condition="Ready",
     )
-    return memo, found
 
 
 def _container(

@@ -37,7 +37,6 @@ not remembered either, and is judged again when its count rises.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from datetime import datetime
@@ -133,7 +132,8 @@ class Event(msgspec.Struct, rename="camel", frozen=True):
 
 
 class PodEventNormalizer:
-    """Warning Events -> `pod_error` events. Thread-safe; its memory is the state store's."""
+    """Warning Events -> `pod_error` events; its memory is the state store's. Used by the
+    collector's processor alone, so unlocked."""
 
     kind = KIND
     source = "Event"
@@ -151,7 +151,6 @@ class PodEventNormalizer:
         self._series = series
         self._filters = filters
         self._clock = clock
-        self._lock = threading.Lock()
 
     def upserts(self, obj: Event, ctx: Context) -> list[Record]:
         reason = obj.reason or ""
@@ -176,11 +175,10 @@ class PodEventNormalizer:
             # counts again if it comes back to life.
             return []
         key = obj.metadata.key
-        with self._lock:
-            if self._series.known(key):
-                return []  # the same series counting up
-            report = not self._series.open(incident)
-            self._series.add(key, incident)
+        if self._series.known(key):
+            return []  # the same series counting up
+        report = not self._series.open(incident)
+        self._series.add(key, incident)
         if not report:
             return []
         return [self._record(obj, namespace, record_reason, container, init, ctx, now)]
@@ -191,8 +189,7 @@ class PodEventNormalizer:
 
     def forget(self, key: str) -> None:
         """The Event `namespace/name` is gone: its series ends."""
-        with self._lock:
-            self._series.discard(key)
+        self._series.discard(key)
 
     def missing(self, present: AbstractSet[str]) -> set[str]:
         return self._series.missing(present)

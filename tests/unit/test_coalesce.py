@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,9 +11,8 @@ import pytest
 from collector import model
 from collector.coalesce import Coalescer
 from collector.model import ObjectMeta
-from shipper.outbox import Bounds, Outbox, StreamOutbox
+from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY
-from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -125,53 +123,3 @@ def test_a_failed_write_keeps_the_records_for_the_next_window(
         ("upsert", {"replicas": 2}),
         ("event", {"reason": "OOMKilled"}),
     ]
-
-
-def test_stop_commits_what_the_window_still_holds(stream: StreamOutbox) -> None:
-    coalescer = Coalescer(stream, flush_seconds=60)
-    coalescer.start()
-    coalescer.offer(model.upsert("namespace", meta("shop"), {}))
-    coalescer.stop()
-    assert len(queued(stream)) == 1
-
-
-def test_the_flusher_asks_for_a_resync_once_the_marked_outbox_has_room(tmp_path: Path) -> None:
-    asked = threading.Event()
-    with Outbox(tmp_path, streams=(DISCOVERY,), bounds=Bounds(max_records=2)) as outbox:
-        stream = outbox[DISCOVERY]
-        coalescer = Coalescer(stream, flush_seconds=0.01, on_resync_needed=asked.set)
-        coalescer.start()
-        try:
-            for name in "abc":  # past the bound: the oldest upsert is dropped
-                coalescer.offer(model.upsert("namespace", meta(name), {}))
-            wait_until(lambda: stream.resync_needed)
-
-            def coalesced() -> int:
-                return coalescer.reporter.snapshot().counters.get("records_coalesced", 0)
-
-            def one_window() -> None:
-                """A flush goes by: it coalesces away a repeat of what was sent."""
-                seen = coalesced()
-                coalescer.offer(model.upsert("namespace", meta("c"), {}))
-                wait_until(lambda: coalesced() > seen)
-
-            one_window()
-            one_window()  # so the first window's resync check is done too
-            # Still full (the platform is away): a re-send now would only overflow again.
-            assert not asked.is_set()
-            batch = stream.take(max_records=10, max_bytes=10**6)
-            assert batch is not None
-            stream.ack(batch)  # the platform is back and took it all
-            assert asked.wait(5)
-        finally:
-            coalescer.stop()
-
-
-def test_a_flusher_that_crashes_says_so_for_liveness(stream: StreamOutbox) -> None:
-    def broken() -> None:
-        raise RuntimeError("a bug in a producer's hook")
-
-    coalescer = Coalescer(stream, flush_seconds=0.01, before_flush=broken)
-    coalescer.start()
-    wait_until(lambda: coalescer.reporter.snapshot().health.fatal)
-    assert "flusher crashed" in (coalescer.reporter.snapshot().health.reason or "")
