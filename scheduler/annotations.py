@@ -19,10 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from urllib.parse import quote
-
-import msgspec
 
 PREFIX = "scaling.moonin.app/"
 MANAGED = PREFIX + "managed"
@@ -121,12 +118,8 @@ def release_marker(template_id: str, action_id: str, window_start: str) -> str:
     return "/".join(quote(part, safe=":") for part in (template_id, action_id, window_start))
 
 
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def read_managed(obj: Mapping[str, Any]) -> Managed | None:
-    notes = annotations_of(obj)
+def read_managed(notes: Mapping[str, str]) -> Managed | None:
+    """The window an object's annotations describe; None when it is not managed."""
     if notes.get(MANAGED) != TRUE:
         return None
     run_until = notes.get(RUN_UNTIL, "")
@@ -186,29 +179,25 @@ def removal() -> dict[str, None]:
     return dict.fromkeys(WINDOW_KEYS)
 
 
-def released(obj: Mapping[str, Any]) -> list[str]:
-    value = annotations_of(obj).get(RELEASED, "")
+def released(notes: Mapping[str, str]) -> list[str]:
+    """The markers of the windows released on an object with these annotations."""
+    value = notes.get(RELEASED, "")
     return [item for item in value.split(",") if item]
 
 
-def with_released(obj: Mapping[str, Any], marker: str) -> str:
-    """The RELEASED value after adding `marker`: newest last, the oldest dropped past the cap.
+def with_released(notes: Mapping[str, str], marker: str) -> str:
+    """The RELEASED value after adding `marker` to an object with these annotations: newest
+    last, the oldest dropped past the cap.
 
     With one released window this is exactly `<template>/<action>/<window_start>`."""
-    kept = [item for item in released(obj) if item != marker]
+    kept = [item for item in released(notes) if item != marker]
     return ",".join([*kept, marker][-RELEASED_KEPT:])
 
 
-def journalled_replicas(deployment: Mapping[str, Any]) -> int | None:
+def journalled_replicas(labels: Mapping[str, str]) -> int | None:
     """The replicas a Deployment's RESTORE_REPLICAS label journals; None without a usable one."""
-    labels = (deployment.get("metadata") or {}).get("labels") or {}
-    value = labels.get(RESTORE_REPLICAS)
-    replicas = _int(value) if isinstance(value, str) else None
+    replicas = _int(labels.get(RESTORE_REPLICAS))
     return replicas if replicas is not None and replicas >= 0 else None
-
-
-def spec_json(spec: Mapping[str, Any]) -> str:
-    return msgspec.json.encode(dict(spec)).decode()
 
 
 def _instant(text: str) -> datetime | None:

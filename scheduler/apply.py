@@ -42,6 +42,7 @@ import structlog
 
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
+from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.actions import Action, InvalidAction
@@ -59,8 +60,7 @@ from scheduler.apply_plan import (
     plan_apply,
 )
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
-from scheduler.objects import find_hpa, ref, replicas, terminating
+from scheduler.objects import find_hpa, ref
 
 log = structlog.get_logger("scheduler.apply")
 
@@ -146,13 +146,13 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
     except NotFound:
         _error(cycle, planned, "deployment_not_found", f"deployment {action.target} not found")
         return "error"
-    if terminating(deployment):
+    if deployment.metadata.terminating:
         # On its way out (a foreground deletion keeps it while its Pods go): no HPA is
         # made or changed for it; once it is gone, the next cycle says it is not found.
         cycle.count("terminating")
         log.info("scaling_deployment_terminating", target=action.target)
         return "retry"
-    if notes.annotations_of(deployment).get(notes.IGNORE) == notes.TRUE:
+    if deployment.metadata.annotations.get(notes.IGNORE) == notes.TRUE:
         message = f'deployment {action.target} is annotated {notes.IGNORE}: "true"'
         _error(cycle, planned, "ignored", message)
         return "error"
@@ -162,14 +162,15 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
         message = f"hpa {ref(hpa).key} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
-    if hpa is not None and terminating(hpa):
+    if hpa is not None and hpa.metadata.terminating:
         # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
         # is made beside it. Once it is gone, a later cycle creates a provisional one.
         cycle.count("terminating")
         log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=action.target)
         return "retry"
     marker = notes.release_marker(*planned.owner)
-    if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
+    released = notes.released(deployment.metadata.annotations)
+    if marker in released or (hpa and marker in notes.released(hpa.metadata.annotations)):
         return "released"
     view = ApplyView(
         planned=planned,
@@ -204,9 +205,7 @@ def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
         elif isinstance(step, Enqueue):
             cycle.emit(step.event)
         elif isinstance(step, CreateHpa):
-            created = cycle.kube.create_hpa(step.namespace, step.body)
-            created.setdefault("apiVersion", HPA_API_VERSION)
-            created.setdefault("kind", HPA_KIND)
+            created = cycle.kube.create_hpa(step.namespace, step.name, step.body)
             outcome = _after_write(
                 cycle, planned, deployment, created, step.originals, resized=True
             )
@@ -226,8 +225,8 @@ def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
 def _after_write(
     cycle: Cycle,
     planned: Planned,
-    deployment: Obj,
-    hpa: Obj,
+    deployment: Deployment,
+    hpa: Hpa,
     originals: notes.Originals,
     *,
     resized: bool,
@@ -253,7 +252,7 @@ def _after_write(
     return "applied" if new else "unchanged"
 
 
-def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> bool:
+def _emit_apply(cycle: Cycle, planned: Planned, hpa: Hpa, provisional: bool) -> bool:
     return cycle.emit(
         events.apply_event(
             cluster_id=cycle.cluster_id,
@@ -266,9 +265,9 @@ def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> 
     )
 
 
-def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
+def _raise_replicas(cycle: Cycle, deployment: Deployment, minimum: int) -> None:
     """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
-    if replicas(deployment) >= minimum:
+    if deployment.spec.replicas >= minimum:
         return
     read = ref(deployment)
     patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}

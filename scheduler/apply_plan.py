@@ -28,16 +28,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.actions import Action
 from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
 from scheduler.managed import is_overridden, revert_event
-from scheduler.objects import Ref, bounds, ref, replicas, spec_of, stated_bounds
+from scheduler.objects import Ref, bounds, ref
 from shipper.records import ScalingEvent
 
 # Decides whether the window an HPA is managed for is over, and why (None: still on).
-ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
+ReasonFor = Callable[[Hpa, notes.Managed], events.RevertReason | None]
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "moonin-agent"
@@ -82,9 +83,9 @@ class ApplyView:
     """What an apply is decided on: the action in its window and the objects read for it."""
 
     planned: Planned
-    deployment: Obj
-    hpas: list[Obj]  # of the action's namespace (the names a provisional HPA must avoid)
-    hpa: Obj | None  # the one scaling the Deployment
+    deployment: Deployment
+    hpas: list[Hpa]  # of the action's namespace (the names a provisional HPA must avoid)
+    hpa: Hpa | None  # the one scaling the Deployment
     journalled_replicas: int | None  # replicas a half-done revert journalled for it
     cluster_id: str
     now: datetime
@@ -114,6 +115,7 @@ class Enqueue:
 @dataclass(frozen=True, slots=True)
 class CreateHpa:
     namespace: str
+    name: str
     body: Obj
     originals: notes.Originals
 
@@ -135,7 +137,7 @@ class RaiseReplicas:
 class TakenOver:
     """The old window's end, said on the HPA as it was read."""
 
-    hpa: Obj
+    hpa: Hpa
     said: str
 
 
@@ -147,14 +149,14 @@ def plan_apply(view: ApplyView) -> list[Step]:
     planned, hpa = view.planned, view.hpa
     if hpa is None:
         return [_provisional(view)]
-    managed = notes.read_managed(hpa)
+    managed = notes.read_managed(hpa.metadata.annotations)
     if managed is None:
         return [_patch(planned, hpa, originals_of(view.deployment, hpa))]
     if managed.owner == planned.owner:
         if is_overridden(hpa, managed):
             return [Skip("overridden")]  # the revert scan of this cycle releases it
         wanted = ours(planned, managed.originals)
-        current = notes.annotations_of(hpa)
+        current = hpa.metadata.annotations
         if all(current.get(key) == value for key, value in wanted.items()):
             return [RaiseReplicas(planned.action.min_replicas)]
         return [_patch(planned, hpa, managed.originals)]
@@ -178,7 +180,7 @@ def plan_apply(view: ApplyView) -> list[Step]:
     ]
 
 
-def _patch(planned: Planned, hpa: Obj, originals: notes.Originals) -> PatchHpa:
+def _patch(planned: Planned, hpa: Hpa, originals: notes.Originals) -> PatchHpa:
     action = planned.action
     read = ref(hpa)
     patch = {
@@ -195,12 +197,12 @@ def _provisional(view: ApplyView) -> CreateHpa:
     journalled = view.journalled_replicas
     originals = notes.Originals(
         provisional=True,
-        replicas=journalled if journalled is not None else replicas(view.deployment),
+        replicas=journalled if journalled is not None else view.deployment.spec.replicas,
         min_replicas=None,
         max_replicas=None,
         spec=None,
     )
-    name = names.provisional_hpa_name(action.deployment, {ref(hpa).name for hpa in view.hpas})
+    name = names.provisional_hpa_name(action.deployment, {hpa.metadata.name for hpa in view.hpas})
     written = {k: v for k, v in ours(planned, originals).items() if v is not None}
     body = {
         "apiVersion": HPA_API_VERSION,
@@ -222,17 +224,16 @@ def _provisional(view: ApplyView) -> CreateHpa:
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return CreateHpa(action.namespace, body, originals)
+    return CreateHpa(action.namespace, name, body, originals)
 
 
-def originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
-    low, high = stated_bounds(hpa)
+def originals_of(deployment: Deployment, hpa: Hpa) -> notes.Originals:
     return notes.Originals(
         provisional=False,
-        replicas=replicas(deployment),
-        min_replicas=low,
-        max_replicas=high,
-        spec=notes.spec_json(spec_of(hpa)),
+        replicas=deployment.spec.replicas,
+        min_replicas=hpa.spec.min_replicas,
+        max_replicas=hpa.spec.max_replicas,
+        spec=hpa.spec_json,
     )
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.kubeapi import Obj
-from scheduler.objects import bounds, ref, target_name
+from scheduler.objects import bounds
 from shipper.records import ScalingEvent
 
 
-def is_overridden(hpa: Obj, managed: notes.Managed) -> bool:
+def is_overridden(hpa: Hpa, managed: notes.Managed) -> bool:
     """Whether min or max differ from what the window set (its managed hash says what)."""
     low, high = bounds(hpa)
     expected = notes.managed_hash(
@@ -27,14 +27,14 @@ def is_overridden(hpa: Obj, managed: notes.Managed) -> bool:
 
 
 def managed_window(
-    hpa: Obj, managed: notes.Managed, low: int | None, high: int | None, run_until: str | None
+    hpa: Hpa, managed: notes.Managed, low: int | None, high: int | None, run_until: str | None
 ) -> events.Window:
     """The window a managed HPA's annotations describe, with the bounds an event reports."""
     return events.Window(
         template_id=managed.template_id,
         action_id=managed.action_id,
-        namespace=ref(hpa).namespace,
-        deployment=target_name(hpa),
+        namespace=hpa.metadata.namespace,
+        deployment=hpa.spec.scale_target_ref.name or None,
         min_replicas=low,
         max_replicas=high,
         window_start=managed.window_start,
@@ -45,7 +45,7 @@ def managed_window(
 def revert_event(
     cluster_id: str,
     now: datetime,
-    hpa: Obj,
+    hpa: Hpa,
     managed: notes.Managed,
     reason: events.RevertReason,
 ) -> ScalingEvent:

@@ -55,6 +55,7 @@ import structlog
 
 from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
+from kube.workloads import Hpa
 from runtime import deadline
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
@@ -65,9 +66,9 @@ from scheduler import events
 from scheduler.apply import action_error, apply_action
 from scheduler.apply_plan import Planned
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.kubeapi import ScalingKube
 from scheduler.managed import is_overridden, managed_window
-from scheduler.objects import bounds, ref, terminating
+from scheduler.objects import bounds, ref
 from scheduler.revert import finish_restores, read_restore_journal, revert
 from scheduler.store import Store
 from scheduler.templates import Template
@@ -387,7 +388,7 @@ class Reconciler:
         return planned
 
     def _apply(self, cycle: Cycle, planned: Planned, view: TemplateView) -> None:
-        def reason_for(hpa: Obj, managed: notes.Managed) -> events.RevertReason | None:
+        def reason_for(hpa: Hpa, managed: notes.Managed) -> events.RevertReason | None:
             return revert_reason(hpa, managed, cycle.now, view)
 
         try:
@@ -612,19 +613,22 @@ def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> 
     return frozenset(action.id for action in parsed if action.id is not None)
 
 
-def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:
+def managed_hpas(hpas: Iterable[Hpa]) -> list[tuple[Hpa, notes.Managed]]:
     """The managed HPAs, in revert order: `priority_down`, then namespace and name. One
     being deleted is left out: nothing is written to an object on its way out."""
     found = [
         (hpa, managed)
         for hpa in hpas
-        if (managed := notes.read_managed(hpa)) is not None and not terminating(hpa)
+        if (managed := notes.read_managed(hpa.metadata.annotations)) is not None
+        and not hpa.metadata.terminating
     ]
-    found.sort(key=lambda pair: (pair[1].priority_down, ref(pair[0]).namespace, ref(pair[0]).name))
+    found.sort(
+        key=lambda pair: (pair[1].priority_down, pair[0].metadata.namespace, pair[0].metadata.name)
+    )
     return found
 
 
-def reenqueue_apply(cycle: Cycle, hpa: Obj, managed: notes.Managed) -> None:
+def reenqueue_apply(cycle: Cycle, hpa: Hpa, managed: notes.Managed) -> None:
     """Put the window's apply event again unless the store says it is in the outbox: the
     apply write may have committed just before a crash that took the event with it."""
     if is_overridden(hpa, managed):

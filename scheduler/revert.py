@@ -33,11 +33,11 @@ from typing import Any
 import structlog
 
 from kube.errors import Conflict, KubeError, NotFound
+from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.cycle import REVERTED, Cycle
-from scheduler.kubeapi import Obj
-from scheduler.objects import ref, target_name
+from scheduler.objects import ref
 from scheduler.revert_plan import (
     DeleteProvisional,
     Enqueue,
@@ -53,7 +53,7 @@ log = structlog.get_logger("scheduler.revert")
 
 def revert(
     cycle: Cycle,
-    hpa: Obj,
+    hpa: Hpa,
     managed: notes.Managed,
     reason: events.RevertReason,
     *,
@@ -105,7 +105,7 @@ def read_restore_journal(cycle: Cycle) -> None:
     known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
     for deployment in journalled:
         namespace, name = ref(deployment).namespace, ref(deployment).name
-        replicas = notes.journalled_replicas(deployment)
+        replicas = notes.journalled_replicas(deployment.metadata.labels)
         if (namespace, name) in known or replicas is None:
             continue
         cycle.store.add_restore(PendingRestore(namespace, name, replicas, None))
@@ -132,7 +132,10 @@ def finish_restores(cycle: Cycle) -> None:
     if not pending:
         return
     try:
-        targeted = {(ref(hpa).namespace, target_name(hpa)) for hpa in cycle.kube.list_hpas()}
+        targeted = {
+            (hpa.metadata.namespace, hpa.spec.scale_target_ref.name)
+            for hpa in cycle.kube.list_hpas()
+        }
     except KubeError as exc:
         log.warning("replicas_restore_deferred", error=str(exc))  # the next cycle tries
         return
@@ -199,7 +202,8 @@ def _journal(cycle: Cycle, pending: PendingRestore) -> None:
     metadata: dict[str, Any] = {"labels": {notes.RESTORE_REPLICAS: str(pending.replicas)}}
     if pending.released is not None:
         current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
-        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
+        released = notes.with_released(current.metadata.annotations, pending.released)
+        metadata["annotations"] = {notes.RELEASED: released}
     cycle.kube.patch_deployment(pending.namespace, pending.deployment, {"metadata": metadata})
 
 
@@ -225,7 +229,7 @@ def _clear_journal(cycle: Cycle, pending: PendingRestore) -> None:
 RESTORE_ATTEMPTS = 3
 
 
-def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
+def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Deployment:
     """Put the Deployment back to its replicas from before the window (whatever the HPA
     made of them since: its scaling and anyone else's cannot be told apart), and clear the
     journal label in the same write, read afresh after a 409 (a few times, then raised)."""
@@ -235,13 +239,14 @@ def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
     return _write_restore(cycle, pending)
 
 
-def _write_restore(cycle: Cycle, pending: PendingRestore) -> Obj:
+def _write_restore(cycle: Cycle, pending: PendingRestore) -> Deployment:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
     metadata: dict[str, Any] = {
         **ref(current).precondition(),
         "labels": {notes.RESTORE_REPLICAS: None},
     }
     if pending.released is not None:
-        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
+        released = notes.with_released(current.metadata.annotations, pending.released)
+        metadata["annotations"] = {notes.RELEASED: released}
     patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}
     return cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)

@@ -27,11 +27,12 @@ from typing import Any
 
 import msgspec
 
+from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.kubeapi import Obj
 from scheduler.managed import revert_event
-from scheduler.objects import Ref, ref, target_name
+from scheduler.objects import Ref, ref
 from scheduler.store import PendingRestore
 from shipper.records import ScalingEvent
 
@@ -41,7 +42,7 @@ class RevertView:
     """What a revert is decided on: the HPA as read this cycle and its annotations."""
 
     cluster_id: str
-    hpa: Obj
+    hpa: Hpa
     managed: notes.Managed
     reason: events.RevertReason
     release: bool = False
@@ -89,9 +90,9 @@ def plan_revert(view: RevertView, now: datetime) -> list[Write]:
     if reason == "overridden":
         steps.append(PatchHpa(read, _released(hpa, read, marker), said))
     elif managed.originals.provisional:
-        deployment, replicas = target_name(hpa), managed.originals.replicas
+        deployment, replicas = hpa.spec.scale_target_ref.name, managed.originals.replicas
         restore = None
-        if deployment is not None and replicas is not None:
+        if deployment and replicas is not None:
             restore = PendingRestore(read.namespace, deployment, replicas, marker)
         steps.append(DeleteProvisional(read, restore, said))
     elif (restorable := original_bounds(managed.originals)) is None:
@@ -102,10 +103,9 @@ def plan_revert(view: RevertView, now: datetime) -> list[Write]:
         steps.append(PatchHpa(read, _released(hpa, read, marker), said, unusable=unusable))
     else:
         low, high = restorable
-        patch = _released(hpa, read, marker)
         # A min that was absent is removed again (the API then defaults it to 1).
-        patch["spec"] = {"minReplicas": low, "maxReplicas": high}
-        steps.append(PatchHpa(read, patch, said))
+        spec = {"minReplicas": low, "maxReplicas": high}
+        steps.append(PatchHpa(read, {**_released(hpa, read, marker), "spec": spec}, said))
     return steps
 
 
@@ -123,11 +123,11 @@ def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None
     return None
 
 
-def _released(hpa: Obj, read: Ref, marker: str | None) -> dict[str, Any]:
+def _released(hpa: Hpa, read: Ref, marker: str | None) -> dict[str, Any]:
     """The patch that removes our annotations (and leaves `marker`), if nothing changed."""
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:
-        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
+        annotations[notes.RELEASED] = notes.with_released(hpa.metadata.annotations, marker)
     return {"metadata": {**read.precondition(), "annotations": annotations}}
 
 

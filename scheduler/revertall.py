@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 import structlog
 
 from kube.errors import Conflict, KubeError, NotFound
+from kube.workloads import Hpa
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
-from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.kubeapi import ScalingKube
 from scheduler.managed import is_overridden
 from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
@@ -90,7 +91,7 @@ def revert_all(
 
 
 def _revert_one(
-    cycle: Cycle, api: ScalingKube, hpa: Obj, managed: notes.Managed, attempts: int
+    cycle: Cycle, api: ScalingKube, hpa: Hpa, managed: notes.Managed, attempts: int
 ) -> str | None:
     read = ref(hpa)
     last = "no attempt made"
@@ -102,7 +103,7 @@ def _revert_one(
                 return None  # gone meanwhile: nothing left to revert
             except KubeError as exc:
                 return str(exc)
-            current = notes.read_managed(hpa)
+            current = notes.read_managed(hpa.metadata.annotations)
             if current is None:
                 return None  # released meanwhile
             managed = current

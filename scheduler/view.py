@@ -27,10 +27,10 @@ from typing import Any
 
 import msgspec
 
+from kube.workloads import Hpa
 from scheduler import window
 from scheduler.annotations import Managed
 from scheduler.events import RevertReason
-from scheduler.kubeapi import Obj
 from scheduler.managed import is_overridden
 from scheduler.templates import (
     MalformedTemplate,
@@ -132,7 +132,7 @@ def decode_answer(raw_templates: list[Any]) -> Answer:
 
 
 def revert_reason(
-    hpa: Obj, managed: Managed, now: datetime, view: TemplateView | None
+    hpa: Hpa, managed: Managed, now: datetime, view: TemplateView | None
 ) -> RevertReason | None:
     """Why the window of a managed HPA is over, or None while it is on."""
     if is_overridden(hpa, managed):

@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 
+from kube.workloads import Hpa, decode_deployment, decode_hpa
 from sandbox import objects
 from scheduler import annotations as notes
 from scheduler.actions import Action
@@ -56,8 +58,9 @@ def managed_hpa(
     original: tuple[int | None, int | None] = (2, 5),
     original_spec: str | None = '{"minReplicas": 2, "maxReplicas": 5}',
     replicas: int | None = 3,
-) -> dict[str, Any]:
-    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`."""
+    run_until: str = RUN_UNTIL,
+) -> Hpa:
+    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`, as read."""
     originals = notes.Originals(
         provisional=provisional,
         replicas=replicas,
@@ -70,7 +73,7 @@ def managed_hpa(
         action_id="a-1",
         template_name="black friday",
         window_start=WINDOW,
-        run_until=RUN_UNTIL,
+        run_until=run_until,
         priority_up=1,
         priority_down=1,
         managed_hash=notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
@@ -79,7 +82,18 @@ def managed_hpa(
     hpa = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
     hpa["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
-    return hpa
+    return read(hpa)
+
+
+def read(obj: dict[str, Any]) -> Hpa:
+    """`obj` as the scaling role reads it from the API server."""
+    return decode_hpa(msgspec.json.encode(obj))
+
+
+def spec_text(low: int, high: int) -> str:
+    """The spec of `objects.hpa` at `low`:`high`, as a window keeps it (`original-spec`)."""
+    spec = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)["spec"]
+    return msgspec.json.encode(spec).decode()
 
 
 def patch(spec: dict[str, Any] | None = None, *, marker: bool = False) -> dict[str, Any]:
@@ -97,7 +111,7 @@ SAID = "template black friday action a-1: window from 2026-12-02T08:00:00Z rever
 
 @dataclass(frozen=True)
 class Case:
-    hpa: dict[str, Any]
+    hpa: Hpa
     reason: RevertReason
     release: bool
     writes: list[Write]  # after the revert event, which always comes first
@@ -179,7 +193,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
-    managed = notes.read_managed(case.hpa)
+    managed = notes.read_managed(case.hpa.metadata.annotations)
     assert managed is not None
     view = RevertView(CLUSTER, case.hpa, managed, case.reason, case.release)
     first, *writes = plan_revert(view, at(18, 1))
@@ -215,26 +229,18 @@ OTHER = Planned(
     run_until=RUN_UNTIL,
     action=PLANNED.action,
 )
-DEPLOYMENT = {
-    **objects.deployment(name="web", namespace="shop", replicas=2),
-    "apiVersion": "apps/v1",
-    "kind": "Deployment",
-}
+DEPLOYMENT = decode_deployment(
+    msgspec.json.encode(objects.deployment(name="web", namespace="shop", replicas=2))
+)
 PRE_EXISTING = notes.Originals(
-    provisional=False,
-    replicas=2,
-    min_replicas=2,
-    max_replicas=5,
-    spec=notes.spec_json(
-        objects.hpa(name="web", namespace="shop", target="web", low=2, high=5)["spec"]
-    ),
+    provisional=False, replicas=2, min_replicas=2, max_replicas=5, spec=spec_text(2, 5)
 )
 
 
-def unmanaged_hpa(name: str = "web", target: str = "web") -> dict[str, Any]:
+def unmanaged_hpa(name: str = "web", target: str = "web") -> Hpa:
     hpa = objects.hpa(name=name, namespace="shop", target=target, low=2, high=5)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
-    return hpa
+    return read(hpa)
 
 
 def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]:
@@ -244,16 +250,11 @@ def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]
     }
 
 
-def with_run_until(hpa: dict[str, Any], run_until: str) -> dict[str, Any]:
-    hpa["metadata"]["annotations"][notes.RUN_UNTIL] = run_until
-    return hpa
-
-
 def ends(reason: RevertReason | None) -> Any:
     return lambda hpa, managed: reason
 
 
-def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Originals]:
+def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], notes.Originals]:
     originals = notes.Originals(
         provisional=True, replicas=replicas, min_replicas=None, max_replicas=None, spec=None
     )
@@ -273,12 +274,12 @@ def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Or
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return body, originals
+    return name, body, originals
 
 
 @dataclass(frozen=True)
 class ApplyCase:
-    hpas: list[dict[str, Any]]
+    hpas: list[Hpa]
     steps: list[Step]
     journalled: int | None = None
     reason: RevertReason | None = None  # whether another owner's window is over
@@ -318,7 +319,7 @@ APPLY_CASES = {
         [managed_hpa(7, 20)], [Skip("overridden")]
     ),
     "our window with a new end: the annotations alone change": ApplyCase(
-        [with_run_until(managed_hpa(4, 20), LATER)],
+        [managed_hpa(4, 20, run_until=LATER)],
         [Patch(READ, window_patch(PLANNED, KEPT), KEPT, resized=False)],
     ),
 }
@@ -348,9 +349,9 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
     ids=["an ended window", "an overridden window"],
 )
 def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
-    hpa: dict[str, Any], reason: RevertReason, originals: str
+    hpa: Hpa, reason: RevertReason, originals: str
 ) -> None:
-    managed = notes.read_managed(hpa)
+    managed = notes.read_managed(hpa.metadata.annotations)
     assert managed is not None
     view = ApplyView(
         planned=OTHER,
@@ -374,7 +375,7 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
             replicas=2,
             min_replicas=low,
             max_replicas=high,
-            spec=notes.spec_json(hpa["spec"]),
+            spec=spec_text(low, high),
         )
     assert write == Patch(
         READ, window_patch(OTHER, expected), expected, resized=reason == "overridden"

@@ -15,6 +15,7 @@ import structlog
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from kube.errors import Conflict, KubeError
+from kube.workloads import Hpa
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
@@ -759,7 +760,7 @@ class ChangesBeforeTheWrite(ScalingKube):
         self.fake = kube
         self.armed = True
 
-    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
         if self.armed:
             self.armed = False
             self.fake.patch(
@@ -840,7 +841,7 @@ def test_a_restore_that_meets_the_deployment_controllers_write_reads_again_and_g
     def read_then_the_controller_writes(*args: Any, **kwargs: Any) -> Any:
         found = read(*args, **kwargs)
         if len(raced) < 2:  # twice: the third read is the last the restore makes
-            raced.append(found["metadata"]["resourceVersion"])
+            raced.append(found.metadata.resource_version)
             h.kube.patch(
                 "deployments", NS, "web", {"metadata": {"labels": {"seen": str(len(raced))}}}
             )
