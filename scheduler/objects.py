@@ -67,7 +67,5 @@ def find_hpa(hpas: list[Hpa], deployment: str) -> Hpa | None:
         if hpa.spec.scale_target_ref.kind == "Deployment"
         and hpa.spec.scale_target_ref.name == deployment
     ]
-    targets.sort(
-        key=lambda hpa: (notes.read_managed(hpa.metadata.annotations) is None, ref(hpa).name)
-    )
+    targets.sort(key=lambda hpa: (notes.read_window(hpa) is None, ref(hpa).name))
     return targets[0] if targets else None

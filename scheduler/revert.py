@@ -36,6 +36,7 @@ from kube.errors import Conflict, KubeError, NotFound
 from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events
+from scheduler.annotations import Window
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.objects import ref
 from scheduler.revert_plan import (
@@ -54,7 +55,7 @@ log = structlog.get_logger("scheduler.revert")
 def revert(
     cycle: Cycle,
     hpa: Hpa,
-    managed: notes.Managed,
+    window: Window,
     reason: events.RevertReason,
     *,
     release: bool = False,
@@ -62,15 +63,15 @@ def revert(
     """Revert `hpa` (as read this cycle): its plan (`scheduler.revert_plan`), carried out in
     order. `release` leaves the RELEASED marker (revert-all); an `overridden` revert always
     leaves it."""
-    view = RevertView(cycle.cluster_id, hpa, managed, reason, release)
+    view = RevertView(cycle.cluster_id, hpa, window, reason, release)
     for step in plan_revert(view, cycle.now):
         _perform(cycle, step)
     read = ref(hpa)
     cycle.count("reverts")
     log.info(
         "scaling_reverted",
-        template=managed.template_id,
-        action=managed.action_id,
+        template=window.template_id,
+        action=window.action_id,
         namespace=read.namespace,
         hpa=read.name,
         reason=reason,

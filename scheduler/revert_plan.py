@@ -30,8 +30,8 @@ import msgspec
 from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events
+from scheduler.annotations import Window
 from scheduler.kubeapi import Obj
-from scheduler.managed import revert_event
 from scheduler.objects import Ref, ref
 from scheduler.store import PendingRestore
 from shipper.records import ScalingEvent
@@ -39,11 +39,11 @@ from shipper.records import ScalingEvent
 
 @dataclass(frozen=True, slots=True)
 class RevertView:
-    """What a revert is decided on: the HPA as read this cycle and its annotations."""
+    """What a revert is decided on: the HPA as read this cycle and the window it is in."""
 
     cluster_id: str
     hpa: Hpa
-    managed: notes.Managed
+    window: Window
     reason: events.RevertReason
     release: bool = False
     """Leave the RELEASED marker (revert-all); an `overridden` revert always leaves it."""
@@ -82,23 +82,24 @@ Write = Enqueue | PatchHpa | DeleteProvisional
 
 def plan_revert(view: RevertView, now: datetime) -> list[Write]:
     """The writes that end the window of `view.hpa`, in the order they must be made."""
-    hpa, managed, reason = view.hpa, view.managed, view.reason
+    hpa, window, reason = view.hpa, view.window, view.reason
+    originals = window.kept
     read = ref(hpa)
-    said = _message(managed, reason)
-    marker = managed.release_marker if view.release or reason == "overridden" else None
-    steps: list[Write] = [Enqueue(revert_event(view.cluster_id, now, hpa, managed, reason))]
+    said = _message(window, reason)
+    marker = window.release_marker if view.release or reason == "overridden" else None
+    event = events.revert_event(cluster_id=view.cluster_id, window=window, reason=reason, now=now)
+    steps: list[Write] = [Enqueue(event)]
     if reason == "overridden":
         steps.append(PatchHpa(read, _released(hpa, read, marker), said))
-    elif managed.originals.provisional:
-        deployment, replicas = hpa.spec.scale_target_ref.name, managed.originals.replicas
+    elif originals.provisional:
+        deployment, replicas = window.deployment, originals.replicas
         restore = None
         if deployment and replicas is not None:
             restore = PendingRestore(read.namespace, deployment, replicas, marker)
         steps.append(DeleteProvisional(read, restore, said))
-    elif (restorable := original_bounds(managed.originals)) is None:
+    elif (restorable := original_bounds(originals)) is None:
         # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
         # cycle): leave the spec, hand the HPA back.
-        originals = managed.originals
         unusable = (originals.min_replicas, originals.max_replicas)
         steps.append(PatchHpa(read, _released(hpa, read, marker), said, unusable=unusable))
     else:
@@ -145,9 +146,9 @@ def _spec_bounds(spec_json: str | None) -> tuple[int | None, int | None]:
     )
 
 
-def _message(managed: notes.Managed, reason: str) -> str:
-    name = managed.template_name or managed.template_id
+def _message(window: Window, reason: str) -> str:
+    name = window.template_name or window.template_id
     return (
-        f"template {name} action {managed.action_id}: window from {managed.window_start} "
+        f"template {name} action {window.action_id}: window from {window.window_start} "
         f"reverted ({reason})"
     )

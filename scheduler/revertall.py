@@ -30,7 +30,6 @@ from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import ScalingKube
-from scheduler.managed import is_overridden
 from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.revert import finish_restores, read_restore_journal, revert
@@ -91,7 +90,7 @@ def revert_all(
 
 
 def _revert_one(
-    cycle: Cycle, api: ScalingKube, hpa: Hpa, managed: notes.Managed, attempts: int
+    cycle: Cycle, api: ScalingKube, hpa: Hpa, window: notes.Window, attempts: int
 ) -> str | None:
     read = ref(hpa)
     last = "no attempt made"
@@ -103,14 +102,14 @@ def _revert_one(
                 return None  # gone meanwhile: nothing left to revert
             except KubeError as exc:
                 return str(exc)
-            current = notes.read_managed(hpa.metadata.annotations)
+            current = notes.read_window(hpa)
             if current is None:
                 return None  # released meanwhile
-            managed = current
+            window = current
         try:
-            reenqueue_apply(cycle, hpa, managed)
-            reason: RevertReason = "overridden" if is_overridden(hpa, managed) else "manual"
-            revert(cycle, hpa, managed, reason, release=True)
+            reenqueue_apply(cycle, window)
+            reason: RevertReason = "overridden" if window.overridden else "manual"
+            revert(cycle, hpa, window, reason, release=True)
             return None
         except Conflict as exc:
             last = str(exc)

@@ -41,16 +41,23 @@ def test_event_ids_are_the_first_32_hex_digits_of_sha256_over_the_contracts_fiel
     )
 
 
-def _window(low: int | None, high: int | None, *, run_until: str | None) -> events.Window:
-    return events.Window(
+def _window(low: int, high: int, *, run_until: str) -> notes.Window:
+    return notes.Window(
         template_id="t-1",
         action_id="a-1",
+        template_name="",
         namespace="shop",
         deployment="web",
         min_replicas=low,
         max_replicas=high,
         window_start="2026-12-02T08:00:00Z",
         run_until=run_until,
+        priority_up=0,
+        priority_down=0,
+        managed_hash="",
+        originals=notes.Originals(
+            provisional=False, replicas=None, min_replicas=None, max_replicas=None, spec=None
+        ),
     )
 
 
@@ -67,10 +74,8 @@ def test_an_apply_id_changes_with_min_and_max_and_a_revert_id_never_does() -> No
     reverts = {
         events.revert_event(
             cluster_id="c-1",
-            window=_window(None, None, run_until=None),
-            provisional=False,
+            window=_window(4, 20, run_until=""),
             reason=reason,
-            message=None,
             now=NOW,
         ).id
         for reason in ("expired", "disabled", "overridden", "manual")
@@ -100,7 +105,12 @@ def test_a_template_error_id_holds_the_values_as_given_and_nulls_as_nothing() ->
 
 
 def test_unreadable_annotations_of_a_managed_hpa_still_parse_and_end_the_window() -> None:
-    managed = notes.read_managed(
+    def read(annotations: dict[str, str]) -> notes.Window | None:
+        obj = hpa()
+        obj["metadata"]["annotations"] = annotations
+        return notes.read_window(decode_hpa(msgspec.json.encode(obj)))
+
+    managed = read(
         {
             notes.MANAGED: "true",
             notes.RUN_UNTIL: "tomorrow",
@@ -110,8 +120,8 @@ def test_unreadable_annotations_of_a_managed_hpa_still_parse_and_end_the_window(
     )
     assert managed is not None
     assert managed.ended(NOW)
-    assert managed.priority_down == 0 and managed.originals.max_replicas is None
-    assert notes.read_managed({notes.MANAGED: "yes"}) is None
+    assert managed.priority_down == 0 and managed.kept.max_replicas is None
+    assert read({notes.MANAGED: "yes"}) is None
 
 
 def test_the_released_marker_keeps_the_newest_windows() -> None:

@@ -18,13 +18,11 @@ from scheduler.apply_plan import (
     PROVISIONAL_METRICS,
     ApplyView,
     CreateHpa,
-    Planned,
     RaiseReplicas,
     Report,
     Skip,
     Step,
     TakenOver,
-    ours,
     plan_apply,
 )
 from scheduler.apply_plan import Enqueue as Enqueued
@@ -43,6 +41,15 @@ from scheduler.store import PendingRestore
 from tests.scaling_harness import CLUSTER, WINDOW, at
 
 RUN_UNTIL = "2026-12-02T18:00:00Z"
+ACTION = Action(
+    id="a-1",
+    namespace="shop",
+    deployment="web",
+    min_replicas=4,
+    max_replicas=20,
+    priority_up=1,
+    priority_down=1,
+)
 MARKER = notes.release_marker("t-1", "a-1", WINDOW)
 READ = Ref(namespace="shop", name="web", uid="u-1", resource_version="41")
 REVERT_ID = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
@@ -68,21 +75,22 @@ def managed_hpa(
         max_replicas=None if provisional else original[1],
         spec=None if provisional else original_spec,
     )
-    written = notes.window_annotations(
-        template_id="t-1",
-        action_id="a-1",
-        template_name="black friday",
-        window_start=WINDOW,
-        run_until=run_until,
-        priority_up=1,
-        priority_down=1,
-        managed_hash=notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
-        originals=originals,
-    )
+    written = planned("t-1", run_until=run_until).annotations(originals)
     hpa = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
     hpa["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
     return read(hpa)
+
+
+def planned(template_id: str, *, run_until: str = RUN_UNTIL) -> notes.Window:
+    """The window 4:20 of `template_id`'s action a-1 on shop/web, as planned."""
+    return notes.Window.planned(
+        template_id=template_id,
+        template_name={"t-1": "black friday", "t-2": "cyber monday"}[template_id],
+        window_start=WINDOW,
+        run_until=run_until,
+        action=ACTION,
+    )
 
 
 def read(obj: dict[str, Any]) -> Hpa:
@@ -193,9 +201,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
-    managed = notes.read_managed(case.hpa.metadata.annotations)
-    assert managed is not None
-    view = RevertView(CLUSTER, case.hpa, managed, case.reason, case.release)
+    window = notes.read_window(case.hpa)
+    assert window is not None
+    view = RevertView(CLUSTER, case.hpa, window, case.reason, case.release)
     first, *writes = plan_revert(view, at(18, 1))
     assert isinstance(first, Enqueue)  # in the outbox before any write
     event = first.event
@@ -207,28 +215,8 @@ def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
 # --- the apply plan ------------------------------------------------------------------------------
 
 LATER = "2026-12-02T20:00:00Z"
-PLANNED = Planned(
-    template_id="t-1",
-    template_name="black friday",
-    window_start=WINDOW,
-    run_until=RUN_UNTIL,
-    action=Action(
-        id="a-1",
-        namespace="shop",
-        deployment="web",
-        min_replicas=4,
-        max_replicas=20,
-        priority_up=1,
-        priority_down=1,
-    ),
-)
-OTHER = Planned(
-    template_id="t-2",
-    template_name="cyber monday",
-    window_start=WINDOW,
-    run_until=RUN_UNTIL,
-    action=PLANNED.action,
-)
+PLANNED = planned("t-1")
+OTHER = planned("t-2")
 DEPLOYMENT = decode_deployment(
     msgspec.json.encode(objects.deployment(name="web", namespace="shop", replicas=2))
 )
@@ -243,15 +231,15 @@ def unmanaged_hpa(name: str = "web", target: str = "web") -> Hpa:
     return read(hpa)
 
 
-def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]:
+def window_patch(window: notes.Window, originals: notes.Originals) -> dict[str, Any]:
     return {
-        "metadata": {"resourceVersion": "41", "annotations": ours(planned, originals)},
+        "metadata": {"resourceVersion": "41", "annotations": window.annotations(originals)},
         "spec": {"minReplicas": 4, "maxReplicas": 20},
     }
 
 
 def ends(reason: RevertReason | None) -> Any:
-    return lambda hpa, managed: reason
+    return lambda window: reason
 
 
 def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], notes.Originals]:
@@ -265,7 +253,9 @@ def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], not
             "name": name,
             "namespace": "shop",
             "labels": {"app.kubernetes.io/managed-by": "moonin-agent"},
-            "annotations": {k: v for k, v in ours(PLANNED, originals).items() if v is not None},
+            "annotations": {
+                k: v for k, v in PLANNED.annotations(originals).items() if v is not None
+            },
         },
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -334,10 +324,9 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
         hpa=find_hpa(case.hpas, "web"),
         journalled_replicas=case.journalled,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(case.reason),
     )
-    assert plan_apply(view) == case.steps
+    assert plan_apply(view, at(9)) == case.steps
 
 
 @pytest.mark.parametrize(
@@ -351,7 +340,7 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
 def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
     hpa: Hpa, reason: RevertReason, originals: str
 ) -> None:
-    managed = notes.read_managed(hpa.metadata.annotations)
+    managed = notes.read_window(hpa)
     assert managed is not None
     view = ApplyView(
         planned=OTHER,
@@ -360,14 +349,13 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
         hpa=hpa,
         journalled_replicas=None,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(reason),
     )
-    first, write, said = plan_apply(view)
+    first, write, said = plan_apply(view, at(9))
     assert isinstance(first, Enqueued)  # the old window's revert event, before the write
     assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
     if originals == "kept":
-        expected = managed.originals
+        expected = managed.kept
     else:
         low, high = 7, 20  # what someone else set becomes what a revert restores
         expected = notes.Originals(
@@ -391,10 +379,9 @@ def test_another_windows_hpa_still_on_is_a_conflict_and_nothing_is_written() -> 
         hpa=OTHERS,
         journalled_replicas=None,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(None),
     )
-    assert plan_apply(view) == [
+    assert plan_apply(view, at(9)) == [
         Report(
             "conflict",
             f"hpa shop/web is managed by template t-1 action a-1 until {RUN_UNTIL}",
