@@ -40,46 +40,20 @@ from typing import Literal
 
 import structlog
 
-from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
+from kube.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
-from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
-from scheduler import events
+from scheduler import events, executor
 from scheduler.actions import InvalidAction
 from scheduler.annotations import Window
-from scheduler.apply_plan import (
-    ApplyView,
-    CreateHpa,
-    Enqueue,
-    PatchHpa,
-    RaiseReplicas,
-    ReasonFor,
-    Report,
-    Skip,
-    Step,
-    plan_apply,
-)
-from scheduler.cycle import APPLIED, REVERTED, Cycle
+from scheduler.apply_plan import ApplyView, ReasonFor, plan_apply
+from scheduler.cycle import Cycle
+from scheduler.executor import Retry, action_error, perform
 from scheduler.objects import find_hpa, ref
 
 log = structlog.get_logger("scheduler.apply")
 
-Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "retry", "failed"]
-
-
-def action_error(cycle: Cycle, window: Window, reason: str, message: str) -> bool:
-    """Report an action's error once per window; True when it was new."""
-    event = events.action_error(
-        cluster_id=cycle.cluster_id, window=window, reason=reason, message=message, now=cycle.now
-    )
-    return cycle.emit_error(
-        event,
-        log,
-        "scaling_action_error",
-        action=window.action_id,
-        namespace=window.namespace,
-        deployment=window.deployment,
-    )
+Outcome = executor.Outcome | Literal["released", "retry", "failed"]
 
 
 def invalid_action_error(
@@ -109,15 +83,10 @@ def apply_action(
 ) -> Outcome:
     where = {"template": planned.template_id, "action": planned.action_id, "target": planned.target}
     try:
-        return _apply(cycle, planned, ignore, reason_for)
+        return _apply(cycle, planned, ignore, reason_for, where)
     except Forbidden as exc:
         _error(cycle, planned, "forbidden", str(exc))
         return "error"
-    except Conflict as exc:
-        # Someone wrote between our read and our write: the next cycle reads again.
-        cycle.count("conflicts")
-        log.info("scaling_apply_conflict", error=str(exc), **where)
-        return "retry"
     except (BadRequest, Invalid) as exc:
         # The server refused what we wrote: a bug here, which retrying will not fix.
         cycle.count("apply_failures")
@@ -129,7 +98,13 @@ def apply_action(
         return "failed"
 
 
-def _apply(cycle: Cycle, planned: Window, ignore: ResourceGlobs, reason_for: ReasonFor) -> Outcome:
+def _apply(
+    cycle: Cycle,
+    planned: Window,
+    ignore: ResourceGlobs,
+    reason_for: ReasonFor,
+    where: dict[str, str],
+) -> Outcome:
     if ignore.matches(DEPLOYMENT, planned.namespace, planned.deployment):
         _error(cycle, planned, "ignored", f"deployment {planned.target} matches IGNORE_RESOURCES")
         return "error"
@@ -175,7 +150,9 @@ def _apply(cycle: Cycle, planned: Window, ignore: ResourceGlobs, reason_for: Rea
         cluster_id=cycle.cluster_id,
         reason_for=reason_for,
     )
-    return _carry_out(cycle, view, plan_apply(view, cycle.now))
+    steps = plan_apply(view, cycle.now)
+    done = perform(cycle, steps, window=planned, deployment=deployment, loop="apply", where=where)
+    return "retry" if isinstance(done, Retry) else done
 
 
 def _journalled(cycle: Cycle, planned: Window) -> int | None:
@@ -183,95 +160,5 @@ def _journalled(cycle: Cycle, planned: Window) -> int | None:
     return None if pending is None else pending.replicas
 
 
-def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
-    """The steps of an apply plan, in order; the outcome of the last that has one."""
-    planned, deployment = view.planned, view.deployment
-    outcome: Outcome = "unchanged"
-    for step in steps:
-        if isinstance(step, Report):
-            _error(cycle, planned, step.reason, step.message)
-            outcome = "error"
-        elif isinstance(step, Skip):
-            outcome = step.outcome
-        elif isinstance(step, Enqueue):
-            cycle.emit(step.event)
-        elif isinstance(step, CreateHpa):
-            created = cycle.kube.create_hpa(step.namespace, step.name, step.body)
-            outcome = _after_write(
-                cycle, planned, deployment, created, step.originals, resized=True
-            )
-        elif isinstance(step, PatchHpa):
-            written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
-            outcome = _after_write(
-                cycle, planned, deployment, written, step.originals, resized=step.resized
-            )
-        elif isinstance(step, RaiseReplicas):
-            _raise_replicas(cycle, deployment, step.minimum)
-        else:  # TakenOver
-            cycle.count("reverts")
-            cycle.record(step.hpa, reason=REVERTED, message=step.said)
-    return outcome
-
-
-def _after_write(
-    cycle: Cycle,
-    planned: Window,
-    deployment: Deployment,
-    hpa: Hpa,
-    originals: notes.Originals,
-    *,
-    resized: bool,
-) -> Outcome:
-    new = _emit_apply(cycle, planned, originals.provisional)
-    if resized or new:
-        cycle.record(hpa, reason=APPLIED, message=_message(planned, originals.provisional))
-    _raise_replicas(cycle, deployment, planned.min_replicas)
-    if new:
-        cycle.count("applies")
-        log.info(
-            "scaling_applied",
-            template=planned.template_id,
-            action=planned.action_id,
-            namespace=planned.namespace,
-            hpa=ref(hpa).name,
-            min_replicas=planned.min_replicas,
-            max_replicas=planned.max_replicas,
-            run_until=planned.run_until,
-            provisional=originals.provisional,
-        )
-    return "applied" if new else "unchanged"
-
-
-def _emit_apply(cycle: Cycle, planned: Window, provisional: bool) -> bool:
-    return cycle.emit(
-        events.apply_event(
-            cluster_id=cycle.cluster_id, window=planned, provisional=provisional, now=cycle.now
-        )
-    )
-
-
-def _raise_replicas(cycle: Cycle, deployment: Deployment, minimum: int) -> None:
-    """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
-    if deployment.spec.replicas >= minimum:
-        return
-    read = ref(deployment)
-    patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}
-    try:
-        cycle.kube.patch_deployment(read.namespace, read.name, patch)
-    except Conflict:
-        # The HPA controller raises it anyway; the next cycle tries again on fresh state.
-        cycle.count("conflicts")
-        log.info("replicas_raise_conflict", namespace=read.namespace, name=read.name)
-
-
 def _error(cycle: Cycle, planned: Window, reason: str, message: str) -> None:
     action_error(cycle, planned, reason, message)
-
-
-def _message(planned: Window, provisional: bool) -> str:
-    kind = "provisional HPA" if provisional else "HPA"
-    return (
-        f"template {planned.template_name or planned.template_id} action {planned.action_id}: "
-        f"{kind} min {planned.min_replicas}, max {planned.max_replicas} until "
-        f"{planned.run_until} (window from {planned.window_start})"
-    )

@@ -26,15 +26,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.annotations import Window
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
-from scheduler.objects import Ref, bounds, ref
-from shipper.records import ScalingEvent
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND
+from scheduler.objects import bounds, ref
+from scheduler.steps import (
+    Applied,
+    CreateHpa,
+    Enqueue,
+    PatchHpa,
+    RaiseReplicas,
+    Report,
+    Skip,
+    Step,
+    TakenOver,
+)
 
 # Decides whether the window an HPA is managed for is over, and why (None: still on).
 ReasonFor = Callable[[Window], events.RevertReason | None]
@@ -62,58 +71,6 @@ class ApplyView:
     journalled_replicas: int | None  # replicas a half-done revert journalled for it
     cluster_id: str
     reason_for: ReasonFor
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """An action error, reported once per window."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """Nothing to write, for a reason the cycle counts."""
-
-    outcome: Literal["overridden"]
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueue:
-    event: ScalingEvent
-
-
-@dataclass(frozen=True, slots=True)
-class CreateHpa:
-    namespace: str
-    name: str
-    body: Obj
-    originals: notes.Originals
-
-
-@dataclass(frozen=True, slots=True)
-class PatchHpa:
-    hpa: Ref
-    patch: Obj
-    originals: notes.Originals
-    resized: bool  # min or max change (a Kubernetes Event says so)
-
-
-@dataclass(frozen=True, slots=True)
-class RaiseReplicas:
-    minimum: int
-
-
-@dataclass(frozen=True, slots=True)
-class TakenOver:
-    """The old window's end, said on the HPA as it was read."""
-
-    hpa: Hpa
-    said: str
-
-
-Step = Report | Skip | Enqueue | CreateHpa | PatchHpa | RaiseReplicas | TakenOver
 
 
 def plan_apply(view: ApplyView, now: datetime) -> list[Step]:
@@ -161,7 +118,7 @@ def _patch(planned: Window, hpa: Hpa, originals: notes.Originals) -> PatchHpa:
         "spec": {"minReplicas": planned.min_replicas, "maxReplicas": planned.max_replicas},
     }
     resized = bounds(hpa) != (planned.min_replicas, planned.max_replicas)
-    return PatchHpa(read, patch, originals, resized)
+    return PatchHpa(read, patch, Applied(originals, resized))
 
 
 def _provisional(view: ApplyView) -> CreateHpa:
@@ -196,7 +153,7 @@ def _provisional(view: ApplyView) -> CreateHpa:
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return CreateHpa(planned.namespace, name, body, originals)
+    return CreateHpa(planned.namespace, name, body, Applied(originals, resized=True))
 
 
 def originals_of(deployment: Deployment, hpa: Hpa) -> notes.Originals:

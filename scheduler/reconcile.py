@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
+from kube.errors import BadRequest, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
 from kube.workloads import Hpa
 from runtime import deadline
@@ -68,7 +68,8 @@ from scheduler.apply import apply_action, invalid_action_error
 from scheduler.cycle import Cycle, EventSink
 from scheduler.kubeapi import ScalingKube
 from scheduler.objects import ref
-from scheduler.revert import finish_restores, read_restore_journal, revert
+from scheduler.restores import finish_restores, read_restore_journal
+from scheduler.revert import revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
@@ -467,11 +468,8 @@ class Reconciler:
                 reason = revert_reason(managed, cycle.now, view)
                 if reason is None:
                     continue
-                revert(cycle, hpa, managed, reason)
-                self._answered(f"revert {read.key}")
-            except Conflict as exc:
-                cycle.count("conflicts")
-                log.info("scaling_revert_conflict", error=str(exc), **where)
+                if revert(cycle, hpa, managed, reason) is None:
+                    self._answered(f"revert {read.key}")
             except (BadRequest, Invalid) as exc:
                 # The server refused what we wrote: a bug here, which retrying will not fix.
                 cycle.count("revert_failures")

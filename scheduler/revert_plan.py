@@ -31,10 +31,9 @@ from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.annotations import Window
-from scheduler.kubeapi import Obj
 from scheduler.objects import Ref, ref
+from scheduler.steps import DeleteProvisional, Enqueue, PatchHpa, Reverted, Step
 from scheduler.store import PendingRestore
-from shipper.records import ScalingEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,38 +48,7 @@ class RevertView:
     """Leave the RELEASED marker (revert-all); an `overridden` revert always leaves it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Enqueue:
-    """Put the event into the outbox (and note it in the store)."""
-
-    event: ScalingEvent
-
-
-@dataclass(frozen=True, slots=True)
-class PatchHpa:
-    """A merge patch of the HPA read; a Kubernetes Event `said` about it once written."""
-
-    hpa: Ref
-    patch: Obj
-    said: str
-    unusable: tuple[int | None, int | None] | None = None
-    """The original min and max no valid HPA could take: the patch only releases."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteProvisional:
-    """Delete the provisional HPA read; `restore` (journalled before the delete) puts its
-    Deployment's replicas back after it."""
-
-    hpa: Ref
-    restore: PendingRestore | None
-    said: str
-
-
-Write = Enqueue | PatchHpa | DeleteProvisional
-
-
-def plan_revert(view: RevertView, now: datetime) -> list[Write]:
+def plan_revert(view: RevertView, now: datetime) -> list[Step]:
     """The writes that end the window of `view.hpa`, in the order they must be made."""
     hpa, window, reason = view.hpa, view.window, view.reason
     originals = window.kept
@@ -88,9 +56,9 @@ def plan_revert(view: RevertView, now: datetime) -> list[Write]:
     said = _message(window, reason)
     marker = window.release_marker if view.release or reason == "overridden" else None
     event = events.revert_event(cluster_id=view.cluster_id, window=window, reason=reason, now=now)
-    steps: list[Write] = [Enqueue(event)]
+    steps: list[Step] = [Enqueue(event)]
     if reason == "overridden":
-        steps.append(PatchHpa(read, _released(hpa, read, marker), said))
+        steps.append(PatchHpa(read, _released(hpa, read, marker), Reverted(said)))
     elif originals.provisional:
         deployment, replicas = window.deployment, originals.replicas
         restore = None
@@ -101,12 +69,14 @@ def plan_revert(view: RevertView, now: datetime) -> list[Write]:
         # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
         # cycle): leave the spec, hand the HPA back.
         unusable = (originals.min_replicas, originals.max_replicas)
-        steps.append(PatchHpa(read, _released(hpa, read, marker), said, unusable=unusable))
+        released = _released(hpa, read, marker)
+        steps.append(PatchHpa(read, released, Reverted(said), unusable=unusable))
     else:
         low, high = restorable
         # A min that was absent is removed again (the API then defaults it to 1).
         spec = {"minReplicas": low, "maxReplicas": high}
-        steps.append(PatchHpa(read, {**_released(hpa, read, marker), "spec": spec}, said))
+        patch = {**_released(hpa, read, marker), "spec": spec}
+        steps.append(PatchHpa(read, patch, Reverted(said)))
     return steps
 
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from kube.errors import Conflict, KubeError, NotFound
+from kube.errors import KubeError, NotFound
 from kube.workloads import Hpa
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
@@ -32,7 +32,8 @@ from scheduler.events import RevertReason
 from scheduler.kubeapi import ScalingKube
 from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, read_restore_journal, revert
+from scheduler.restores import finish_restores, read_restore_journal
+from scheduler.revert import revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -109,11 +110,10 @@ def _revert_one(
         try:
             reenqueue_apply(cycle, window)
             reason: RevertReason = "overridden" if window.overridden else "manual"
-            revert(cycle, hpa, window, reason, release=True)
-            return None
-        except Conflict as exc:
-            last = str(exc)
-            continue
+            retry = revert(cycle, hpa, window, reason, release=True)
         except KubeError as exc:
             return str(exc)
+        if retry is None:
+            return None
+        last = retry.error
     return last

@@ -14,28 +14,22 @@ from kube.workloads import Hpa, decode_deployment, decode_hpa
 from sandbox import objects
 from scheduler import annotations as notes
 from scheduler.actions import Action
-from scheduler.apply_plan import (
-    PROVISIONAL_METRICS,
-    ApplyView,
-    CreateHpa,
-    RaiseReplicas,
-    Report,
-    Skip,
-    Step,
-    TakenOver,
-    plan_apply,
-)
-from scheduler.apply_plan import Enqueue as Enqueued
-from scheduler.apply_plan import PatchHpa as Patch
+from scheduler.apply_plan import PROVISIONAL_METRICS, ApplyView, plan_apply
 from scheduler.events import RevertReason, event_id
 from scheduler.objects import Ref, find_hpa
-from scheduler.revert_plan import (
+from scheduler.revert_plan import RevertView, plan_revert
+from scheduler.steps import (
+    Applied,
+    CreateHpa,
     DeleteProvisional,
     Enqueue,
     PatchHpa,
-    RevertView,
-    Write,
-    plan_revert,
+    RaiseReplicas,
+    Report,
+    Reverted,
+    Skip,
+    Step,
+    TakenOver,
 )
 from scheduler.store import PendingRestore
 from tests.scaling_harness import CLUSTER, WINDOW, at
@@ -122,7 +116,7 @@ class Case:
     hpa: Hpa
     reason: RevertReason
     release: bool
-    writes: list[Write]  # after the revert event, which always comes first
+    writes: list[Step]  # after the revert event, which always comes first
     event: tuple[int | None, int | None]  # the bounds the revert event reports
 
 
@@ -131,7 +125,11 @@ CASES = {
         managed_hpa(4, 20),
         "expired",
         False,
-        [PatchHpa(READ, patch({"minReplicas": 2, "maxReplicas": 5}), f"{SAID} (expired)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": 2, "maxReplicas": 5}), Reverted(f"{SAID} (expired)")
+            )
+        ],
         (4, 20),
     ),
     "revert-all leaves the released marker": Case(
@@ -142,7 +140,7 @@ CASES = {
             PatchHpa(
                 READ,
                 patch({"minReplicas": 2, "maxReplicas": 5}, marker=True),
-                f"{SAID} (manual)",
+                Reverted(f"{SAID} (manual)"),
             )
         ],
         (4, 20),
@@ -151,28 +149,36 @@ CASES = {
         managed_hpa(4, 20, original=(None, 5)),
         "disabled",
         False,
-        [PatchHpa(READ, patch({"minReplicas": None, "maxReplicas": 5}), f"{SAID} (disabled)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": None, "maxReplicas": 5}), Reverted(f"{SAID} (disabled)")
+            )
+        ],
         (4, 20),
     ),
     "unusable original bounds give way to the original spec's": Case(
         managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 1, "maxReplicas": 6}'),
         "expired",
         False,
-        [PatchHpa(READ, patch({"minReplicas": 1, "maxReplicas": 6}), f"{SAID} (expired)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": 1, "maxReplicas": 6}), Reverted(f"{SAID} (expired)")
+            )
+        ],
         (4, 20),
     ),
     "no usable originals at all: released as it is": Case(
         managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 9, "maxReplicas": 3}'),
         "expired",
         False,
-        [PatchHpa(READ, patch(), f"{SAID} (expired)", unusable=(9, 3))],
+        [PatchHpa(READ, patch(), Reverted(f"{SAID} (expired)"), unusable=(9, 3))],
         (4, 20),
     ),
     "overridden bounds stay, released with the marker": Case(
         managed_hpa(7, 20),
         "overridden",
         False,
-        [PatchHpa(READ, patch(marker=True), f"{SAID} (overridden)")],
+        [PatchHpa(READ, patch(marker=True), Reverted(f"{SAID} (overridden)"))],
         (None, None),
     ),
     "a provisional HPA is deleted, its replicas to restore": Case(
@@ -242,7 +248,7 @@ def ends(reason: RevertReason | None) -> Any:
     return lambda window: reason
 
 
-def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], notes.Originals]:
+def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], Applied]:
     originals = notes.Originals(
         provisional=True, replicas=replicas, min_replicas=None, max_replicas=None, spec=None
     )
@@ -264,7 +270,7 @@ def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], not
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return name, body, originals
+    return name, body, Applied(originals, resized=True)
 
 
 @dataclass(frozen=True)
@@ -300,7 +306,7 @@ APPLY_CASES = {
     ),
     "a pre-existing HPA keeps its bounds as originals and is resized": ApplyCase(
         [unmanaged_hpa()],
-        [Patch(READ, window_patch(PLANNED, PRE_EXISTING), PRE_EXISTING, resized=True)],
+        [PatchHpa(READ, window_patch(PLANNED, PRE_EXISTING), Applied(PRE_EXISTING, resized=True))],
     ),
     "our window, as written: only the replicas are raised": ApplyCase(
         [managed_hpa(4, 20)], [RaiseReplicas(4)]
@@ -310,7 +316,7 @@ APPLY_CASES = {
     ),
     "our window with a new end: the annotations alone change": ApplyCase(
         [managed_hpa(4, 20, run_until=LATER)],
-        [Patch(READ, window_patch(PLANNED, KEPT), KEPT, resized=False)],
+        [PatchHpa(READ, window_patch(PLANNED, KEPT), Applied(KEPT, resized=False))],
     ),
 }
 
@@ -352,7 +358,7 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
         reason_for=ends(reason),
     )
     first, write, said = plan_apply(view, at(9))
-    assert isinstance(first, Enqueued)  # the old window's revert event, before the write
+    assert isinstance(first, Enqueue)  # the old window's revert event, before the write
     assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
     if originals == "kept":
         expected = managed.kept
@@ -365,8 +371,8 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
             max_replicas=high,
             spec=spec_text(low, high),
         )
-    assert write == Patch(
-        READ, window_patch(OTHER, expected), expected, resized=reason == "overridden"
+    assert write == PatchHpa(
+        READ, window_patch(OTHER, expected), Applied(expected, resized=reason == "overridden")
     )
     assert said == TakenOver(hpa, TAKEN_OVER.format(reason))
 

@@ -19,7 +19,7 @@ from kube.workloads import Hpa
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
-from scheduler import revert, view
+from scheduler import restores, view
 from scheduler.events import event_id
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
@@ -901,7 +901,7 @@ def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycl
     h.events()
     # Every attempt of the revert's restore and of the same cycle's retry of it meets a 409.
     conflict = functools.partial(Conflict, "patch deployment shop/web: 409", status=409)
-    conflicts = 2 * revert.RESTORE_ATTEMPTS
+    conflicts = 2 * restores.RESTORE_ATTEMPTS
     monkeypatch.setattr(
         h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, conflict, conflicts)
     )
