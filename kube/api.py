@@ -55,6 +55,7 @@ DEADLINE_SECONDS = 60.0
 ANSWER_LIMIT = 16 * 1024 * 1024
 
 T = TypeVar("T")
+Encoded = TypeVar("Encoded", bound=bytes | bytearray | msgspec.Raw)
 
 
 class KubeApi:
@@ -322,7 +323,7 @@ class KubeApi:
                 raise _translate(exc, what) from exc
 
 
-def decoded(decode: Callable[[bytes | bytearray], T], answer: bytes | bytearray, what: str) -> T:
+def decoded(decode: Callable[[Encoded], T], answer: Encoded, what: str) -> T:
     """`answer` decoded with msgspec's `decode`; an answer that is not what the call returns
     (a proxy's HTML page, a cut body) is a `KubeError` naming the call."""
     try:

@@ -13,12 +13,11 @@ How it fails: `record` raises `kube.errors` as `KubeApi.post` does (a `Forbidden
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from kube.api import KubeApi
-from kube.resources import EVENTS
+from kube.resources import EVENTS, Resource
+from kube.workloads import ObjectMeta
 from kube.writes import WriteOptions
 
 # The API server allows 128 characters; a hostname has at most 64.
@@ -27,7 +26,8 @@ HOST = socket.gethostname()[:128]
 
 def record(
     api: KubeApi,
-    involved: Mapping[str, Any],
+    resource: Resource,
+    involved: ObjectMeta,
     *,
     name: str,
     component: str,
@@ -37,22 +37,21 @@ def record(
     now: datetime,
     options: WriteOptions,
 ) -> None:
-    """Create the Event `name` about `involved` (an object as read: its `apiVersion`, `kind`
-    and `metadata`), in its namespace."""
-    metadata = involved["metadata"]
-    namespace, involved_name = metadata["namespace"], metadata["name"]
+    """Create the Event `name` about the object of `resource` whose metadata was read as
+    `involved`, in its namespace."""
+    namespace, involved_name = involved.namespace, involved.name
     stamp = now.isoformat(timespec="seconds").replace("+00:00", "Z")
     body = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
         "involvedObject": {
-            "apiVersion": involved.get("apiVersion"),
-            "kind": involved.get("kind"),
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
             "name": involved_name,
             "namespace": namespace,
-            "uid": metadata.get("uid"),
-            "resourceVersion": metadata.get("resourceVersion"),
+            "uid": involved.uid,
+            "resourceVersion": involved.resource_version,
         },
         "reason": reason,
         "message": message,
@@ -68,5 +67,5 @@ def record(
         EVENTS.path(namespace),
         body,
         options=options,
-        what=f"create event for {involved.get('kind')} {namespace}/{involved_name}",
+        what=f"create event for {resource.kind} {namespace}/{involved_name}",
     )

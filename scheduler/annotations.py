@@ -1,11 +1,14 @@
-"""What a managed HPA carries under `scaling.moonin.app/`, read and written in one place.
+"""A scaling window (`Window`, the one type for it) and what a managed HPA carries for it
+under `scaling.moonin.app/`, read and written in one place: a window parses from the
+annotations (`read_window`) and renders to them (`Window.annotations`), and its RELEASED
+marker is spelt here (`release_marker`).
 
 The annotations are the whole state of a scaling window: reverts read them alone, so an
 expired window is reverted on time even while Moonin is unreachable, and a restarted agent
 needs nothing else to pick up where it stopped. What each key holds is listed in
 docs/scaling.md ("Reconcile").
 
-How it fails: never for annotations it cannot read. `read_managed` returns None for an HPA
+How it fails: never for annotations it cannot read. `read_window` returns None for an HPA
 without `managed: "true"`; a managed HPA whose other annotations were edited into
 something unreadable still parses: an unreadable `run-until` reads as already passed (the
 window cannot be trusted to still be on), unreadable priorities as 0, unreadable originals
@@ -19,10 +22,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from urllib.parse import quote
 
-import msgspec
+from kube.workloads import Hpa
+from scheduler.actions import Action
 
 PREFIX = "scaling.moonin.app/"
 MANAGED = PREFIX + "managed"
@@ -83,30 +86,141 @@ class Originals:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Managed:
-    """The window a managed HPA is in, as its annotations say."""
+class Window:
+    """One action's window on one Deployment's HPA: as planned from the platform's template
+    and action (`planned`), as a managed HPA's annotations and bounds say (`read_window`),
+    and as every event about it reports it.
+
+    `min_replicas` and `max_replicas` are what the window asks for when planned, and the
+    HPA's bounds as read otherwise (`overridden` tells whether those are still the window's).
+    `originals` is None only for a planned window that is on no HPA yet."""
 
     template_id: str
     action_id: str
     template_name: str
     window_start: str  # as formatted into event ids: kept verbatim, never re-formatted
-    run_until: str
-    run_until_at: datetime | None  # None: unreadable
+    run_until: str  # verbatim too; `ended` reads it
+    namespace: str
+    deployment: str  # the target Deployment; "" for an HPA without one
+    min_replicas: int
+    max_replicas: int | None
     priority_up: int
     priority_down: int
-    managed_hash: str
-    originals: Originals
+    managed_hash: str  # planned: of its own bounds; read: as the annotation says
+    originals: Originals | None = None
+
+    @classmethod
+    def planned(
+        cls,
+        *,
+        template_id: str,
+        template_name: str,
+        window_start: str,
+        run_until: str,
+        action: Action,
+    ) -> Window:
+        return cls(
+            template_id=template_id,
+            action_id=action.id,
+            template_name=template_name,
+            window_start=window_start,
+            run_until=run_until,
+            namespace=action.namespace,
+            deployment=action.deployment,
+            min_replicas=action.min_replicas,
+            max_replicas=action.max_replicas,
+            priority_up=action.priority_up,
+            priority_down=action.priority_down,
+            managed_hash=managed_hash(
+                template_id, action.id, window_start, action.min_replicas, action.max_replicas
+            ),
+        )
 
     @property
-    def owner(self) -> tuple[str, str, str]:
-        return (self.template_id, self.action_id, self.window_start)
+    def target(self) -> str:
+        return f"{self.namespace}/{self.deployment}"
 
     @property
     def release_marker(self) -> str:
         return release_marker(self.template_id, self.action_id, self.window_start)
 
+    @property
+    def kept(self) -> Originals:
+        """The originals of a window read from an HPA (every managed HPA has them)."""
+        if self.originals is None:
+            raise ValueError("a planned window keeps no originals yet")
+        return self.originals
+
+    @property
+    def overridden(self) -> bool:
+        """Whether min or max differ from what the window set (its managed hash says what)."""
+        expected = managed_hash(
+            self.template_id,
+            self.action_id,
+            self.window_start,
+            self.min_replicas,
+            self.max_replicas or 0,
+        )
+        return expected != self.managed_hash
+
+    def same_window(self, other: Window) -> bool:
+        """The same template, action and window start: the same window, whatever its bounds."""
+        return self.release_marker == other.release_marker
+
     def ended(self, now: datetime) -> bool:
-        return self.run_until_at is None or now >= self.run_until_at
+        """Whether `run_until` has passed; an unreadable one has (it cannot be trusted)."""
+        end = _instant(self.run_until)
+        return end is None or now >= end
+
+    def annotations(self, originals: Originals) -> dict[str, str | None]:
+        """The annotations of an HPA this window manages, keeping `originals`; None values
+        remove a key in a merge patch."""
+        return {
+            MANAGED: TRUE,
+            TEMPLATE_ID: self.template_id,
+            ACTION_ID: self.action_id,
+            TEMPLATE_NAME: self.template_name,
+            WINDOW_START: self.window_start,
+            RUN_UNTIL: self.run_until,
+            PRIORITY_UP: str(self.priority_up),
+            PRIORITY_DOWN: str(self.priority_down),
+            PROVISIONAL: TRUE if originals.provisional else "false",
+            ORIGINAL_SPEC: originals.spec,
+            ORIGINAL_REPLICAS: _text(originals.replicas),
+            ORIGINAL_MIN: _text(originals.min_replicas),
+            ORIGINAL_MAX: _text(originals.max_replicas),
+            MANAGED_HASH: self.managed_hash,
+        }
+
+
+def read_window(hpa: Hpa) -> Window | None:
+    """The window a managed HPA is in, from its annotations and its bounds as read; None when
+    it is not managed."""
+    notes = hpa.metadata.annotations
+    if notes.get(MANAGED) != TRUE:
+        return None
+    low = hpa.spec.min_replicas
+    return Window(
+        template_id=notes.get(TEMPLATE_ID, ""),
+        action_id=notes.get(ACTION_ID, ""),
+        template_name=notes.get(TEMPLATE_NAME, ""),
+        window_start=notes.get(WINDOW_START, ""),
+        run_until=notes.get(RUN_UNTIL, ""),
+        namespace=hpa.metadata.namespace,
+        deployment=hpa.spec.scale_target_ref.name,
+        min_replicas=1 if low is None else low,  # the API's default
+        max_replicas=hpa.spec.max_replicas,
+        priority_up=_int(notes.get(PRIORITY_UP)) or 0,
+        priority_down=_int(notes.get(PRIORITY_DOWN)) or 0,
+        managed_hash=notes.get(MANAGED_HASH, ""),
+        originals=Originals(
+            provisional=notes.get(PROVISIONAL) == TRUE,
+            replicas=_int(notes.get(ORIGINAL_REPLICAS)),
+            min_replicas=_int(notes.get(ORIGINAL_MIN)),
+            max_replicas=_int(notes.get(ORIGINAL_MAX)),
+            spec=notes.get(ORIGINAL_SPEC) or None,
+        ),
+    )
 
 
 def managed_hash(template_id: str, action_id: str, window_start: str, low: int, high: int) -> str:
@@ -121,94 +235,30 @@ def release_marker(template_id: str, action_id: str, window_start: str) -> str:
     return "/".join(quote(part, safe=":") for part in (template_id, action_id, window_start))
 
 
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def read_managed(obj: Mapping[str, Any]) -> Managed | None:
-    notes = annotations_of(obj)
-    if notes.get(MANAGED) != TRUE:
-        return None
-    run_until = notes.get(RUN_UNTIL, "")
-    return Managed(
-        template_id=notes.get(TEMPLATE_ID, ""),
-        action_id=notes.get(ACTION_ID, ""),
-        template_name=notes.get(TEMPLATE_NAME, ""),
-        window_start=notes.get(WINDOW_START, ""),
-        run_until=run_until,
-        run_until_at=_instant(run_until),
-        priority_up=_int(notes.get(PRIORITY_UP)) or 0,
-        priority_down=_int(notes.get(PRIORITY_DOWN)) or 0,
-        managed_hash=notes.get(MANAGED_HASH, ""),
-        originals=Originals(
-            provisional=notes.get(PROVISIONAL) == TRUE,
-            replicas=_int(notes.get(ORIGINAL_REPLICAS)),
-            min_replicas=_int(notes.get(ORIGINAL_MIN)),
-            max_replicas=_int(notes.get(ORIGINAL_MAX)),
-            spec=notes.get(ORIGINAL_SPEC) or None,
-        ),
-    )
-
-
-def window_annotations(
-    *,
-    template_id: str,
-    action_id: str,
-    template_name: str,
-    window_start: str,
-    run_until: str,
-    priority_up: int,
-    priority_down: int,
-    managed_hash: str,
-    originals: Originals,
-) -> dict[str, str | None]:
-    """The annotations of a managed HPA; None values remove a key in a merge patch."""
-    return {
-        MANAGED: TRUE,
-        TEMPLATE_ID: template_id,
-        ACTION_ID: action_id,
-        TEMPLATE_NAME: template_name,
-        WINDOW_START: window_start,
-        RUN_UNTIL: run_until,
-        PRIORITY_UP: str(priority_up),
-        PRIORITY_DOWN: str(priority_down),
-        PROVISIONAL: TRUE if originals.provisional else "false",
-        ORIGINAL_SPEC: originals.spec,
-        ORIGINAL_REPLICAS: _text(originals.replicas),
-        ORIGINAL_MIN: _text(originals.min_replicas),
-        ORIGINAL_MAX: _text(originals.max_replicas),
-        MANAGED_HASH: managed_hash,
-    }
-
-
 def removal() -> dict[str, None]:
     """A merge-patch annotations map that removes every window key."""
     return dict.fromkeys(WINDOW_KEYS)
 
 
-def released(obj: Mapping[str, Any]) -> list[str]:
-    value = annotations_of(obj).get(RELEASED, "")
+def released(notes: Mapping[str, str]) -> list[str]:
+    """The markers of the windows released on an object with these annotations."""
+    value = notes.get(RELEASED, "")
     return [item for item in value.split(",") if item]
 
 
-def with_released(obj: Mapping[str, Any], marker: str) -> str:
-    """The RELEASED value after adding `marker`: newest last, the oldest dropped past the cap.
+def with_released(notes: Mapping[str, str], marker: str) -> str:
+    """The RELEASED value after adding `marker` to an object with these annotations: newest
+    last, the oldest dropped past the cap.
 
     With one released window this is exactly `<template>/<action>/<window_start>`."""
-    kept = [item for item in released(obj) if item != marker]
+    kept = [item for item in released(notes) if item != marker]
     return ",".join([*kept, marker][-RELEASED_KEPT:])
 
 
-def journalled_replicas(deployment: Mapping[str, Any]) -> int | None:
+def journalled_replicas(labels: Mapping[str, str]) -> int | None:
     """The replicas a Deployment's RESTORE_REPLICAS label journals; None without a usable one."""
-    labels = (deployment.get("metadata") or {}).get("labels") or {}
-    value = labels.get(RESTORE_REPLICAS)
-    replicas = _int(value) if isinstance(value, str) else None
+    replicas = _int(labels.get(RESTORE_REPLICAS))
     return replicas if replicas is not None and replicas >= 0 else None
-
-
-def spec_json(spec: Mapping[str, Any]) -> str:
-    return msgspec.json.encode(dict(spec)).decode()
 
 
 def _instant(text: str) -> datetime | None:

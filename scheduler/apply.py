@@ -40,64 +40,32 @@ from typing import Literal
 
 import structlog
 
-from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError, NotFound
+from kube.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
 from scheduler import annotations as notes
-from scheduler import events
-from scheduler.actions import Action, InvalidAction
-from scheduler.apply_plan import (
-    ApplyView,
-    CreateHpa,
-    Enqueue,
-    PatchHpa,
-    Planned,
-    RaiseReplicas,
-    ReasonFor,
-    Report,
-    Skip,
-    Step,
-    plan_apply,
-)
-from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
-from scheduler.objects import find_hpa, ref, replicas, terminating
+from scheduler import events, executor
+from scheduler.actions import InvalidAction
+from scheduler.annotations import Window
+from scheduler.apply_plan import ApplyView, ReasonFor, plan_apply
+from scheduler.cycle import Cycle
+from scheduler.executor import Retry, action_error, perform
+from scheduler.objects import find_hpa, ref
 
 log = structlog.get_logger("scheduler.apply")
 
-Outcome = Literal["applied", "unchanged", "error", "released", "overridden", "retry", "failed"]
+Outcome = executor.Outcome | Literal["released", "retry", "failed"]
 
 
-def action_window(
-    template_id: str, action: Action | InvalidAction, window_start: str, run_until: str
-) -> events.Window:
-    return events.Window(
+def invalid_action_error(
+    cycle: Cycle, template_id: str, window_start: str, run_until: str, action: InvalidAction
+) -> bool:
+    """Report an action that cannot be applied once per window; True when it was new."""
+    event = events.invalid_action(
+        cluster_id=cycle.cluster_id,
         template_id=template_id,
-        action_id=action.id,
-        namespace=action.namespace,
-        deployment=action.deployment,
-        min_replicas=action.min_replicas,
-        max_replicas=action.max_replicas,
         window_start=window_start,
         run_until=run_until,
-    )
-
-
-def action_error(
-    cycle: Cycle,
-    *,
-    template_id: str,
-    window_start: str,
-    run_until: str,
-    action: Action | InvalidAction,
-    reason: str,
-    message: str,
-) -> bool:
-    """Report an action's error once per window; True when it was new."""
-    event = events.action_error(
-        cluster_id=cycle.cluster_id,
-        window=action_window(template_id, action, window_start, run_until),
-        reason=reason,
-        message=message,
+        action=action,
         now=cycle.now,
     )
     return cycle.emit_error(
@@ -111,20 +79,14 @@ def action_error(
 
 
 def apply_action(
-    cycle: Cycle, planned: Planned, *, ignore: ResourceGlobs, reason_for: ReasonFor
+    cycle: Cycle, planned: Window, *, ignore: ResourceGlobs, reason_for: ReasonFor
 ) -> Outcome:
-    action = planned.action
-    where = {"template": planned.template_id, "action": action.id, "target": action.target}
+    where = {"template": planned.template_id, "action": planned.action_id, "target": planned.target}
     try:
-        return _apply(cycle, planned, ignore, reason_for)
+        return _apply(cycle, planned, ignore, reason_for, where)
     except Forbidden as exc:
         _error(cycle, planned, "forbidden", str(exc))
         return "error"
-    except Conflict as exc:
-        # Someone wrote between our read and our write: the next cycle reads again.
-        cycle.count("conflicts")
-        log.info("scaling_apply_conflict", error=str(exc), **where)
-        return "retry"
     except (BadRequest, Invalid) as exc:
         # The server refused what we wrote: a bug here, which retrying will not fix.
         cycle.count("apply_failures")
@@ -136,40 +98,46 @@ def apply_action(
         return "failed"
 
 
-def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: ReasonFor) -> Outcome:
-    action = planned.action
-    if ignore.matches(DEPLOYMENT, action.namespace, action.deployment):
-        _error(cycle, planned, "ignored", f"deployment {action.target} matches IGNORE_RESOURCES")
+def _apply(
+    cycle: Cycle,
+    planned: Window,
+    ignore: ResourceGlobs,
+    reason_for: ReasonFor,
+    where: dict[str, str],
+) -> Outcome:
+    if ignore.matches(DEPLOYMENT, planned.namespace, planned.deployment):
+        _error(cycle, planned, "ignored", f"deployment {planned.target} matches IGNORE_RESOURCES")
         return "error"
     try:
-        deployment = cycle.kube.get_deployment(action.namespace, action.deployment)
+        deployment = cycle.kube.get_deployment(planned.namespace, planned.deployment)
     except NotFound:
-        _error(cycle, planned, "deployment_not_found", f"deployment {action.target} not found")
+        _error(cycle, planned, "deployment_not_found", f"deployment {planned.target} not found")
         return "error"
-    if terminating(deployment):
+    if deployment.metadata.terminating:
         # On its way out (a foreground deletion keeps it while its Pods go): no HPA is
         # made or changed for it; once it is gone, the next cycle says it is not found.
         cycle.count("terminating")
-        log.info("scaling_deployment_terminating", target=action.target)
+        log.info("scaling_deployment_terminating", target=planned.target)
         return "retry"
-    if notes.annotations_of(deployment).get(notes.IGNORE) == notes.TRUE:
-        message = f'deployment {action.target} is annotated {notes.IGNORE}: "true"'
+    if deployment.metadata.annotations.get(notes.IGNORE) == notes.TRUE:
+        message = f'deployment {planned.target} is annotated {notes.IGNORE}: "true"'
         _error(cycle, planned, "ignored", message)
         return "error"
-    hpas = cycle.kube.list_hpas(action.namespace)
-    hpa = find_hpa(hpas, action.deployment)
-    if hpa is not None and ignore.matches(HPA, action.namespace, ref(hpa).name):
+    hpas = cycle.kube.list_hpas(planned.namespace)
+    hpa = find_hpa(hpas, planned.deployment)
+    if hpa is not None and ignore.matches(HPA, planned.namespace, ref(hpa).name):
         message = f"hpa {ref(hpa).key} matches IGNORE_RESOURCES"
         _error(cycle, planned, "ignored", message)
         return "error"
-    if hpa is not None and terminating(hpa):
+    if hpa is not None and hpa.metadata.terminating:
         # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
         # is made beside it. Once it is gone, a later cycle creates a provisional one.
         cycle.count("terminating")
-        log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=action.target)
+        log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=planned.target)
         return "retry"
-    marker = notes.release_marker(*planned.owner)
-    if marker in notes.released(deployment) or (hpa and marker in notes.released(hpa)):
+    marker = planned.release_marker
+    released = notes.released(deployment.metadata.annotations)
+    if marker in released or (hpa and marker in notes.released(hpa.metadata.annotations)):
         return "released"
     view = ApplyView(
         planned=planned,
@@ -180,123 +148,17 @@ def _apply(cycle: Cycle, planned: Planned, ignore: ResourceGlobs, reason_for: Re
         # replicas left them at that window's size; the journal holds the size before it.
         journalled_replicas=_journalled(cycle, planned) if hpa is None else None,
         cluster_id=cycle.cluster_id,
-        now=cycle.now,
         reason_for=reason_for,
     )
-    return _carry_out(cycle, view, plan_apply(view))
+    steps = plan_apply(view, cycle.now)
+    done = perform(cycle, steps, window=planned, deployment=deployment, loop="apply", where=where)
+    return "retry" if isinstance(done, Retry) else done
 
 
-def _journalled(cycle: Cycle, planned: Planned) -> int | None:
-    pending = cycle.store.restore_of(planned.action.namespace, planned.action.deployment)
+def _journalled(cycle: Cycle, planned: Window) -> int | None:
+    pending = cycle.store.restore_of(planned.namespace, planned.deployment)
     return None if pending is None else pending.replicas
 
 
-def _carry_out(cycle: Cycle, view: ApplyView, steps: list[Step]) -> Outcome:
-    """The steps of an apply plan, in order; the outcome of the last that has one."""
-    planned, deployment = view.planned, view.deployment
-    outcome: Outcome = "unchanged"
-    for step in steps:
-        if isinstance(step, Report):
-            _error(cycle, planned, step.reason, step.message)
-            outcome = "error"
-        elif isinstance(step, Skip):
-            outcome = step.outcome
-        elif isinstance(step, Enqueue):
-            cycle.emit(step.event)
-        elif isinstance(step, CreateHpa):
-            created = cycle.kube.create_hpa(step.namespace, step.body)
-            created.setdefault("apiVersion", HPA_API_VERSION)
-            created.setdefault("kind", HPA_KIND)
-            outcome = _after_write(
-                cycle, planned, deployment, created, step.originals, resized=True
-            )
-        elif isinstance(step, PatchHpa):
-            written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
-            outcome = _after_write(
-                cycle, planned, deployment, written, step.originals, resized=step.resized
-            )
-        elif isinstance(step, RaiseReplicas):
-            _raise_replicas(cycle, deployment, step.minimum)
-        else:  # TakenOver
-            cycle.count("reverts")
-            cycle.record(step.hpa, reason=REVERTED, message=step.said)
-    return outcome
-
-
-def _after_write(
-    cycle: Cycle,
-    planned: Planned,
-    deployment: Obj,
-    hpa: Obj,
-    originals: notes.Originals,
-    *,
-    resized: bool,
-) -> Outcome:
-    action = planned.action
-    new = _emit_apply(cycle, planned, hpa, originals.provisional)
-    if resized or new:
-        cycle.record(hpa, reason=APPLIED, message=_message(planned, originals.provisional))
-    _raise_replicas(cycle, deployment, action.min_replicas)
-    if new:
-        cycle.count("applies")
-        log.info(
-            "scaling_applied",
-            template=planned.template_id,
-            action=action.id,
-            namespace=action.namespace,
-            hpa=ref(hpa).name,
-            min_replicas=action.min_replicas,
-            max_replicas=action.max_replicas,
-            run_until=planned.run_until,
-            provisional=originals.provisional,
-        )
-    return "applied" if new else "unchanged"
-
-
-def _emit_apply(cycle: Cycle, planned: Planned, hpa: Obj, provisional: bool) -> bool:
-    return cycle.emit(
-        events.apply_event(
-            cluster_id=cycle.cluster_id,
-            window=action_window(
-                planned.template_id, planned.action, planned.window_start, planned.run_until
-            ),
-            provisional=provisional,
-            now=cycle.now,
-        )
-    )
-
-
-def _raise_replicas(cycle: Cycle, deployment: Obj, minimum: int) -> None:
-    """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
-    if replicas(deployment) >= minimum:
-        return
-    read = ref(deployment)
-    patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}
-    try:
-        cycle.kube.patch_deployment(read.namespace, read.name, patch)
-    except Conflict:
-        # The HPA controller raises it anyway; the next cycle tries again on fresh state.
-        cycle.count("conflicts")
-        log.info("replicas_raise_conflict", namespace=read.namespace, name=read.name)
-
-
-def _error(cycle: Cycle, planned: Planned, reason: str, message: str) -> None:
-    action_error(
-        cycle,
-        template_id=planned.template_id,
-        window_start=planned.window_start,
-        run_until=planned.run_until,
-        action=planned.action,
-        reason=reason,
-        message=message,
-    )
-
-
-def _message(planned: Planned, provisional: bool) -> str:
-    action = planned.action
-    kind = "provisional HPA" if provisional else "HPA"
-    return (
-        f"template {planned.template_name or planned.template_id} action {action.id}: "
-        f"{kind} min {action.min_replicas}, max {action.max_replicas} until "
-        f"{planned.run_until} (window from {planned.window_start})"
-    )
+def _error(cycle: Cycle, planned: Window, reason: str, message: str) -> None:
+    action_error(cycle, planned, reason, message)

@@ -26,18 +26,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
+from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import events, names
-from scheduler.actions import Action
-from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND, Obj
-from scheduler.managed import is_overridden, revert_event
-from scheduler.objects import Ref, bounds, ref, replicas, spec_of, stated_bounds
-from shipper.records import ScalingEvent
+from scheduler.annotations import Window
+from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND
+from scheduler.objects import bounds, ref
+from scheduler.steps import (
+    Applied,
+    CreateHpa,
+    Enqueue,
+    PatchHpa,
+    RaiseReplicas,
+    Report,
+    Skip,
+    Step,
+    TakenOver,
+)
 
 # Decides whether the window an HPA is managed for is over, and why (None: still on).
-ReasonFor = Callable[[Obj, notes.Managed], events.RevertReason | None]
+ReasonFor = Callable[[Window], events.RevertReason | None]
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "moonin-agent"
@@ -52,162 +61,84 @@ PROVISIONAL_METRICS = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
-    """An action of an active template, in its window."""
-
-    template_id: str
-    template_name: str
-    window_start: str
-    run_until: str
-    action: Action
-
-    @property
-    def owner(self) -> tuple[str, str, str]:
-        return (self.template_id, self.action.id, self.window_start)
-
-    @property
-    def managed_hash(self) -> str:
-        action = self.action
-        return notes.managed_hash(
-            self.template_id,
-            action.id,
-            self.window_start,
-            action.min_replicas,
-            action.max_replicas,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApplyView:
-    """What an apply is decided on: the action in its window and the objects read for it."""
+    """What an apply is decided on: the action's window and the objects read for it."""
 
-    planned: Planned
-    deployment: Obj
-    hpas: list[Obj]  # of the action's namespace (the names a provisional HPA must avoid)
-    hpa: Obj | None  # the one scaling the Deployment
+    planned: Window
+    deployment: Deployment
+    hpas: list[Hpa]  # of the action's namespace (the names a provisional HPA must avoid)
+    hpa: Hpa | None  # the one scaling the Deployment
     journalled_replicas: int | None  # replicas a half-done revert journalled for it
     cluster_id: str
-    now: datetime
     reason_for: ReasonFor
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
-    """An action error, reported once per window."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """Nothing to write, for a reason the cycle counts."""
-
-    outcome: Literal["overridden"]
-
-
-@dataclass(frozen=True, slots=True)
-class Enqueue:
-    event: ScalingEvent
-
-
-@dataclass(frozen=True, slots=True)
-class CreateHpa:
-    namespace: str
-    body: Obj
-    originals: notes.Originals
-
-
-@dataclass(frozen=True, slots=True)
-class PatchHpa:
-    hpa: Ref
-    patch: Obj
-    originals: notes.Originals
-    resized: bool  # min or max change (a Kubernetes Event says so)
-
-
-@dataclass(frozen=True, slots=True)
-class RaiseReplicas:
-    minimum: int
-
-
-@dataclass(frozen=True, slots=True)
-class TakenOver:
-    """The old window's end, said on the HPA as it was read."""
-
-    hpa: Obj
-    said: str
-
-
-Step = Report | Skip | Enqueue | CreateHpa | PatchHpa | RaiseReplicas | TakenOver
-
-
-def plan_apply(view: ApplyView) -> list[Step]:
+def plan_apply(view: ApplyView, now: datetime) -> list[Step]:
     """The writes that put `view.planned` on its HPA, in the order they must be made."""
     planned, hpa = view.planned, view.hpa
     if hpa is None:
         return [_provisional(view)]
-    managed = notes.read_managed(hpa)
+    managed = notes.read_window(hpa)
     if managed is None:
         return [_patch(planned, hpa, originals_of(view.deployment, hpa))]
-    if managed.owner == planned.owner:
-        if is_overridden(hpa, managed):
+    if managed.same_window(planned):
+        if managed.overridden:
             return [Skip("overridden")]  # the revert scan of this cycle releases it
-        wanted = ours(planned, managed.originals)
-        current = notes.annotations_of(hpa)
+        wanted = planned.annotations(managed.kept)
+        current = hpa.metadata.annotations
         if all(current.get(key) == value for key, value in wanted.items()):
-            return [RaiseReplicas(planned.action.min_replicas)]
-        return [_patch(planned, hpa, managed.originals)]
-    reason = view.reason_for(hpa, managed)
+            return [RaiseReplicas(planned.min_replicas)]
+        return [_patch(planned, hpa, managed.kept)]
+    reason = view.reason_for(managed)
     if reason is None:
         message = (
             f"hpa {ref(hpa).key} is managed by template "
             f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
         )
         return [Report("conflict", message)]
-    originals = originals_of(view.deployment, hpa) if reason == "overridden" else managed.originals
+    originals = originals_of(view.deployment, hpa) if reason == "overridden" else managed.kept
     said = (
         f"template {managed.template_name or managed.template_id} action "
         f"{managed.action_id}: window from {managed.window_start} ended ({reason}); taken over"
     )
     # The old window is over: its revert event is durable before the takeover write.
     return [
-        Enqueue(revert_event(view.cluster_id, view.now, hpa, managed, reason)),
+        Enqueue(
+            events.revert_event(cluster_id=view.cluster_id, window=managed, reason=reason, now=now)
+        ),
         _patch(planned, hpa, originals),
         TakenOver(hpa, said),
     ]
 
 
-def _patch(planned: Planned, hpa: Obj, originals: notes.Originals) -> PatchHpa:
-    action = planned.action
+def _patch(planned: Window, hpa: Hpa, originals: notes.Originals) -> PatchHpa:
     read = ref(hpa)
     patch = {
-        "metadata": {**read.precondition(), "annotations": ours(planned, originals)},
-        "spec": {"minReplicas": action.min_replicas, "maxReplicas": action.max_replicas},
+        "metadata": {**read.precondition(), "annotations": planned.annotations(originals)},
+        "spec": {"minReplicas": planned.min_replicas, "maxReplicas": planned.max_replicas},
     }
-    resized = bounds(hpa) != (action.min_replicas, action.max_replicas)
-    return PatchHpa(read, patch, originals, resized)
+    resized = bounds(hpa) != (planned.min_replicas, planned.max_replicas)
+    return PatchHpa(read, patch, Applied(originals, resized))
 
 
 def _provisional(view: ApplyView) -> CreateHpa:
     planned = view.planned
-    action = planned.action
     journalled = view.journalled_replicas
     originals = notes.Originals(
         provisional=True,
-        replicas=journalled if journalled is not None else replicas(view.deployment),
+        replicas=journalled if journalled is not None else view.deployment.spec.replicas,
         min_replicas=None,
         max_replicas=None,
         spec=None,
     )
-    name = names.provisional_hpa_name(action.deployment, {ref(hpa).name for hpa in view.hpas})
-    written = {k: v for k, v in ours(planned, originals).items() if v is not None}
+    name = names.provisional_hpa_name(planned.deployment, {hpa.metadata.name for hpa in view.hpas})
+    written = {k: v for k, v in planned.annotations(originals).items() if v is not None}
     body = {
         "apiVersion": HPA_API_VERSION,
         "kind": HPA_KIND,
         "metadata": {
             "name": name,
-            "namespace": action.namespace,
+            "namespace": planned.namespace,
             "labels": {MANAGED_BY_LABEL: MANAGED_BY},
             "annotations": written,
         },
@@ -215,38 +146,21 @@ def _provisional(view: ApplyView) -> CreateHpa:
             "scaleTargetRef": {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
-                "name": action.deployment,
+                "name": planned.deployment,
             },
-            "minReplicas": action.min_replicas,
-            "maxReplicas": action.max_replicas,
+            "minReplicas": planned.min_replicas,
+            "maxReplicas": planned.max_replicas,
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return CreateHpa(action.namespace, body, originals)
+    return CreateHpa(planned.namespace, name, body, Applied(originals, resized=True))
 
 
-def originals_of(deployment: Obj, hpa: Obj) -> notes.Originals:
-    low, high = stated_bounds(hpa)
+def originals_of(deployment: Deployment, hpa: Hpa) -> notes.Originals:
     return notes.Originals(
         provisional=False,
-        replicas=replicas(deployment),
-        min_replicas=low,
-        max_replicas=high,
-        spec=notes.spec_json(spec_of(hpa)),
-    )
-
-
-def ours(planned: Planned, originals: notes.Originals) -> dict[str, str | None]:
-    """Our annotations for the window of `planned`; None values remove a key."""
-    action = planned.action
-    return notes.window_annotations(
-        template_id=planned.template_id,
-        action_id=action.id,
-        template_name=planned.template_name,
-        window_start=planned.window_start,
-        run_until=planned.run_until,
-        priority_up=action.priority_up,
-        priority_down=action.priority_down,
-        managed_hash=planned.managed_hash,
-        originals=originals,
+        replicas=deployment.spec.replicas,
+        min_replicas=hpa.spec.min_replicas,
+        max_replicas=hpa.spec.max_replicas,
+        spec=hpa.spec_json,
     )

@@ -21,8 +21,9 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from kube.errors import Forbidden, KubeError
+from kube.workloads import Deployment, Hpa
 from runtime.health import HealthReporter
-from scheduler.kubeapi import Obj, ScalingKube
+from scheduler.kubeapi import ScalingKube
 from scheduler.store import Store
 from shipper.records import ScalingEvent
 
@@ -89,7 +90,7 @@ class Cycle:
         self.tally[name] += amount
         self.reporter.count(name, amount)
 
-    def record(self, involved: Obj, *, reason: str, message: str) -> None:
+    def record(self, involved: Hpa | Deployment, *, reason: str, message: str) -> None:
         try:
             self.kube.record_event(involved, reason=reason, message=message)
         except Forbidden as exc:

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from kube.api import KubeApi
+from kube.workloads import Deployment, Hpa
 from kube.writes import WriteOptions
 from scheduler.kubeapi import FIELD_MANAGER, Obj, ScalingKube
 from shipper.records import ScalingEvent
@@ -39,16 +40,15 @@ class DryRunKube(ScalingKube):
     def __init__(self, api: KubeApi) -> None:
         super().__init__(api, options=DRY_RUN)
 
-    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Deployment:
         _intend("patch", "deployment", namespace, name, patch=_shown(patch))
         return super().patch_deployment(namespace, name, patch)
 
-    def create_hpa(self, namespace: str, body: Obj) -> Obj:
-        name = body["metadata"]["name"]
+    def create_hpa(self, namespace: str, name: str, body: Obj) -> Hpa:
         _intend("create", "horizontalpodautoscaler", namespace, name, spec=body.get("spec"))
-        return super().create_hpa(namespace, body)
+        return super().create_hpa(namespace, name, body)
 
-    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
         _intend("patch", "horizontalpodautoscaler", namespace, name, patch=_shown(patch))
         return super().patch_hpa(namespace, name, patch)
 
@@ -57,14 +57,13 @@ class DryRunKube(ScalingKube):
         super().delete_hpa(namespace, name, uid=uid, resource_version=resource_version)
 
     def record_event(
-        self, involved: Obj, *, reason: str, message: str, warning: bool = False
+        self, involved: Hpa | Deployment, *, reason: str, message: str, warning: bool = False
     ) -> None:
-        metadata = involved["metadata"]
         log.debug(
             "dry_run_kube_event",
-            kind=involved.get("kind"),
-            namespace=metadata["namespace"],
-            name=metadata["name"],
+            kind=involved.resource.kind,
+            namespace=involved.metadata.namespace,
+            name=involved.metadata.name,
             reason=reason,
             message=message,
         )

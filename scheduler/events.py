@@ -11,14 +11,14 @@ the local store's note of it) costs nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
 
+from scheduler.actions import InvalidAction
+from scheduler.annotations import Window
 from shipper.records import ScalingEvent, utc_timestamp
 
 EventType = Literal["apply", "revert", "error"]
@@ -37,39 +37,36 @@ def event_id(
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Window:
-    """What an apply, revert or action error is about: one action's window on one HPA.
-
-    Each field is the `ScalingEvent` field of the same name."""
-
-    template_id: str
-    action_id: str | None
-    namespace: str | None
-    deployment: str | None
-    min_replicas: int | None
-    max_replicas: int | None
-    window_start: str
-    run_until: str | None
-
-
 def apply_event(
     *, cluster_id: str, window: Window, provisional: bool, now: datetime
 ) -> ScalingEvent:
+    """The window's bounds are on its HPA (`provisional`: on an HPA made for it)."""
     return _window_event("apply", cluster_id, window, now, provisional=provisional)
 
 
 def revert_event(
-    *,
-    cluster_id: str,
-    window: Window,
-    provisional: bool,
-    reason: RevertReason,
-    message: str | None,
-    now: datetime,
+    *, cluster_id: str, window: Window, reason: RevertReason, now: datetime
 ) -> ScalingEvent:
+    """The window `window` (as read from its HPA) is over: min and max it applied (null when
+    overridden, whose message says what someone else set)."""
+    message = None
+    if reason == "overridden":
+        message = (
+            f"min/max changed to {window.min_replicas}:{window.max_replicas} during the "
+            "window; left as set"
+        )
+    elif reason == "manual":
+        message = "reverted by moonin-agent scaling revert-all"
     return _window_event(
-        "revert", cluster_id, window, now, provisional=provisional, reason=reason, message=message
+        "revert",
+        cluster_id,
+        window,
+        now,
+        provisional=window.kept.provisional,
+        bounds=reason != "overridden",
+        blank_end_as_null=True,
+        reason=reason,
+        message=message,
     )
 
 
@@ -79,6 +76,33 @@ def action_error(
     return _window_event("error", cluster_id, window, now, reason=reason, message=message)
 
 
+def invalid_action(
+    *,
+    cluster_id: str,
+    template_id: str,
+    window_start: str,
+    run_until: str,
+    action: InvalidAction,
+    now: datetime,
+) -> ScalingEvent:
+    """An action of an active template that cannot be applied: what could be read of it."""
+    return _event(
+        "error",
+        cluster_id,
+        now,
+        template_id=template_id,
+        action_id=action.id,
+        namespace=action.namespace,
+        deployment=action.deployment,
+        min_replicas=action.min_replicas,
+        max_replicas=action.max_replicas,
+        window_start=window_start,
+        run_until=run_until,
+        reason="invalid_action",
+        message=action.message,
+    )
+
+
 def _window_event(
     type: EventType,
     cluster_id: str,
@@ -86,22 +110,64 @@ def _window_event(
     now: datetime,
     *,
     provisional: bool = False,
+    bounds: bool = True,
+    blank_end_as_null: bool = False,
+    reason: str | None = None,
+    message: str | None = None,
+) -> ScalingEvent:
+    return _event(
+        type,
+        cluster_id,
+        now,
+        template_id=window.template_id,
+        action_id=window.action_id,
+        namespace=window.namespace,
+        deployment=window.deployment or None,
+        min_replicas=window.min_replicas if bounds else None,
+        max_replicas=window.max_replicas if bounds else None,
+        window_start=window.window_start,
+        run_until=(window.run_until or None) if blank_end_as_null else window.run_until,
+        provisional=provisional,
+        reason=reason,
+        message=message,
+    )
+
+
+def _event(
+    type: EventType,
+    cluster_id: str,
+    now: datetime,
+    *,
+    template_id: str,
+    action_id: str | None,
+    namespace: str | None,
+    deployment: str | None,
+    min_replicas: int | None,
+    max_replicas: int | None,
+    window_start: str,
+    run_until: str | None,
+    provisional: bool = False,
     reason: str | None = None,
     message: str | None = None,
 ) -> ScalingEvent:
     # The id's detail, as the module docstring gives it.
     if type == "apply":
-        detail = f"{window.min_replicas}:{window.max_replicas}"
+        detail = f"{min_replicas}:{max_replicas}"
     elif type == "error":
         detail = reason or ""
     else:  # a revert
         detail = ""
     return ScalingEvent(
-        id=event_id(
-            cluster_id, window.template_id, window.action_id, window.window_start, type, detail
-        ),
+        id=event_id(cluster_id, template_id, action_id, window_start, type, detail),
         type=type,
-        **dataclasses.asdict(window),
+        template_id=template_id,
+        action_id=action_id,
+        namespace=namespace,
+        deployment=deployment,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        window_start=window_start,
+        run_until=run_until,
         provisional=provisional,
         reason=reason,
         message=message,

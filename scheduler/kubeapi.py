@@ -1,8 +1,8 @@
-"""The few Kubernetes calls the scaling role makes, on plain JSON dicts, over `kube.api`.
+"""The few Kubernetes calls the scaling role makes, over `kube.api`.
 
-Objects are read and written as dicts decoded with msgspec: the reconciler only touches a
-handful of fields, annotations are plain maps, and a write sends exactly the merge patch it
-built, so fields the agent never read are never dropped. Every write that changes an
+Objects are read as the typed views of `kube.workloads` (the handful of fields the reconciler
+touches, frozen), and a write sends exactly the merge patch or body its caller built, so
+fields the agent never read are never dropped. Every write that changes an
 existing object carries its resourceVersion (in the merge patch, or as a delete
 precondition), so a change made by someone else since the read is a `Conflict`, never
 overwritten. Writes go under the field manager `moonin-agent` (GitOps tools tell our changes
@@ -24,11 +24,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-
 from kube import pages, recorder
 from kube.api import KubeApi, decoded
 from kube.resources import DEPLOYMENTS, HPAS
+from kube.workloads import Deployment, Hpa, decode_deployment, decode_hpa
 from kube.writes import Preconditions, WriteOptions
 from scheduler import names
 
@@ -39,8 +38,7 @@ EVENT_SOURCE = "moonin-agent"
 FIELD_MANAGER = "moonin-agent"
 WRITE = WriteOptions(field_manager=FIELD_MANAGER)
 
-Obj = dict[str, Any]
-_decode = msgspec.json.Decoder(dict[str, Any]).decode
+Obj = dict[str, Any]  # a patch or a body, as built to be sent
 
 
 class ScalingKube:
@@ -52,53 +50,52 @@ class ScalingKube:
 
     # deployments --------------------------------------------------------------------------
 
-    def get_deployment(self, namespace: str, name: str) -> Obj:
+    def get_deployment(self, namespace: str, name: str) -> Deployment:
         what = f"get deployment {namespace}/{name}"
-        return _object(self.api.get(DEPLOYMENTS.path(namespace, name), what=what), what)
+        answer = self.api.get(DEPLOYMENTS.path(namespace, name), what=what)
+        return decoded(decode_deployment, answer, what)
 
-    def list_deployments(self, *, label_selector: str) -> list[Obj]:
+    def list_deployments(self, *, label_selector: str) -> list[Deployment]:
         """The Deployments across the cluster that match `label_selector` (paginated)."""
         return list(
             pages.list_all(
                 self.api,
                 DEPLOYMENTS,
+                decode_deployment,
                 params={"labelSelector": label_selector},
                 what="list deployments",
             )
         )
 
-    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Deployment:
         what = f"patch deployment {namespace}/{name}"
         answer = self.api.patch(
             DEPLOYMENTS.path(namespace, name), patch, options=self.options, what=what
         )
-        return _object(answer, what)
+        return decoded(decode_deployment, answer, what)
 
     # horizontal pod autoscalers -------------------------------------------------------------
 
-    def list_hpas(self, namespace: str | None = None) -> list[Obj]:
+    def list_hpas(self, namespace: str | None = None) -> list[Hpa]:
         """Every HPA of a namespace, or of the cluster when `namespace` is None (paginated)."""
         where = "" if namespace is None else f" in {namespace}"
         what = f"list horizontalpodautoscalers{where}"
-        return list(pages.list_all(self.api, HPAS, namespace=namespace, what=what))
+        return list(pages.list_all(self.api, HPAS, decode_hpa, namespace=namespace, what=what))
 
-    def get_hpa(self, namespace: str, name: str) -> Obj:
+    def get_hpa(self, namespace: str, name: str) -> Hpa:
         what = f"get horizontalpodautoscaler {namespace}/{name}"
-        hpa = _object(self.api.get(HPAS.path(namespace, name), what=what), what)
-        hpa.setdefault("apiVersion", HPA_API_VERSION)
-        hpa.setdefault("kind", HPA_KIND)
-        return hpa
+        return decoded(decode_hpa, self.api.get(HPAS.path(namespace, name), what=what), what)
 
-    def create_hpa(self, namespace: str, body: Obj) -> Obj:
-        what = f"create horizontalpodautoscaler {namespace}/{body['metadata']['name']}"
-        return _object(
-            self.api.post(HPAS.path(namespace), body, options=self.options, what=what), what
-        )
+    def create_hpa(self, namespace: str, name: str, body: Obj) -> Hpa:
+        """Create the HPA `name` whose whole object is `body`."""
+        what = f"create horizontalpodautoscaler {namespace}/{name}"
+        answer = self.api.post(HPAS.path(namespace), body, options=self.options, what=what)
+        return decoded(decode_hpa, answer, what)
 
-    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
         what = f"patch horizontalpodautoscaler {namespace}/{name}"
         answer = self.api.patch(HPAS.path(namespace, name), patch, options=self.options, what=what)
-        return _object(answer, what)
+        return decoded(decode_hpa, answer, what)
 
     def delete_hpa(self, namespace: str, name: str, *, uid: str, resource_version: str) -> None:
         """Delete only the very object that was read (uid and resourceVersion preconditions)."""
@@ -112,13 +109,14 @@ class ScalingKube:
     # events ---------------------------------------------------------------------------------
 
     def record_event(
-        self, involved: Obj, *, reason: str, message: str, warning: bool = False
+        self, involved: Hpa | Deployment, *, reason: str, message: str, warning: bool = False
     ) -> None:
         """A core/v1 Event about `involved` (shown by `kubectl describe`)."""
         recorder.record(
             self.api,
-            involved,
-            name=names.event_name(involved["metadata"]["name"], time.time_ns()),
+            involved.resource,
+            involved.metadata,
+            name=names.event_name(involved.metadata.name, time.time_ns()),
             component=EVENT_SOURCE,
             reason=reason,
             message=message,
@@ -126,7 +124,3 @@ class ScalingKube:
             now=datetime.now(UTC),
             options=self.options,
         )
-
-
-def _object(answer: bytes | bytearray, what: str) -> Obj:
-    return {} if not answer else decoded(_decode, answer, what)

@@ -1,7 +1,6 @@
-"""What the scaling role reads of the objects it scales, in one place: an HPA's bounds and
-target, a Deployment's replicas, whether either is being deleted, and which HPA scales a
-Deployment. Objects arrive as the API server sent them (plain dicts); whatever is absent or
-of the wrong type reads as the API's default, never as an exception.
+"""Which object a write is about and the preconditions it carries from the read (`Ref`),
+an HPA's effective bounds, and which HPA scales a Deployment. The objects are the typed
+views of `kube.workloads`, where an absent field already reads as the API's default.
 
 How it fails: nothing here raises for an object's content.
 """
@@ -11,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
-from scheduler.kubeapi import Obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,62 +41,31 @@ class Ref:
         return self.uid, self.resource_version
 
 
-def ref(obj: Obj) -> Ref:
+def ref(obj: Hpa | Deployment) -> Ref:
     """The object's identity as read (an object from the API server always has one)."""
-    metadata = obj["metadata"]
+    metadata = obj.metadata
     return Ref(
-        namespace=metadata["namespace"],
-        name=metadata["name"],
-        uid=metadata.get("uid"),
-        resource_version=metadata.get("resourceVersion"),
+        namespace=metadata.namespace,
+        name=metadata.name,
+        uid=metadata.uid,
+        resource_version=metadata.resource_version,
     )
 
 
-def spec_of(obj: Obj) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def stated_bounds(hpa: Obj) -> tuple[int | None, int | None]:
-    """The HPA's minReplicas and maxReplicas as written (None: absent or not a number)."""
-    spec = spec_of(hpa)
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return (low if isinstance(low, int) else None, high if isinstance(high, int) else None)
-
-
-def bounds(hpa: Obj) -> tuple[int, int | None]:
+def bounds(hpa: Hpa) -> tuple[int, int | None]:
     """The HPA's (minReplicas, maxReplicas); an absent min is the API's default, 1."""
-    low, high = stated_bounds(hpa)
-    return (1 if low is None else low, high)
+    low = hpa.spec.min_replicas
+    return (1 if low is None else low, hpa.spec.max_replicas)
 
 
-def target_name(hpa: Obj) -> str | None:
-    target = spec_of(hpa).get("scaleTargetRef") or {}
-    name = target.get("name")
-    return name if isinstance(name, str) else None
-
-
-def terminating(obj: Obj) -> bool:
-    """Whether the object is being deleted (held by a finalizer until it goes): a real
-    server refuses nothing written to it, but the write is lost with it, and a spec change
-    may fight whoever is finishing the deletion."""
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def replicas(deployment: Obj) -> int:
-    """The Deployment's desired replicas; absent means 1 (the API's default)."""
-    value = spec_of(deployment).get("replicas")
-    return value if isinstance(value, int) else 1
-
-
-def find_hpa(hpas: list[Obj], deployment: str) -> Obj | None:
+def find_hpa(hpas: list[Hpa], deployment: str) -> Hpa | None:
     """The HPA scaling `deployment`. Several (a misconfiguration the HPA controller itself
     refuses to act on) resolve to a managed one, else the first by name."""
     targets = [
         hpa
         for hpa in hpas
-        if (spec_of(hpa).get("scaleTargetRef") or {}).get("kind") == "Deployment"
-        and target_name(hpa) == deployment
+        if hpa.spec.scale_target_ref.kind == "Deployment"
+        and hpa.spec.scale_target_ref.name == deployment
     ]
-    targets.sort(key=lambda hpa: (notes.read_managed(hpa) is None, ref(hpa).name))
+    targets.sort(key=lambda hpa: (notes.read_window(hpa) is None, ref(hpa).name))
     return targets[0] if targets else None

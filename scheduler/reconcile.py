@@ -53,8 +53,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from kube.errors import BadRequest, Conflict, Forbidden, Invalid, KubeError
+from kube.errors import BadRequest, Forbidden, Invalid, KubeError
 from kube.globs import SCALED_KINDS, ResourceGlobs
+from kube.workloads import Hpa
 from runtime import deadline
 from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
@@ -62,13 +63,13 @@ from runtime.storage_errors import is_passing_storage_error
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.apply import action_error, apply_action
-from scheduler.apply_plan import Planned
+from scheduler.annotations import Window
+from scheduler.apply import apply_action, invalid_action_error
 from scheduler.cycle import Cycle, EventSink
-from scheduler.kubeapi import Obj, ScalingKube
-from scheduler.managed import is_overridden, managed_window
-from scheduler.objects import bounds, ref, terminating
-from scheduler.revert import finish_restores, read_restore_journal, revert
+from scheduler.kubeapi import ScalingKube
+from scheduler.objects import ref
+from scheduler.restores import finish_restores, read_restore_journal
+from scheduler.revert import revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
@@ -196,7 +197,7 @@ class Reconciler:
         self._journal_read = False
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
-        self._released_noted: set[tuple[str, str, str]] = set()
+        self._released_noted: set[str] = set()  # their release markers
 
     def stop(self) -> None:
         """End a running apply cycle's platform call now and skip the ones not made yet:
@@ -296,7 +297,7 @@ class Reconciler:
             except CallCancelled:
                 break
             except MooninAPIError as exc:
-                # Its windows stay as they are (see TemplateView.owner_active).
+                # Its windows stay as they are (see TemplateView.still_on).
                 cycle.count("moonin_failures")
                 self._failed(
                     f"actions/{template.id}",
@@ -331,8 +332,8 @@ class Reconciler:
 
     # 2. actions and applies -------------------------------------------------------------------
 
-    def _plan(self, cycle: Cycle, view: TemplateView, parsed: ParsedActions) -> list[Planned]:
-        ranked: list[tuple[tuple[int, int, int], Planned]] = []
+    def _plan(self, cycle: Cycle, view: TemplateView, parsed: ParsedActions) -> list[Window]:
+        ranked: list[tuple[tuple[int, int, int], Window]] = []
         for rank, state in enumerate(view.templates.values()):
             template = state.template
             found = parsed.get(template.id)
@@ -346,8 +347,7 @@ class Reconciler:
                 log.exception("scaling_plan_crashed", template=template.id)
                 continue
             ranked.extend(
-                ((item.action.priority_up, rank, position), item)
-                for position, item in enumerate(planned)
+                ((item.priority_up, rank, position), item) for position, item in enumerate(planned)
             )
         ranked.sort(key=lambda item: item[0])
         return [planned for _, planned in ranked]
@@ -358,25 +358,17 @@ class Reconciler:
         state: TemplateState,
         template: Template,
         parsed: list[action_rules.Action | action_rules.InvalidAction],
-    ) -> list[Planned]:
+    ) -> list[Window]:
         """The valid actions of one active template, in its order; an `error` event for
         each invalid one."""
         window_start, run_until = state.window_start or "", state.run_until or ""
-        planned: list[Planned] = []
+        planned: list[Window] = []
         for action in parsed:
             if isinstance(action, action_rules.InvalidAction):
-                action_error(
-                    cycle,
-                    template_id=template.id,
-                    window_start=window_start,
-                    run_until=run_until,
-                    action=action,
-                    reason="invalid_action",
-                    message=action.message,
-                )
+                invalid_action_error(cycle, template.id, window_start, run_until, action)
                 continue
             planned.append(
-                Planned(
+                Window.planned(
                     template_id=template.id,
                     template_name=state.name,
                     window_start=window_start,
@@ -386,9 +378,9 @@ class Reconciler:
             )
         return planned
 
-    def _apply(self, cycle: Cycle, planned: Planned, view: TemplateView) -> None:
-        def reason_for(hpa: Obj, managed: notes.Managed) -> events.RevertReason | None:
-            return revert_reason(hpa, managed, cycle.now, view)
+    def _apply(self, cycle: Cycle, planned: Window, view: TemplateView) -> None:
+        def reason_for(window: Window) -> events.RevertReason | None:
+            return revert_reason(window, cycle.now, view)
 
         try:
             outcome = apply_action(cycle, planned, ignore=self.ignore, reason_for=reason_for)
@@ -398,17 +390,17 @@ class Reconciler:
             # A bug must not stop the other actions; it is loud in the log.
             cycle.count("apply_failures")
             log.exception(
-                "scaling_apply_crashed", template=planned.template_id, action=planned.action.id
+                "scaling_apply_crashed", template=planned.template_id, action=planned.action_id
             )
             return
-        if outcome == "released" and planned.owner not in self._released_noted:
-            self._released_noted.add(planned.owner)
+        if outcome == "released" and planned.release_marker not in self._released_noted:
+            self._released_noted.add(planned.release_marker)
             log.info(
                 "scaling_window_released",
                 template=planned.template_id,
-                action=planned.action.id,
+                action=planned.action_id,
                 window_start=planned.window_start,
-                target=planned.action.target,
+                target=planned.target,
                 hint=f"{notes.RELEASED} keeps this window from being applied again",
             )
 
@@ -472,15 +464,12 @@ class Reconciler:
             read = ref(hpa)
             where = {"namespace": read.namespace, "hpa": read.name}
             try:
-                reenqueue_apply(cycle, hpa, managed)
-                reason = revert_reason(hpa, managed, cycle.now, view)
+                reenqueue_apply(cycle, managed)
+                reason = revert_reason(managed, cycle.now, view)
                 if reason is None:
                     continue
-                revert(cycle, hpa, managed, reason)
-                self._answered(f"revert {read.key}")
-            except Conflict as exc:
-                cycle.count("conflicts")
-                log.info("scaling_revert_conflict", error=str(exc), **where)
+                if revert(cycle, hpa, managed, reason) is None:
+                    self._answered(f"revert {read.key}")
             except (BadRequest, Invalid) as exc:
                 # The server refused what we wrote: a bug here, which retrying will not fix.
                 cycle.count("revert_failures")
@@ -612,31 +601,29 @@ def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> 
     return frozenset(action.id for action in parsed if action.id is not None)
 
 
-def managed_hpas(hpas: Iterable[Obj]) -> list[tuple[Obj, notes.Managed]]:
-    """The managed HPAs, in revert order: `priority_down`, then namespace and name. One
-    being deleted is left out: nothing is written to an object on its way out."""
+def managed_hpas(hpas: Iterable[Hpa]) -> list[tuple[Hpa, Window]]:
+    """The managed HPAs and their windows, in revert order: `priority_down`, then namespace
+    and name. One being deleted is left out: nothing is written to an object on its way
+    out."""
     found = [
-        (hpa, managed)
+        (hpa, window)
         for hpa in hpas
-        if (managed := notes.read_managed(hpa)) is not None and not terminating(hpa)
+        if (window := notes.read_window(hpa)) is not None and not hpa.metadata.terminating
     ]
-    found.sort(key=lambda pair: (pair[1].priority_down, ref(pair[0]).namespace, ref(pair[0]).name))
+    found.sort(key=lambda pair: (pair[1].priority_down, pair[1].namespace, ref(pair[0]).name))
     return found
 
 
-def reenqueue_apply(cycle: Cycle, hpa: Obj, managed: notes.Managed) -> None:
+def reenqueue_apply(cycle: Cycle, window: Window) -> None:
     """Put the window's apply event again unless the store says it is in the outbox: the
     apply write may have committed just before a crash that took the event with it."""
-    if is_overridden(hpa, managed):
+    if window.overridden or window.max_replicas is None:
         return  # what the window applied is no longer on the HPA to tell
-    low, high = bounds(hpa)
-    if high is None:
-        return
     cycle.emit(
         events.apply_event(
             cluster_id=cycle.cluster_id,
-            window=managed_window(hpa, managed, low, high, managed.run_until),
-            provisional=managed.originals.provisional,
+            window=window,
+            provisional=window.kept.provisional,
             now=cycle.now,
         )
     )

@@ -1,16 +1,12 @@
 """Reverting one managed HPA, from its annotations alone: what to write is decided first
-(`scheduler.revert_plan.plan_revert`, pure), then carried out here in its order.
+(`scheduler.revert_plan.plan_revert`, pure), then carried out in its order by
+`scheduler.executor.perform`.
 
 - Someone else changed min or max during the window (`overridden`): their values stay,
   only our annotations go, and a RELEASED marker keeps this window from being applied again.
   A provisional HPA taken over this way stays too: it is theirs now.
-- A provisional HPA: the Deployment's original replicas are journalled in the local store
-  and on the Deployment itself (the `restore-replicas` label, with the RELEASED marker when
-  there is one), the HPA is deleted (uid and resourceVersion preconditions), then the
-  Deployment's replicas are restored and both journal entries cleared. A crash or a failed
-  request in between leaves the entries, and `finish_restores` (every cycle, and
-  `revert-all`) ends them. A store that was lost (damaged, emptied, deleted) forgets its
-  entries; `read_restore_journal`, once per process, takes them back from the labels.
+- A provisional HPA: deleted, with the Deployment's original replicas journalled first and
+  restored after it (`scheduler.restores`, which also ends restores a crash left half done).
 - A pre-existing HPA: min and max back to the originals, our annotations removed. Originals
   a server would refuse (min > max, max < 1: a 422 on every cycle) give way to those of
   `original-spec`; when those will not do either, the HPA is released as it is, with an
@@ -19,229 +15,51 @@
 The revert event is put into the outbox before the first write, so a crash after the write
 cannot lose it; its id has no detail, so retrying a failed revert on the next cycle never
 makes a second distinct event. Every write carries the resourceVersion that was read: a 409
-raises `kube.errors.Conflict` and the next cycle tries again on fresh state.
+is a `scheduler.executor.Retry`, and the next cycle tries again on fresh state.
 
-How it fails: `revert` raises `kube.errors.KubeError` (after the event is in the outbox) when a
-write fails; the caller logs it and moves on to the next HPA.
+How it fails: `revert` raises `kube.errors.KubeError` (other than a 409, after the event is in
+the outbox) when a write fails; the caller logs it and moves on to the next HPA.
 """
 
 from __future__ import annotations
 
-from contextlib import suppress
-from typing import Any
-
 import structlog
 
-from kube.errors import Conflict, KubeError, NotFound
-from scheduler import annotations as notes
+from kube.workloads import Hpa
 from scheduler import events
-from scheduler.cycle import REVERTED, Cycle
-from scheduler.kubeapi import Obj
-from scheduler.objects import ref, target_name
-from scheduler.revert_plan import (
-    DeleteProvisional,
-    Enqueue,
-    PatchHpa,
-    RevertView,
-    Write,
-    plan_revert,
-)
-from scheduler.store import PendingRestore
+from scheduler.annotations import Window
+from scheduler.cycle import Cycle
+from scheduler.executor import Retry, perform
+from scheduler.objects import ref
+from scheduler.revert_plan import RevertView, plan_revert
 
 log = structlog.get_logger("scheduler.revert")
 
 
 def revert(
     cycle: Cycle,
-    hpa: Obj,
-    managed: notes.Managed,
+    hpa: Hpa,
+    window: Window,
     reason: events.RevertReason,
     *,
     release: bool = False,
-) -> None:
+) -> Retry | None:
     """Revert `hpa` (as read this cycle): its plan (`scheduler.revert_plan`), carried out in
     order. `release` leaves the RELEASED marker (revert-all); an `overridden` revert always
-    leaves it."""
-    view = RevertView(cycle.cluster_id, hpa, managed, reason, release)
-    for step in plan_revert(view, cycle.now):
-        _perform(cycle, step)
+    leaves it. A `Retry` when a write met a 409 (nothing after it was made)."""
     read = ref(hpa)
+    where = {"namespace": read.namespace, "hpa": read.name}
+    steps = plan_revert(RevertView(cycle.cluster_id, hpa, window, reason, release), cycle.now)
+    done = perform(cycle, steps, window=window, loop="revert", where=where)
+    if isinstance(done, Retry):
+        return done
     cycle.count("reverts")
     log.info(
         "scaling_reverted",
-        template=managed.template_id,
-        action=managed.action_id,
+        template=window.template_id,
+        action=window.action_id,
         namespace=read.namespace,
         hpa=read.name,
         reason=reason,
     )
-
-
-def _perform(cycle: Cycle, step: Write) -> None:
-    """One step of a revert plan: the event first, then the write it announces."""
-    if isinstance(step, Enqueue):
-        cycle.emit(step.event)
-    elif isinstance(step, PatchHpa):
-        if step.unusable is not None:
-            log.error(
-                "original_bounds_unusable",
-                namespace=step.hpa.namespace,
-                hpa=step.hpa.name,
-                original_min=step.unusable[0],
-                original_max=step.unusable[1],
-                action="released with the spec left as it is",
-            )
-        written = cycle.kube.patch_hpa(step.hpa.namespace, step.hpa.name, step.patch)
-        cycle.record(written, reason=REVERTED, message=step.said)
-    else:
-        _delete_provisional(cycle, step)
-
-
-def read_restore_journal(cycle: Cycle) -> None:
-    """Take into the store the restores journalled on Deployments that it does not hold (it
-    was lost, or this is another process: `revert-all`). Raises `kube.errors.KubeError`
-    when the Deployments cannot be listed."""
-    journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
-    known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
-    for deployment in journalled:
-        namespace, name = ref(deployment).namespace, ref(deployment).name
-        replicas = notes.journalled_replicas(deployment)
-        if (namespace, name) in known or replicas is None:
-            continue
-        cycle.store.add_restore(PendingRestore(namespace, name, replicas, None))
-        cycle.count("restores_recovered")
-        log.warning(
-            "replicas_restore_recovered",
-            namespace=namespace,
-            deployment=name,
-            replicas=replicas,
-            source="the Deployment's journal label (the local store did not hold it)",
-        )
-
-
-def finish_restores(cycle: Cycle) -> None:
-    """Restore the Deployments whose provisional HPA is gone but whose replicas are not
-    back yet (a crash, a 409 or a failed request in the middle of a revert).
-
-    An entry whose Deployment is again (or still) the target of an HPA is dropped instead:
-    a managed one carries the same original replicas (the delete did not happen, or a new
-    window's provisional HPA took them from this entry) and its revert journals them
-    again; one we do not manage owns the replicas now. Restoring under either would fight
-    it. The HPAs are listed afresh, after this cycle's reverts."""
-    pending = cycle.store.restores()
-    if not pending:
-        return
-    try:
-        targeted = {(ref(hpa).namespace, target_name(hpa)) for hpa in cycle.kube.list_hpas()}
-    except KubeError as exc:
-        log.warning("replicas_restore_deferred", error=str(exc))  # the next cycle tries
-        return
-    for entry in pending:
-        if (entry.namespace, entry.deployment) in targeted:
-            _clear_journal(cycle, entry)
-            cycle.store.drop_restore(entry.namespace, entry.deployment)
-            continue
-        try:
-            deployment = _restore_replicas(cycle, entry)
-        except NotFound:
-            cycle.store.drop_restore(entry.namespace, entry.deployment)
-            continue
-        except Exception as exc:
-            cycle.count("revert_failures")
-            log.warning(
-                "replicas_restore_failed",
-                namespace=entry.namespace,
-                deployment=entry.deployment,
-                error=str(exc),
-            )
-            continue
-        cycle.store.drop_restore(entry.namespace, entry.deployment)
-        cycle.record(
-            deployment,
-            reason=REVERTED,
-            message=f"replicas restored to {entry.replicas} (provisional HPA removed)",
-        )
-
-
-def _delete_provisional(cycle: Cycle, step: DeleteProvisional) -> None:
-    read, pending = step.hpa, step.restore
-    if pending is not None:
-        # Journalled before the delete: once the HPA is gone, nothing else remembers it.
-        cycle.store.add_restore(pending)
-        try:
-            _journal(cycle, pending)
-        except NotFound:  # no Deployment left to restore
-            cycle.store.drop_restore(pending.namespace, pending.deployment)
-            pending = None
-    # A failed delete raises and keeps the entry: a timeout or a 5xx may come after the
-    # delete went through, and then the entry is all that remembers the replicas.
-    # `finish_restores` sees whether the HPA is gone.
-    # NotFound: deleted by someone else, or by us just before a crash; the restore runs.
-    uid, version = read.identity()
-    with suppress(NotFound):
-        cycle.kube.delete_hpa(read.namespace, read.name, uid=uid, resource_version=version)
-    if pending is None:
-        return
-    try:
-        written = _restore_replicas(cycle, pending)
-    except NotFound:
-        cycle.store.drop_restore(pending.namespace, pending.deployment)
-        return
-    cycle.store.drop_restore(pending.namespace, pending.deployment)
-    cycle.record(written, reason=REVERTED, message=step.said)
-
-
-def _journal(cycle: Cycle, pending: PendingRestore) -> None:
-    """Write the restore on the Deployment: the replicas label, and the RELEASED marker.
-
-    Without a resourceVersion: it adds a label and a marker and changes nothing anyone else
-    could have changed meanwhile (the replicas are written later, with one)."""
-    metadata: dict[str, Any] = {"labels": {notes.RESTORE_REPLICAS: str(pending.replicas)}}
-    if pending.released is not None:
-        current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
-        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
-    cycle.kube.patch_deployment(pending.namespace, pending.deployment, {"metadata": metadata})
-
-
-def _clear_journal(cycle: Cycle, pending: PendingRestore) -> None:
-    """Remove the journal label of a restore that is not needed. Failing to is logged only: a
-    label left behind is read at the next start and dropped again."""
-    patch = {"metadata": {"labels": {notes.RESTORE_REPLICAS: None}}}
-    try:
-        cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
-    except NotFound:
-        pass
-    except KubeError as exc:
-        log.info(
-            "restore_journal_left",
-            namespace=pending.namespace,
-            deployment=pending.deployment,
-            error=str(exc),
-        )
-
-
-# The Deployment controller answers the journal label with a status write of its own, so the
-# restore that follows it often meets a 409 that says nothing about the replicas.
-RESTORE_ATTEMPTS = 3
-
-
-def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Obj:
-    """Put the Deployment back to its replicas from before the window (whatever the HPA
-    made of them since: its scaling and anyone else's cannot be told apart), and clear the
-    journal label in the same write, read afresh after a 409 (a few times, then raised)."""
-    for _ in range(RESTORE_ATTEMPTS - 1):
-        with suppress(Conflict):
-            return _write_restore(cycle, pending)
-    return _write_restore(cycle, pending)
-
-
-def _write_restore(cycle: Cycle, pending: PendingRestore) -> Obj:
-    current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
-    metadata: dict[str, Any] = {
-        **ref(current).precondition(),
-        "labels": {notes.RESTORE_REPLICAS: None},
-    }
-    if pending.released is not None:
-        metadata["annotations"] = {notes.RELEASED: notes.with_released(current, pending.released)}
-    patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}
-    return cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
+    return None

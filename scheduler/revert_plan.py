@@ -27,85 +27,56 @@ from typing import Any
 
 import msgspec
 
+from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events
-from scheduler.kubeapi import Obj
-from scheduler.managed import revert_event
-from scheduler.objects import Ref, ref, target_name
+from scheduler.annotations import Window
+from scheduler.objects import Ref, ref
+from scheduler.steps import DeleteProvisional, Enqueue, PatchHpa, Reverted, Step
 from scheduler.store import PendingRestore
-from shipper.records import ScalingEvent
 
 
 @dataclass(frozen=True, slots=True)
 class RevertView:
-    """What a revert is decided on: the HPA as read this cycle and its annotations."""
+    """What a revert is decided on: the HPA as read this cycle and the window it is in."""
 
     cluster_id: str
-    hpa: Obj
-    managed: notes.Managed
+    hpa: Hpa
+    window: Window
     reason: events.RevertReason
     release: bool = False
     """Leave the RELEASED marker (revert-all); an `overridden` revert always leaves it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Enqueue:
-    """Put the event into the outbox (and note it in the store)."""
-
-    event: ScalingEvent
-
-
-@dataclass(frozen=True, slots=True)
-class PatchHpa:
-    """A merge patch of the HPA read; a Kubernetes Event `said` about it once written."""
-
-    hpa: Ref
-    patch: Obj
-    said: str
-    unusable: tuple[int | None, int | None] | None = None
-    """The original min and max no valid HPA could take: the patch only releases."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteProvisional:
-    """Delete the provisional HPA read; `restore` (journalled before the delete) puts its
-    Deployment's replicas back after it."""
-
-    hpa: Ref
-    restore: PendingRestore | None
-    said: str
-
-
-Write = Enqueue | PatchHpa | DeleteProvisional
-
-
-def plan_revert(view: RevertView, now: datetime) -> list[Write]:
+def plan_revert(view: RevertView, now: datetime) -> list[Step]:
     """The writes that end the window of `view.hpa`, in the order they must be made."""
-    hpa, managed, reason = view.hpa, view.managed, view.reason
+    hpa, window, reason = view.hpa, view.window, view.reason
+    originals = window.kept
     read = ref(hpa)
-    said = _message(managed, reason)
-    marker = managed.release_marker if view.release or reason == "overridden" else None
-    steps: list[Write] = [Enqueue(revert_event(view.cluster_id, now, hpa, managed, reason))]
+    said = _message(window, reason)
+    marker = window.release_marker if view.release or reason == "overridden" else None
+    event = events.revert_event(cluster_id=view.cluster_id, window=window, reason=reason, now=now)
+    steps: list[Step] = [Enqueue(event)]
     if reason == "overridden":
-        steps.append(PatchHpa(read, _released(hpa, read, marker), said))
-    elif managed.originals.provisional:
-        deployment, replicas = target_name(hpa), managed.originals.replicas
+        steps.append(PatchHpa(read, _released(hpa, read, marker), Reverted(said)))
+    elif originals.provisional:
+        deployment, replicas = window.deployment, originals.replicas
         restore = None
-        if deployment is not None and replicas is not None:
+        if deployment and replicas is not None:
             restore = PendingRestore(read.namespace, deployment, replicas, marker)
         steps.append(DeleteProvisional(read, restore, said))
-    elif (restorable := original_bounds(managed.originals)) is None:
+    elif (restorable := original_bounds(originals)) is None:
         # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
         # cycle): leave the spec, hand the HPA back.
-        originals = managed.originals
         unusable = (originals.min_replicas, originals.max_replicas)
-        steps.append(PatchHpa(read, _released(hpa, read, marker), said, unusable=unusable))
+        released = _released(hpa, read, marker)
+        steps.append(PatchHpa(read, released, Reverted(said), unusable=unusable))
     else:
         low, high = restorable
-        patch = _released(hpa, read, marker)
         # A min that was absent is removed again (the API then defaults it to 1).
-        patch["spec"] = {"minReplicas": low, "maxReplicas": high}
-        steps.append(PatchHpa(read, patch, said))
+        spec = {"minReplicas": low, "maxReplicas": high}
+        patch = {**_released(hpa, read, marker), "spec": spec}
+        steps.append(PatchHpa(read, patch, Reverted(said)))
     return steps
 
 
@@ -123,11 +94,11 @@ def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None
     return None
 
 
-def _released(hpa: Obj, read: Ref, marker: str | None) -> dict[str, Any]:
+def _released(hpa: Hpa, read: Ref, marker: str | None) -> dict[str, Any]:
     """The patch that removes our annotations (and leaves `marker`), if nothing changed."""
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:
-        annotations[notes.RELEASED] = notes.with_released(hpa, marker)
+        annotations[notes.RELEASED] = notes.with_released(hpa.metadata.annotations, marker)
     return {"metadata": {**read.precondition(), "annotations": annotations}}
 
 
@@ -145,9 +116,9 @@ def _spec_bounds(spec_json: str | None) -> tuple[int | None, int | None]:
     )
 
 
-def _message(managed: notes.Managed, reason: str) -> str:
-    name = managed.template_name or managed.template_id
+def _message(window: Window, reason: str) -> str:
+    name = window.template_name or window.template_id
     return (
-        f"template {name} action {managed.action_id}: window from {managed.window_start} "
+        f"template {name} action {window.action_id}: window from {window.window_start} "
         f"reverted ({reason})"
     )

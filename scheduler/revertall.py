@@ -23,16 +23,17 @@ from datetime import UTC, datetime
 
 import structlog
 
-from kube.errors import Conflict, KubeError, NotFound
+from kube.errors import KubeError, NotFound
+from kube.workloads import Hpa
 from runtime.health import HealthReporter
 from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
-from scheduler.kubeapi import Obj, ScalingKube
-from scheduler.managed import is_overridden
+from scheduler.kubeapi import ScalingKube
 from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
-from scheduler.revert import finish_restores, read_restore_journal, revert
+from scheduler.restores import finish_restores, read_restore_journal
+from scheduler.revert import revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -90,7 +91,7 @@ def revert_all(
 
 
 def _revert_one(
-    cycle: Cycle, api: ScalingKube, hpa: Obj, managed: notes.Managed, attempts: int
+    cycle: Cycle, api: ScalingKube, hpa: Hpa, window: notes.Window, attempts: int
 ) -> str | None:
     read = ref(hpa)
     last = "no attempt made"
@@ -102,18 +103,17 @@ def _revert_one(
                 return None  # gone meanwhile: nothing left to revert
             except KubeError as exc:
                 return str(exc)
-            current = notes.read_managed(hpa)
+            current = notes.read_window(hpa)
             if current is None:
                 return None  # released meanwhile
-            managed = current
+            window = current
         try:
-            reenqueue_apply(cycle, hpa, managed)
-            reason: RevertReason = "overridden" if is_overridden(hpa, managed) else "manual"
-            revert(cycle, hpa, managed, reason, release=True)
-            return None
-        except Conflict as exc:
-            last = str(exc)
-            continue
+            reenqueue_apply(cycle, window)
+            reason: RevertReason = "overridden" if window.overridden else "manual"
+            retry = revert(cycle, hpa, window, reason, release=True)
         except KubeError as exc:
             return str(exc)
+        if retry is None:
+            return None
+        last = retry.error
     return last

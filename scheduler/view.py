@@ -28,10 +28,8 @@ from typing import Any
 import msgspec
 
 from scheduler import window
-from scheduler.annotations import Managed
+from scheduler.annotations import Window
 from scheduler.events import RevertReason
-from scheduler.kubeapi import Obj
-from scheduler.managed import is_overridden
 from scheduler.templates import (
     MalformedTemplate,
     Template,
@@ -70,12 +68,15 @@ class TemplateView:
 
     templates: dict[str, TemplateState] = field(default_factory=dict)
 
-    def owner_active(self, owner: tuple[str, str, str]) -> bool:
-        template_id, action_id, window_start = owner
-        state = self.templates.get(template_id)
-        if state is None or not state.activation.active or state.window_start != window_start:
+    def still_on(self, window: Window) -> bool:
+        """Whether `window`'s template is active in that same window and still has its
+        action (or its actions could not be read this cycle)."""
+        state = self.templates.get(window.template_id)
+        if state is None or not state.activation.active:
             return False
-        return state.action_ids is None or action_id in state.action_ids
+        if state.window_start != window.window_start:
+            return False
+        return state.action_ids is None or window.action_id in state.action_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +132,15 @@ def decode_answer(raw_templates: list[Any]) -> Answer:
     return Answer(tuple(decoded.values()), tuple(unreadable))
 
 
-def revert_reason(
-    hpa: Obj, managed: Managed, now: datetime, view: TemplateView | None
-) -> RevertReason | None:
-    """Why the window of a managed HPA is over, or None while it is on."""
-    if is_overridden(hpa, managed):
+def revert_reason(window: Window, now: datetime, view: TemplateView | None) -> RevertReason | None:
+    """Why `window` (as read from its HPA) is over, or None while it is on."""
+    if window.overridden:
         return "overridden"
     if view is None:
-        return "expired" if managed.ended(now) else None
-    if view.owner_active(managed.owner):
+        return "expired" if window.ended(now) else None
+    if view.still_on(window):
         return None
-    state = view.templates.get(managed.template_id)
-    if managed.ended(now) or (state is not None and state.activation.reason == "expired"):
+    state = view.templates.get(window.template_id)
+    if window.ended(now) or (state is not None and state.activation.reason == "expired"):
         return "expired"
     return "disabled"

@@ -171,7 +171,7 @@ def failing_replica_writes(
 
 def ours(obj: dict[str, Any]) -> dict[str, str]:
     """The object's annotations under scaling.moonin.app/."""
-    found = notes.annotations_of(obj)
+    found: dict[str, str] = obj["metadata"].get("annotations") or {}
     return {key: value for key, value in found.items() if key.startswith(notes.PREFIX)}
 
 

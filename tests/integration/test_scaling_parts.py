@@ -8,12 +8,14 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from kube import errors, pages
 from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
 from kube.globs import DEPLOYMENT, HPA, SCALED_KINDS, ResourceGlobs
+from kube.workloads import decode_deployment, decode_hpa
 from sandbox.kube import FakeKube
 from scheduler import actions, events, kubeapi
 from scheduler import annotations as notes
@@ -39,16 +41,23 @@ def test_event_ids_are_the_first_32_hex_digits_of_sha256_over_the_contracts_fiel
     )
 
 
-def _window(low: int | None, high: int | None, *, run_until: str | None) -> events.Window:
-    return events.Window(
+def _window(low: int, high: int, *, run_until: str) -> notes.Window:
+    return notes.Window(
         template_id="t-1",
         action_id="a-1",
+        template_name="",
         namespace="shop",
         deployment="web",
         min_replicas=low,
         max_replicas=high,
         window_start="2026-12-02T08:00:00Z",
         run_until=run_until,
+        priority_up=0,
+        priority_down=0,
+        managed_hash="",
+        originals=notes.Originals(
+            provisional=False, replicas=None, min_replicas=None, max_replicas=None, spec=None
+        ),
     )
 
 
@@ -65,10 +74,8 @@ def test_an_apply_id_changes_with_min_and_max_and_a_revert_id_never_does() -> No
     reverts = {
         events.revert_event(
             cluster_id="c-1",
-            window=_window(None, None, run_until=None),
-            provisional=False,
+            window=_window(4, 20, run_until=""),
             reason=reason,
-            message=None,
             now=NOW,
         ).id
         for reason in ("expired", "disabled", "overridden", "manual")
@@ -98,31 +105,33 @@ def test_a_template_error_id_holds_the_values_as_given_and_nulls_as_nothing() ->
 
 
 def test_unreadable_annotations_of_a_managed_hpa_still_parse_and_end_the_window() -> None:
-    obj = {
-        "metadata": {
-            "annotations": {
-                notes.MANAGED: "true",
-                notes.RUN_UNTIL: "tomorrow",
-                notes.PRIORITY_DOWN: "high",
-                notes.ORIGINAL_MAX: "x",
-            }
+    def read(annotations: dict[str, str]) -> notes.Window | None:
+        obj = hpa()
+        obj["metadata"]["annotations"] = annotations
+        return notes.read_window(decode_hpa(msgspec.json.encode(obj)))
+
+    managed = read(
+        {
+            notes.MANAGED: "true",
+            notes.RUN_UNTIL: "tomorrow",
+            notes.PRIORITY_DOWN: "high",
+            notes.ORIGINAL_MAX: "x",
         }
-    }
-    managed = notes.read_managed(obj)
+    )
     assert managed is not None
     assert managed.ended(NOW)
-    assert managed.priority_down == 0 and managed.originals.max_replicas is None
-    assert notes.read_managed({"metadata": {"annotations": {notes.MANAGED: "yes"}}}) is None
+    assert managed.priority_down == 0 and managed.kept.max_replicas is None
+    assert read({notes.MANAGED: "yes"}) is None
 
 
 def test_the_released_marker_keeps_the_newest_windows() -> None:
-    obj: dict = {"metadata": {"annotations": {}}}
-    assert notes.with_released(obj, "t/a/w0") == "t/a/w0"
+    annotations: dict[str, str] = {}
+    assert notes.with_released(annotations, "t/a/w0") == "t/a/w0"
     for index in range(12):
-        obj["metadata"]["annotations"][notes.RELEASED] = notes.with_released(obj, f"t/a/w{index}")
-    kept = notes.released(obj)
+        annotations[notes.RELEASED] = notes.with_released(annotations, f"t/a/w{index}")
+    kept = notes.released(annotations)
     assert kept == [f"t/a/w{index}" for index in range(4, 12)]
-    assert notes.with_released(obj, "t/a/w5").split(",")[-1] == "t/a/w5"
+    assert notes.with_released(annotations, "t/a/w5").split(",")[-1] == "t/a/w5"
 
 
 # --- actions -----------------------------------------------------------------------------------
@@ -231,7 +240,7 @@ def test_the_client_reads_the_resolved_kubeconfig_and_does_not_retry_a_429(
     api = kubeapi.ScalingKube(KubeApi(load_target({}, kubeconfig=str(kubeconfig))))
     kube.create(namespace())
     kube.create(deployment())
-    assert api.get_deployment("shop", "web")["metadata"]["name"] == "web"
+    assert api.get_deployment("shop", "web").metadata.name == "web"
     kube.clear_requests()
     kube.fail_next(429, resource="deployments", retry_after=0)
     with pytest.raises(errors.KubeError) as caught:
@@ -253,7 +262,7 @@ def test_kubernetes_errors_are_translated_into_one_tree(kube: FakeKube) -> None:
     with pytest.raises(errors.NotFound, match="get deployment shop/web: 404"):
         api.get_deployment("shop", "web")
     kube.create(deployment())
-    stale = api.get_deployment("shop", "web")["metadata"]["resourceVersion"]
+    stale = api.get_deployment("shop", "web").metadata.resource_version
     kube.patch("deployments", "shop", "web", {"spec": {"replicas": 3}})
     with pytest.raises(errors.Conflict):
         api.patch_deployment("shop", "web", {"metadata": {"resourceVersion": stale}})
@@ -288,10 +297,17 @@ def test_hpas_are_listed_across_pages_and_carry_their_type(
     kube.create(hpa("d", target="d", ns="other"))
     kube.clear_requests()
     listed = api.list_hpas()
-    assert sorted(h["metadata"]["name"] for h in listed) == ["a", "b", "c", "d"]
+    assert sorted(h.metadata.name for h in listed) == ["a", "b", "c", "d"]
     assert [r.query.get("limit") for r in kube.requests] == ["2", "2"]
-    assert {h["kind"] for h in listed} == {"HorizontalPodAutoscaler"}
-    assert [h["metadata"]["name"] for h in api.list_hpas("other")] == ["d"]
+    # A listed item comes without its type; an Event about it still names it.
+    api.record_event(listed[0], reason="Checked", message="listed")
+    (event,) = kube.list("events")
+    involved = event["involvedObject"]
+    assert (involved["apiVersion"], involved["kind"]) == (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+    )
+    assert [h.metadata.name for h in api.list_hpas("other")] == ["d"]
 
 
 def test_a_delete_goes_through_only_for_the_very_hpa_that_was_read(kube: FakeKube) -> None:
@@ -307,3 +323,23 @@ def test_a_delete_goes_through_only_for_the_very_hpa_that_was_read(kube: FakeKub
     api.delete_hpa("shop", "web", uid=now["uid"], resource_version=now["resourceVersion"])
     assert kube.list("horizontalpodautoscalers") == []
     assert kube.requests[-1].method == "DELETE"
+
+
+def test_an_object_read_without_optional_fields_reads_as_the_apis_defaults() -> None:
+    bare = {"metadata": {"name": "web", "namespace": "shop"}}
+    deployment = decode_deployment(msgspec.json.encode(bare))
+    assert deployment.spec.replicas == 1 and deployment.metadata.annotations == {}
+    hpa = decode_hpa(msgspec.json.encode({**bare, "spec": {"maxReplicas": 5, "behavior": {}}}))
+    assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (None, 5)
+    assert not hpa.metadata.terminating
+    # The whole spec is kept as sent, fields scaling never reads included.
+    assert msgspec.json.decode(hpa.spec_json) == {"maxReplicas": 5, "behavior": {}}
+
+
+def test_an_answer_that_is_not_the_object_asked_for_names_the_call(kube: FakeKube) -> None:
+    api = kubeapi.ScalingKube(kube_client(kube))
+    kube.create(namespace())
+    kube.create(hpa())
+    kube.patch("horizontalpodautoscalers", "shop", "web", {"spec": {"minReplicas": "two"}})
+    with pytest.raises(errors.KubeError, match="get horizontalpodautoscaler shop/web: an answer"):
+        api.get_hpa("shop", "web")

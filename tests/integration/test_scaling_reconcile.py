@@ -15,10 +15,11 @@ import structlog
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from kube.errors import Conflict, KubeError
+from kube.workloads import Hpa
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
 from scheduler import annotations as notes
-from scheduler import revert, view
+from scheduler import restores, view
 from scheduler.events import event_id
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
@@ -758,7 +759,7 @@ class ChangesBeforeTheWrite(ScalingKube):
         self.fake = kube
         self.armed = True
 
-    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Obj:
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
         if self.armed:
             self.armed = False
             self.fake.patch(
@@ -839,7 +840,7 @@ def test_a_restore_that_meets_the_deployment_controllers_write_reads_again_and_g
     def read_then_the_controller_writes(*args: Any, **kwargs: Any) -> Any:
         found = read(*args, **kwargs)
         if len(raced) < 2:  # twice: the third read is the last the restore makes
-            raced.append(found["metadata"]["resourceVersion"])
+            raced.append(found.metadata.resource_version)
             h.kube.patch(
                 "deployments", NS, "web", {"metadata": {"labels": {"seen": str(len(raced))}}}
             )
@@ -899,7 +900,7 @@ def test_replicas_left_unrestored_after_the_delete_are_restored_by_the_next_cycl
     h.events()
     # Every attempt of the revert's restore and of the same cycle's retry of it meets a 409.
     conflict = functools.partial(Conflict, "patch deployment shop/web: 409", status=409)
-    conflicts = 2 * revert.RESTORE_ATTEMPTS
+    conflicts = 2 * restores.RESTORE_ATTEMPTS
     monkeypatch.setattr(
         h.kube_api, "patch_deployment", failing_replica_writes(h.kube_api, conflict, conflicts)
     )

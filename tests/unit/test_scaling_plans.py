@@ -7,40 +7,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 
+from kube.workloads import Hpa, decode_deployment, decode_hpa
 from sandbox import objects
 from scheduler import annotations as notes
 from scheduler.actions import Action
-from scheduler.apply_plan import (
-    PROVISIONAL_METRICS,
-    ApplyView,
-    CreateHpa,
-    Planned,
-    RaiseReplicas,
-    Report,
-    Skip,
-    Step,
-    TakenOver,
-    ours,
-    plan_apply,
-)
-from scheduler.apply_plan import Enqueue as Enqueued
-from scheduler.apply_plan import PatchHpa as Patch
+from scheduler.apply_plan import PROVISIONAL_METRICS, ApplyView, plan_apply
 from scheduler.events import RevertReason, event_id
 from scheduler.objects import Ref, find_hpa
-from scheduler.revert_plan import (
+from scheduler.revert_plan import RevertView, plan_revert
+from scheduler.steps import (
+    Applied,
+    CreateHpa,
     DeleteProvisional,
     Enqueue,
     PatchHpa,
-    RevertView,
-    Write,
-    plan_revert,
+    RaiseReplicas,
+    Report,
+    Reverted,
+    Skip,
+    Step,
+    TakenOver,
 )
 from scheduler.store import PendingRestore
 from tests.scaling_harness import CLUSTER, WINDOW, at
 
 RUN_UNTIL = "2026-12-02T18:00:00Z"
+ACTION = Action(
+    id="a-1",
+    namespace="shop",
+    deployment="web",
+    min_replicas=4,
+    max_replicas=20,
+    priority_up=1,
+    priority_down=1,
+)
 MARKER = notes.release_marker("t-1", "a-1", WINDOW)
 READ = Ref(namespace="shop", name="web", uid="u-1", resource_version="41")
 REVERT_ID = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
@@ -56,8 +59,9 @@ def managed_hpa(
     original: tuple[int | None, int | None] = (2, 5),
     original_spec: str | None = '{"minReplicas": 2, "maxReplicas": 5}',
     replicas: int | None = 3,
-) -> dict[str, Any]:
-    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`."""
+    run_until: str = RUN_UNTIL,
+) -> Hpa:
+    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`, as read."""
     originals = notes.Originals(
         provisional=provisional,
         replicas=replicas,
@@ -65,21 +69,33 @@ def managed_hpa(
         max_replicas=None if provisional else original[1],
         spec=None if provisional else original_spec,
     )
-    written = notes.window_annotations(
-        template_id="t-1",
-        action_id="a-1",
-        template_name="black friday",
-        window_start=WINDOW,
-        run_until=RUN_UNTIL,
-        priority_up=1,
-        priority_down=1,
-        managed_hash=notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
-        originals=originals,
-    )
+    written = planned("t-1", run_until=run_until).annotations(originals)
     hpa = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
     hpa["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
-    return hpa
+    return read(hpa)
+
+
+def planned(template_id: str, *, run_until: str = RUN_UNTIL) -> notes.Window:
+    """The window 4:20 of `template_id`'s action a-1 on shop/web, as planned."""
+    return notes.Window.planned(
+        template_id=template_id,
+        template_name={"t-1": "black friday", "t-2": "cyber monday"}[template_id],
+        window_start=WINDOW,
+        run_until=run_until,
+        action=ACTION,
+    )
+
+
+def read(obj: dict[str, Any]) -> Hpa:
+    """`obj` as the scaling role reads it from the API server."""
+    return decode_hpa(msgspec.json.encode(obj))
+
+
+def spec_text(low: int, high: int) -> str:
+    """The spec of `objects.hpa` at `low`:`high`, as a window keeps it (`original-spec`)."""
+    spec = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)["spec"]
+    return msgspec.json.encode(spec).decode()
 
 
 def patch(spec: dict[str, Any] | None = None, *, marker: bool = False) -> dict[str, Any]:
@@ -97,10 +113,10 @@ SAID = "template black friday action a-1: window from 2026-12-02T08:00:00Z rever
 
 @dataclass(frozen=True)
 class Case:
-    hpa: dict[str, Any]
+    hpa: Hpa
     reason: RevertReason
     release: bool
-    writes: list[Write]  # after the revert event, which always comes first
+    writes: list[Step]  # after the revert event, which always comes first
     event: tuple[int | None, int | None]  # the bounds the revert event reports
 
 
@@ -109,7 +125,11 @@ CASES = {
         managed_hpa(4, 20),
         "expired",
         False,
-        [PatchHpa(READ, patch({"minReplicas": 2, "maxReplicas": 5}), f"{SAID} (expired)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": 2, "maxReplicas": 5}), Reverted(f"{SAID} (expired)")
+            )
+        ],
         (4, 20),
     ),
     "revert-all leaves the released marker": Case(
@@ -120,7 +140,7 @@ CASES = {
             PatchHpa(
                 READ,
                 patch({"minReplicas": 2, "maxReplicas": 5}, marker=True),
-                f"{SAID} (manual)",
+                Reverted(f"{SAID} (manual)"),
             )
         ],
         (4, 20),
@@ -129,28 +149,36 @@ CASES = {
         managed_hpa(4, 20, original=(None, 5)),
         "disabled",
         False,
-        [PatchHpa(READ, patch({"minReplicas": None, "maxReplicas": 5}), f"{SAID} (disabled)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": None, "maxReplicas": 5}), Reverted(f"{SAID} (disabled)")
+            )
+        ],
         (4, 20),
     ),
     "unusable original bounds give way to the original spec's": Case(
         managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 1, "maxReplicas": 6}'),
         "expired",
         False,
-        [PatchHpa(READ, patch({"minReplicas": 1, "maxReplicas": 6}), f"{SAID} (expired)")],
+        [
+            PatchHpa(
+                READ, patch({"minReplicas": 1, "maxReplicas": 6}), Reverted(f"{SAID} (expired)")
+            )
+        ],
         (4, 20),
     ),
     "no usable originals at all: released as it is": Case(
         managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 9, "maxReplicas": 3}'),
         "expired",
         False,
-        [PatchHpa(READ, patch(), f"{SAID} (expired)", unusable=(9, 3))],
+        [PatchHpa(READ, patch(), Reverted(f"{SAID} (expired)"), unusable=(9, 3))],
         (4, 20),
     ),
     "overridden bounds stay, released with the marker": Case(
         managed_hpa(7, 20),
         "overridden",
         False,
-        [PatchHpa(READ, patch(marker=True), f"{SAID} (overridden)")],
+        [PatchHpa(READ, patch(marker=True), Reverted(f"{SAID} (overridden)"))],
         (None, None),
     ),
     "a provisional HPA is deleted, its replicas to restore": Case(
@@ -179,9 +207,9 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
-    managed = notes.read_managed(case.hpa)
-    assert managed is not None
-    view = RevertView(CLUSTER, case.hpa, managed, case.reason, case.release)
+    window = notes.read_window(case.hpa)
+    assert window is not None
+    view = RevertView(CLUSTER, case.hpa, window, case.reason, case.release)
     first, *writes = plan_revert(view, at(18, 1))
     assert isinstance(first, Enqueue)  # in the outbox before any write
     event = first.event
@@ -193,67 +221,34 @@ def test_a_revert_plan_is_its_event_then_its_writes(case: Case) -> None:
 # --- the apply plan ------------------------------------------------------------------------------
 
 LATER = "2026-12-02T20:00:00Z"
-PLANNED = Planned(
-    template_id="t-1",
-    template_name="black friday",
-    window_start=WINDOW,
-    run_until=RUN_UNTIL,
-    action=Action(
-        id="a-1",
-        namespace="shop",
-        deployment="web",
-        min_replicas=4,
-        max_replicas=20,
-        priority_up=1,
-        priority_down=1,
-    ),
+PLANNED = planned("t-1")
+OTHER = planned("t-2")
+DEPLOYMENT = decode_deployment(
+    msgspec.json.encode(objects.deployment(name="web", namespace="shop", replicas=2))
 )
-OTHER = Planned(
-    template_id="t-2",
-    template_name="cyber monday",
-    window_start=WINDOW,
-    run_until=RUN_UNTIL,
-    action=PLANNED.action,
-)
-DEPLOYMENT = {
-    **objects.deployment(name="web", namespace="shop", replicas=2),
-    "apiVersion": "apps/v1",
-    "kind": "Deployment",
-}
 PRE_EXISTING = notes.Originals(
-    provisional=False,
-    replicas=2,
-    min_replicas=2,
-    max_replicas=5,
-    spec=notes.spec_json(
-        objects.hpa(name="web", namespace="shop", target="web", low=2, high=5)["spec"]
-    ),
+    provisional=False, replicas=2, min_replicas=2, max_replicas=5, spec=spec_text(2, 5)
 )
 
 
-def unmanaged_hpa(name: str = "web", target: str = "web") -> dict[str, Any]:
+def unmanaged_hpa(name: str = "web", target: str = "web") -> Hpa:
     hpa = objects.hpa(name=name, namespace="shop", target=target, low=2, high=5)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
-    return hpa
+    return read(hpa)
 
 
-def window_patch(planned: Planned, originals: notes.Originals) -> dict[str, Any]:
+def window_patch(window: notes.Window, originals: notes.Originals) -> dict[str, Any]:
     return {
-        "metadata": {"resourceVersion": "41", "annotations": ours(planned, originals)},
+        "metadata": {"resourceVersion": "41", "annotations": window.annotations(originals)},
         "spec": {"minReplicas": 4, "maxReplicas": 20},
     }
 
 
-def with_run_until(hpa: dict[str, Any], run_until: str) -> dict[str, Any]:
-    hpa["metadata"]["annotations"][notes.RUN_UNTIL] = run_until
-    return hpa
-
-
 def ends(reason: RevertReason | None) -> Any:
-    return lambda hpa, managed: reason
+    return lambda window: reason
 
 
-def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Originals]:
+def provisional_body(name: str, replicas: int) -> tuple[str, dict[str, Any], Applied]:
     originals = notes.Originals(
         provisional=True, replicas=replicas, min_replicas=None, max_replicas=None, spec=None
     )
@@ -264,7 +259,9 @@ def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Or
             "name": name,
             "namespace": "shop",
             "labels": {"app.kubernetes.io/managed-by": "moonin-agent"},
-            "annotations": {k: v for k, v in ours(PLANNED, originals).items() if v is not None},
+            "annotations": {
+                k: v for k, v in PLANNED.annotations(originals).items() if v is not None
+            },
         },
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -273,12 +270,12 @@ def provisional_body(name: str, replicas: int) -> tuple[dict[str, Any], notes.Or
             "metrics": [dict(metric) for metric in PROVISIONAL_METRICS],
         },
     }
-    return body, originals
+    return name, body, Applied(originals, resized=True)
 
 
 @dataclass(frozen=True)
 class ApplyCase:
-    hpas: list[dict[str, Any]]
+    hpas: list[Hpa]
     steps: list[Step]
     journalled: int | None = None
     reason: RevertReason | None = None  # whether another owner's window is over
@@ -309,7 +306,7 @@ APPLY_CASES = {
     ),
     "a pre-existing HPA keeps its bounds as originals and is resized": ApplyCase(
         [unmanaged_hpa()],
-        [Patch(READ, window_patch(PLANNED, PRE_EXISTING), PRE_EXISTING, resized=True)],
+        [PatchHpa(READ, window_patch(PLANNED, PRE_EXISTING), Applied(PRE_EXISTING, resized=True))],
     ),
     "our window, as written: only the replicas are raised": ApplyCase(
         [managed_hpa(4, 20)], [RaiseReplicas(4)]
@@ -318,8 +315,8 @@ APPLY_CASES = {
         [managed_hpa(7, 20)], [Skip("overridden")]
     ),
     "our window with a new end: the annotations alone change": ApplyCase(
-        [with_run_until(managed_hpa(4, 20), LATER)],
-        [Patch(READ, window_patch(PLANNED, KEPT), KEPT, resized=False)],
+        [managed_hpa(4, 20, run_until=LATER)],
+        [PatchHpa(READ, window_patch(PLANNED, KEPT), Applied(KEPT, resized=False))],
     ),
 }
 
@@ -333,10 +330,9 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
         hpa=find_hpa(case.hpas, "web"),
         journalled_replicas=case.journalled,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(case.reason),
     )
-    assert plan_apply(view) == case.steps
+    assert plan_apply(view, at(9)) == case.steps
 
 
 @pytest.mark.parametrize(
@@ -348,9 +344,9 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
     ids=["an ended window", "an overridden window"],
 )
 def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
-    hpa: dict[str, Any], reason: RevertReason, originals: str
+    hpa: Hpa, reason: RevertReason, originals: str
 ) -> None:
-    managed = notes.read_managed(hpa)
+    managed = notes.read_window(hpa)
     assert managed is not None
     view = ApplyView(
         planned=OTHER,
@@ -359,14 +355,13 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
         hpa=hpa,
         journalled_replicas=None,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(reason),
     )
-    first, write, said = plan_apply(view)
-    assert isinstance(first, Enqueued)  # the old window's revert event, before the write
+    first, write, said = plan_apply(view, at(9))
+    assert isinstance(first, Enqueue)  # the old window's revert event, before the write
     assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
     if originals == "kept":
-        expected = managed.originals
+        expected = managed.kept
     else:
         low, high = 7, 20  # what someone else set becomes what a revert restores
         expected = notes.Originals(
@@ -374,10 +369,10 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
             replicas=2,
             min_replicas=low,
             max_replicas=high,
-            spec=notes.spec_json(hpa["spec"]),
+            spec=spec_text(low, high),
         )
-    assert write == Patch(
-        READ, window_patch(OTHER, expected), expected, resized=reason == "overridden"
+    assert write == PatchHpa(
+        READ, window_patch(OTHER, expected), Applied(expected, resized=reason == "overridden")
     )
     assert said == TakenOver(hpa, TAKEN_OVER.format(reason))
 
@@ -390,10 +385,9 @@ def test_another_windows_hpa_still_on_is_a_conflict_and_nothing_is_written() -> 
         hpa=OTHERS,
         journalled_replicas=None,
         cluster_id=CLUSTER,
-        now=at(9),
         reason_for=ends(None),
     )
-    assert plan_apply(view) == [
+    assert plan_apply(view, at(9)) == [
         Report(
             "conflict",
             f"hpa shop/web is managed by template t-1 action a-1 until {RUN_UNTIL}",

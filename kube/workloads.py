@@ -1,0 +1,95 @@
+"""Deployments and autoscaling/v2 HPAs as the scaling role reads them: frozen msgspec
+Structs decoded straight from the API server's bytes, holding only the fields scaling uses.
+
+This is the one module that knows where those fields sit in an object (`metadata`, `spec`,
+`scaleTargetRef`); everything else reads attributes. A field is added by adding it here
+(an HPA's `metadata.managedFields`, say, as a Struct of its own). Nothing is ever written
+back from these Structs: a write sends only the patch its caller built, so a field the
+agent did not read is never dropped. The one exception to "only what is used" is an HPA's
+whole `spec`, kept as the JSON text the server sent (`Hpa.spec_json`), because a window
+keeps it as its original for an operator to read.
+
+An absent field reads as the API's default (no `minReplicas`: None, which the API takes as
+1; no `replicas`: 1; no annotations: none).
+
+How it fails: an answer that is not such an object (a proxy's page, a field of the wrong
+type, which no API server sends) is a `kube.errors.KubeError` naming the call, raised by
+`kube.api.decoded` around these decoders.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+from kube.resources import DEPLOYMENTS, HPAS, Resource
+
+
+class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What scaling reads of any object's metadata."""
+
+    name: str
+    namespace: str
+    uid: str | None = None
+    resource_version: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def terminating(self) -> bool:
+        """Being deleted, held by a finalizer until it goes."""
+        return bool(self.deletion_timestamp)
+
+
+class ScaleTargetRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    kind: str = ""
+    name: str = ""
+
+
+class HpaSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    scale_target_ref: ScaleTargetRef = msgspec.field(default_factory=ScaleTargetRef)
+    min_replicas: int | None = None  # absent: the API's default, 1
+    max_replicas: int | None = None
+
+
+class Hpa(msgspec.Struct, frozen=True, kw_only=True):
+    """An autoscaling/v2 HorizontalPodAutoscaler."""
+
+    resource: ClassVar[Resource] = HPAS
+    metadata: ObjectMeta
+    spec: HpaSpec
+    spec_json: str  # the whole spec, as the server sent it (compact JSON, keys in its order)
+
+
+class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True):
+    replicas: int = 1  # absent: the API's default
+
+
+class Deployment(msgspec.Struct, frozen=True, kw_only=True):
+    """An apps/v1 Deployment."""
+
+    resource: ClassVar[Resource] = DEPLOYMENTS
+    metadata: ObjectMeta
+    spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
+
+
+class _HpaWire(msgspec.Struct):
+    metadata: ObjectMeta
+    spec: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+_hpa_wire = msgspec.json.Decoder(_HpaWire).decode
+_hpa_spec = msgspec.json.Decoder(HpaSpec).decode
+_any = msgspec.json.Decoder().decode
+decode_deployment = msgspec.json.Decoder(Deployment).decode
+
+
+def decode_hpa(data: bytes | bytearray | msgspec.Raw) -> Hpa:
+    """An HPA from its JSON; raises `msgspec.DecodeError` (or its `ValidationError`)."""
+    wire = _hpa_wire(data)
+    spec = bytes(wire.spec)
+    # Compact, in the server's key order: the text a window keeps as its original spec.
+    spec_json = msgspec.json.encode(_any(spec)).decode()
+    return Hpa(metadata=wire.metadata, spec=_hpa_spec(spec), spec_json=spec_json)
