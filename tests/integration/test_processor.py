@@ -27,7 +27,7 @@ from runtime.health import HealthReporter
 from sandbox import objects
 from shipper.outbox import Bounds, Outbox, StreamOutbox
 from shipper.records import DISCOVERY
-from tests.test_coalesce import queued
+from tests.unit.test_coalesce import queued
 from tests.waiting import wait_until
 
 NAMESPACES = resources.NAMESPACES
