@@ -41,10 +41,6 @@ class Filters:
             return True
         return self._rules.matches(kind, namespace, name)
 
-    def node_labels(self, labels: Mapping[str, str]) -> dict[str, str]:
-        """The node's labels without the ignored keys (exact keys or globs), sorted."""
-        return without_keys(labels, self._node_labels)
-
 
 def without_keys(labels: Mapping[str, str], ignored: Iterable[str]) -> dict[str, str]:
     """`labels` sorted, minus every key equal to or matching a glob in `ignored`."""

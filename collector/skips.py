@@ -82,8 +82,9 @@ class Identity:
 
 
 class Skips:
-    """The skipped objects of one resource. Thread-safe (an informer's thread writes, the
-    health server reads the reporter)."""
+    """The skipped objects of one resource. Thread-safe (the informer's thread writes what it
+    cannot decode, the processor's what it cannot normalize or store; the health server
+    reads the reporter)."""
 
     def __init__(self, resource: str, reporter: HealthReporter) -> None:
         self._resource = resource

@@ -42,8 +42,8 @@ def snapshot_parts(keys: list[str]) -> list[list[str]]:
 
 
 class Snapshots:
-    """Decides when each kind's snapshot is complete, and sends it. Called by the
-    collector, under its lock."""
+    """Decides when each kind's snapshot is complete, and sends it. Called on the processor's
+    thread only, so it takes no lock."""
 
     def __init__(
         self,

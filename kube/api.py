@@ -7,9 +7,9 @@ failures into `kube.errors`, translated in exactly one place (`_translate`, with
 `_status_error` for an answer's status). A caller may name a call (`what`: "patch
 horizontalpodautoscaler shop/web"); errors then say that instead of the method and path.
 
-Writes are strictly validated and may carry a field manager, a dry run or a force
-(`kube.writes.WriteOptions`); a patch says its type (a JSON merge patch by default), a
-delete may carry uid and resourceVersion preconditions (`kube.writes.Preconditions`).
+Writes are strictly validated and may carry a field manager or a dry run
+(`kube.writes.WriteOptions`); a patch is a JSON merge patch, a delete may carry uid and
+resourceVersion preconditions (`kube.writes.Preconditions`).
 Nothing is retried here: a 429 or a 503 is an error at once, so a loop gives up and tries
 again on its own schedule instead of stalling inside a call.
 
@@ -153,20 +153,19 @@ class KubeApi:
         path: str,
         patch: Any,
         *,
-        patch_type: str = MERGE_PATCH,
         options: WriteOptions = STRICT,
         within: float | None = None,
         what: str | None = None,
     ) -> bytes | bytearray:
-        """A patch of `patch_type` (by default a JSON merge patch, RFC 7386: the keys given
-        replace, a null removes). A resourceVersion in the patch's metadata is a
-        precondition: a change since it was read is a `Conflict`."""
+        """A JSON merge patch (RFC 7386: the keys given replace, a null removes). A
+        resourceVersion in the patch's metadata is a precondition: a change since it was read
+        is a `Conflict`."""
         return self._send(
             "PATCH",
             path,
             params=options.params(),
             json_body=patch,
-            content_type=patch_type,
+            content_type=MERGE_PATCH,
             within=within,
             what=what,
         )

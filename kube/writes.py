@@ -3,8 +3,7 @@
 Every write is strictly validated (`fieldValidation=Strict`): a field the server does not know
 (a typo in a body built here) is a 400 `BadRequest` naming it, not silently dropped. On top of
 that a caller may write under its own name in managedFields (`fieldManager`, so GitOps tools
-can tell our changes apart), ask the server to validate without persisting (`dryRun=All`), or,
-for a server-side apply, take fields over from another manager (`force`).
+can tell our changes apart) or ask the server to validate without persisting (`dryRun=All`).
 
 A write that must not overwrite a change made since its read carries a precondition: the
 resourceVersion in a patch's metadata, or `Preconditions` (uid and resourceVersion) on a
@@ -29,8 +28,6 @@ class WriteOptions:
     dry_run: bool = False
     """Validated and admitted by the server, answered with the object as it would be, never
     stored."""
-    force: bool = False
-    """Server-side apply only: take over fields another manager owns."""
 
     def params(self) -> dict[str, str]:
         params = {"fieldValidation": "Strict"}
@@ -38,8 +35,6 @@ class WriteOptions:
             params["fieldManager"] = self.field_manager
         if self.dry_run:
             params["dryRun"] = "All"
-        if self.force:
-            params["force"] = "true"
         return params
 
     def delete_params(self) -> dict[str, str]:

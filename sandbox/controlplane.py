@@ -402,15 +402,6 @@ class ControlPlane:
             raise
         return True
 
-    def wait_gone(
-        self, api_version: str, kind: str, namespace: str | None, name: str, timeout: float = 60
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while self.exists(api_version, kind, namespace, name):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{kind} {namespace}/{name} still there after {timeout:g} s")
-            time.sleep(0.1)
-
     # -- the audit log -------------------------------------------------------------------
 
     def audit_mark(self) -> int:

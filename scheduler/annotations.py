@@ -48,7 +48,7 @@ IGNORE = PREFIX + "ignore"
 RELEASED = PREFIX + "released"
 # A label, on a Deployment whose provisional HPA is being deleted: the replicas to restore.
 # The cluster's copy of the local store's journal, found by a label selector once the store
-# is lost (`scheduler.revert.read_restore_journal`).
+# is lost (`scheduler.restores.read_restore_journal`).
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
 
 # Everything a revert removes (RELEASED stays: it outlives the window on purpose).

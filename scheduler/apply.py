@@ -1,6 +1,7 @@
 """Applying one action of an active template to its Deployment's HPA: the reads and the
 checks that stop before any write are made here; what to write is then decided by
-`scheduler.apply_plan.plan_apply` (pure) and carried out here in its order.
+`scheduler.apply_plan.plan_apply` (pure) and carried out in its order by
+`scheduler.executor.perform`.
 
 In order: the IGNORE_RESOURCES globs and the Deployment (missing: `deployment_not_found`;
 annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/v2 HPA whose

@@ -1,6 +1,6 @@
 """A revert as a plan: what to write to end one managed HPA's window, decided from what was
 read before anything is written (`plan_revert`, pure), then carried out in order by
-`scheduler.revert`.
+`scheduler.executor.perform` (for `scheduler.revert`).
 
 The plan, by case (the safety model of `scheduler.revert`):
 - `overridden` (someone else changed min or max): the revert event, then one HPA patch that

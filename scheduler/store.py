@@ -26,7 +26,7 @@ holds tables other than this store's (a file written by something else, or by a 
 version does not know) is moved aside (`<name>.corrupt-<time>`), counted (`store_lost`) and
 logged once (`scaling_store_lost`, with how), and a fresh one started. The cost: events
 sent again, which the platform de-duplicates, and pending restores forgotten, which the
-Deployments' own journal label brings back (`scheduler.revert`). A file that cannot be
+Deployments' own journal label brings back (`scheduler.restores`). A file that cannot be
 opened (locked, no permission) raises `UnusableFile`; SQLite errors met later (read-only,
 disk full) raise `sqlite3.Error` from the call that met them; a write that failed is kept
 to be written by the next `commit`.

@@ -6,8 +6,8 @@ rewrites every chunk twice before removing it. Those table and column names and 
 status value are persist-queue's private choices, so they are written down here, once, as
 the outbox expects them, and `mismatch` compares them with the file and the installed
 persist-queue at every open: an upgrade that changes them stops start-up with one line
-instead of silently delivering nothing. tests/test_queueschema.py fails on such an upgrade
-before it ships; pyproject.toml pins persist-queue to the versions tested here.
+instead of silently delivering nothing. tests/integration/test_queueschema.py fails on such an
+upgrade before it ships; pyproject.toml pins persist-queue to the versions tested here.
 
 Our own tables (`outbox_meta`, `dead_letters`) and every statement on any of the tables are
 here too, so a reader finds all of the file's SQL in one place.

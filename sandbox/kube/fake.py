@@ -353,10 +353,6 @@ class FakeKube:
     def disable_controller(self, name: str) -> None:
         self._controllers.disable(name)
 
-    @property
-    def running_controllers(self) -> tuple[str, ...]:
-        return self._controllers.running()
-
     # objects ------------------------------------------------------------------------------
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:

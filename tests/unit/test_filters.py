@@ -93,11 +93,11 @@ def test_node_labels_drop_exact_keys_and_globs() -> None:
         "topology.kubernetes.io/zone": "eu-west-1a",
         "kubernetes.io/arch": "amd64",
     }
-    assert filters.node_labels(labels) == {
+    assert without_keys(labels, filters.ignored_node_labels) == {
         "kubernetes.io/arch": "amd64",
         "topology.kubernetes.io/zone": "eu-west-1a",
     }
-    assert list(filters.node_labels(labels)) == [
+    assert list(without_keys(labels, filters.ignored_node_labels)) == [
         "kubernetes.io/arch",
         "topology.kubernetes.io/zone",
     ]

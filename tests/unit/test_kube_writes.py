@@ -15,10 +15,6 @@ from kube.writes import Preconditions, WriteOptions
             WriteOptions(field_manager="moonin-agent", dry_run=True),
             {"fieldValidation": "Strict", "fieldManager": "moonin-agent", "dryRun": "All"},
         ),
-        (
-            WriteOptions(field_manager="moonin-agent", force=True),
-            {"fieldValidation": "Strict", "fieldManager": "moonin-agent", "force": "true"},
-        ),
     ],
 )
 def test_every_write_is_strict_and_carries_what_was_asked(
