@@ -68,6 +68,7 @@ either: the informer is not ready, backs off as for other failures, and lists ag
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 import random
 import threading
@@ -208,6 +209,14 @@ _decode_status = msgspec.json.Decoder(_Status).decode
 
 class _Stopping(Exception):
     pass
+
+
+class _Turn(enum.Enum):
+    """What the loop does after a failed list or watch."""
+
+    ON = "on"  # go on: watch from the resourceVersion held, or list if a list was wanted
+    LIST = "list"  # list before the next watch
+    END = "end"  # the informer ends
 
 
 class _StreamingUnavailable(Exception):
@@ -359,55 +368,71 @@ class Informer(Generic[T]):
                 need_list = True
             try:
                 if need_list:
-                    if self._unlisted_since is None:
-                        self._unlisted_since = time.monotonic()
-                    self._list()
+                    self._list_wanted()
                     need_list = False
-                    self._synced.set()
                 self._watch()
             except _Stopping:
                 return
-            except Gone as exc:
-                # The history we would resume from is gone: only a fresh list is complete.
-                self.reporter.count("relists")
-                log.info("informer_relist", resource=self.resource.plural, reason=str(exc))
-                need_list = True
-                self._pause(self._relist_delay())
-            except EndlessList as exc:
-                self.reporter.count("lists_abandoned")
-                self._degraded("list abandoned: it does not end", exc)
-                self._pause(self._relist_backoff.next_delay())
-            except Aborted:
-                # Ended on purpose (a relist wanted here or elsewhere): resume at once, from
-                # the resourceVersion reached, or with a list when one was asked for.
-                if self._stopped.is_set():
-                    return
-            except Forbidden as exc:
-                self._forbidden(exc)
-                need_list = True
-                self._pause(self._forbidden_backoff.next_delay())
-            except (KubeError, msgspec.DecodeError) as exc:
-                if self._stopped.is_set():
-                    return
-                if self._relist.is_set():
-                    continue  # the watch was aborted on purpose: list again now
-                self._degraded(f"failing: {type(exc).__name__}", exc)
-                retry_after = exc.retry_after if isinstance(exc, KubeError) else None
-                self._pause(self._backoff.next_delay(at_least=retry_after))
             except Exception as exc:
-                if self._stopped.is_set():
+                turn = self._after_failure(exc)
+                if turn is _Turn.END:
                     return
-                if is_passing_storage_error(exc):
-                    # A full or failing disk under what the sink writes: hold the place and
-                    # list again once it may have passed (the sink's writes were rolled back).
-                    self._storage_failing(exc)
+                if turn is _Turn.LIST:
                     need_list = True
-                    self._pause(self._backoff.next_delay())
-                    continue
-                log.exception("informer_crashed", resource=self.resource.plural)
-                self.failing = True
-                self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
-                return
+
+    def _list_wanted(self) -> None:
+        """The list the loop wants before it watches; once through, the informer is synced."""
+        if self._unlisted_since is None:
+            self._unlisted_since = time.monotonic()
+        self._list()
+        self._synced.set()
+
+    def _after_failure(self, exc: Exception) -> _Turn:
+        """What a failed list or watch leads to; waits here first when it asks for a pause."""
+        if isinstance(exc, Gone):
+            # The history we would resume from is gone: only a fresh list is complete.
+            self.reporter.count("relists")
+            log.info("informer_relist", resource=self.resource.plural, reason=str(exc))
+            self._pause(self._relist_delay())
+            return _Turn.LIST
+        if isinstance(exc, EndlessList):
+            self.reporter.count("lists_abandoned")
+            self._degraded("list abandoned: it does not end", exc)
+            self._pause(self._relist_backoff.next_delay())
+            return _Turn.ON
+        if isinstance(exc, Aborted):
+            # Ended on purpose (a relist wanted here or elsewhere): resume at once, from
+            # the resourceVersion reached, or with a list when one was asked for.
+            return _Turn.END if self._stopped.is_set() else _Turn.ON
+        if isinstance(exc, Forbidden):
+            self._forbidden(exc)
+            self._pause(self._forbidden_backoff.next_delay())
+            return _Turn.LIST
+        if self._stopped.is_set():
+            return _Turn.END
+        if isinstance(exc, (KubeError, msgspec.DecodeError)):
+            return self._after_request_failure(exc)
+        return self._after_crash(exc)
+
+    def _after_request_failure(self, exc: KubeError | msgspec.DecodeError) -> _Turn:
+        if self._relist.is_set():
+            return _Turn.ON  # the watch was aborted on purpose: list again now
+        self._degraded(f"failing: {type(exc).__name__}", exc)
+        retry_after = exc.retry_after if isinstance(exc, KubeError) else None
+        self._pause(self._backoff.next_delay(at_least=retry_after))
+        return _Turn.ON
+
+    def _after_crash(self, exc: Exception) -> _Turn:
+        if is_passing_storage_error(exc):
+            # A full or failing disk under what the sink writes: hold the place and
+            # list again once it may have passed (the sink's writes were rolled back).
+            self._storage_failing(exc)
+            self._pause(self._backoff.next_delay())
+            return _Turn.LIST
+        log.exception("informer_crashed", resource=self.resource.plural)
+        self.failing = True
+        self.reporter.set(Health.failed(f"informer {self.resource.plural} crashed"))
+        return _Turn.END
 
     def _list(self) -> None:
         if self._streaming:

@@ -261,41 +261,43 @@ _ASKERS: dict[str, Callable[[_Endpoint], ClusterMetadata | None]] = {
 
 def metadata_from_nodes(nodes: Iterable[NodeHint]) -> ClusterMetadata:
     """What the nodes say: the most common answer of each, `unknown` when they say nothing."""
-    providers: list[str] = []
-    regions: list[str] = []
-    zones: list[str] = []
-    accounts: list[str] = []
-    groups: list[str] = []
-    names: list[str] = []
-    for node in nodes:
-        labels = node.labels
-        parsed = _parse_provider_id(node.provider_id or "")
-        provider = next((p for label, p in _PROVIDER_LABELS.items() if label in labels), None)
-        provider = provider or parsed.provider
-        if provider != UNKNOWN:
-            providers.append(provider)
-        region = _first_label(labels, _REGION_LABELS)
-        zone = _first_label(labels, _ZONE_LABELS) or parsed.zone
-        if zone:
-            zones.append(zone)
-        region = region or _region_of_zone(provider, zone)
-        if region:
-            regions.append(region)
-        if parsed.cloud_account:
-            accounts.append(parsed.cloud_account)
-        if parsed.resource_group:
-            groups.append(parsed.resource_group)
-        name = labels.get(_EKSCTL_CLUSTER) or _aks_cluster_name(labels.get(_AKS_NODE_GROUP), region)
-        if name:
-            names.append(name)
+    said = [_node_says(node) for node in nodes]
     return ClusterMetadata(
-        provider=_most_common(providers) or UNKNOWN,
-        region=_most_common(regions),
-        zone=_most_common(zones),
-        cluster_name=_most_common(names),
-        cloud_account=_most_common(accounts),
-        resource_group=_most_common(groups),
+        provider=_most_said(m.provider for m in said if m.provider != UNKNOWN) or UNKNOWN,
+        region=_most_said(m.region for m in said),
+        zone=_most_said(m.zone for m in said),
+        cluster_name=_most_said(m.cluster_name for m in said),
+        cloud_account=_most_said(m.cloud_account for m in said),
+        resource_group=_most_said(m.resource_group for m in said),
     )
+
+
+def _node_says(node: NodeHint) -> ClusterMetadata:
+    """What one node says, from its labels and its `spec.providerID`."""
+    labels = node.labels
+    parsed = _parse_provider_id(node.provider_id or "")
+    provider = next((p for label, p in _PROVIDER_LABELS.items() if label in labels), None)
+    provider = provider or parsed.provider
+    zone = _first_label(labels, _ZONE_LABELS) or parsed.zone
+    region = _first_label(labels, _REGION_LABELS) or _region_of_zone(provider, zone)
+    name = labels.get(_EKSCTL_CLUSTER) or _aks_cluster_name(labels.get(_AKS_NODE_GROUP), region)
+    return ClusterMetadata(
+        provider=provider,
+        region=region,
+        zone=zone,
+        cluster_name=name,
+        cloud_account=parsed.cloud_account,
+        resource_group=parsed.resource_group,
+    )
+
+
+def _most_said(answers: Iterable[str | None]) -> str | None:
+    """The most common of the answers given; an empty one is none."""
+    counts = Counter(answer for answer in answers if answer)
+    if not counts:
+        return None
+    # Ties go to the first in sort order, so the answer does not depend on node order.
+    return min(counts, key=lambda v: (-counts[v], v))
 
 
 def _parse_provider_id(provider_id: str) -> ClusterMetadata:
@@ -376,14 +378,6 @@ def _last_segment(path: str | None) -> str | None:
     if not path:
         return None
     return path.rsplit("/", 1)[-1] or None
-
-
-def _most_common(values: list[str]) -> str | None:
-    if not values:
-        return None
-    counts = Counter(values)
-    # Ties go to the first in sort order, so the answer does not depend on node order.
-    return min(counts, key=lambda v: (-counts[v], v))
 
 
 def _str(value: Any) -> str | None:

@@ -242,37 +242,51 @@ def change_cause(value: str) -> str:
     assignment keeps its name: `DB_HOST=[REDACTED]`), and so does every following word up
     to the next flag, since it may be the rest of that value. Everything after `--` goes.
     """
-    words = _WHITESPACE.split(value)
-    set_image = _SET_IMAGE.search(value) is not None
-    out: list[str] = []
-    redacting = False  # inside a value that went: its later words go too
-    value_next = False  # the previous word was a flag whose value is the next word
-    after_dashes = False
-    for word in words:
-        if not word or word.isspace():
-            out.append(word)  # the separators, kept as they were
-        elif after_dashes:
-            out.append(REDACTED)
-        elif word == "--":
-            after_dashes = True
-            out.append(word)
-        elif word.startswith("-"):
-            name, assigns, flag_value = word.partition("=")
-            safe = name in _SAFE_VALUE_FLAGS
-            kept = not assigns or (safe and _safe_flag_value(flag_value))
-            redacting = not kept
-            value_next = not assigns and not safe
-            out.append(word if kept else f"{name}={_redact(flag_value)}")
-        elif redacting or value_next:
-            redacting, value_next = True, False
-            out.append(_redact(word))
-        elif _plain(word) or (set_image and _IMAGE_ASSIGNMENT.fullmatch(word)):
-            out.append(word)
-        else:
-            redacting = True
-            out.append(_redact(word))
+    words = _RecordedCommand(set_image=_SET_IMAGE.search(value) is not None)
+    out = [words.shown(word) for word in _WHITESPACE.split(value)]
     # One `[REDACTED]` for a run of them: how many words a value had is nobody's business.
     return _REDACTED_RUN.sub(REDACTED, "".join(out))
+
+
+class _RecordedCommand:
+    """The words of a recorded command line, one after another, as `change_cause` ships
+    them: what becomes of a word depends on the words before it."""
+
+    def __init__(self, *, set_image: bool) -> None:
+        self._set_image = set_image
+        self._redacting = False  # inside a value that went: its later words go too
+        self._value_next = False  # the previous word was a flag whose value is the next word
+        self._after_dashes = False
+
+    def shown(self, word: str) -> str:
+        """The next word as shipped."""
+        if not word or word.isspace():
+            return word  # the separators, kept as they were
+        if self._after_dashes:
+            return REDACTED
+        if word == "--":
+            self._after_dashes = True
+            return word
+        if word.startswith("-"):
+            return self._flag(word)
+        return self._argument(word)
+
+    def _flag(self, word: str) -> str:
+        name, assigns, flag_value = word.partition("=")
+        safe = name in _SAFE_VALUE_FLAGS
+        keep = not assigns or (safe and _safe_flag_value(flag_value))
+        self._redacting = not keep
+        self._value_next = not assigns and not safe
+        return word if keep else f"{name}={_redact(flag_value)}"
+
+    def _argument(self, word: str) -> str:
+        if self._redacting or self._value_next:
+            self._redacting, self._value_next = True, False
+            return _redact(word)
+        if _plain(word) or (self._set_image and _IMAGE_ASSIGNMENT.fullmatch(word)):
+            return word
+        self._redacting = True
+        return _redact(word)
 
 
 def _plain(word: str) -> bool:

@@ -44,34 +44,46 @@ def read_bounded(response: httpx.Response, limit: int, *, cut: bool = False) -> 
     if response.is_stream_consumed:
         # Built around bytes already in memory (httpx does so for a test transport's
         # answers) and decoded then: only the limit is left to apply.
-        content = response.content
-        if len(content) > limit and not cut:
-            raise AnswerTooLarge(limit)
-        return content[:limit]
+        return _within(response.content, limit, cut=cut)
     inflater = _Inflater.for_encoding(response.headers.get("Content-Encoding", ""))
     body = bytearray()
     received = False
     for raw in response.iter_raw():
         received = received or bool(raw)
-        pending = raw
-        while pending:
-            room = limit - len(body)
-            if inflater is None:
-                piece, pending = pending[: room + 1], b""
-            else:
-                # In slices: inflating all the room at once would hold it twice.
-                piece, pending = inflater.inflate(pending, min(room + 1, _SLICE))
-            body += piece
-            if len(body) > limit:
-                if cut:
-                    del body[limit:]
-                    return body
-                raise AnswerTooLarge(limit)
+        if _add(body, raw, inflater, limit, cut=cut):
+            return body
         if inflater is not None and inflater.ended:
             break  # whatever follows a complete gzip member is not part of the answer
-    if inflater is not None and received and not inflater.ended and not cut:
-        raise UndecodableAnswer("the compressed answer ends before its end marker")
+    if inflater is not None and received and not cut:
+        inflater.check_ended()
     return body
+
+
+def _within(content: bytes, limit: int, *, cut: bool) -> bytes:
+    """A body already in memory, held to `limit` bytes."""
+    if len(content) > limit and not cut:
+        raise AnswerTooLarge(limit)
+    return content[:limit]
+
+
+def _add(body: bytearray, raw: bytes, inflater: _Inflater | None, limit: int, *, cut: bool) -> bool:
+    """One chunk of the raw answer, decoded, onto `body`; True once `cut` stopped `body`
+    at `limit` bytes. Raises `AnswerTooLarge` past the limit without `cut`."""
+    pending = raw
+    while pending:
+        room = limit - len(body)
+        if inflater is None:
+            piece, pending = pending[: room + 1], b""
+        else:
+            # In slices: inflating all the room at once would hold it twice.
+            piece, pending = inflater.inflate(pending, min(room + 1, _SLICE))
+        body += piece
+        if len(body) > limit:
+            if cut:
+                del body[limit:]
+                return True
+            raise AnswerTooLarge(limit)
+    return False
 
 
 def describe_size(size: int) -> str:
@@ -102,6 +114,11 @@ class _Inflater:
     @property
     def ended(self) -> bool:
         return self._inflate.eof
+
+    def check_ended(self) -> None:
+        """Raises `UndecodableAnswer` unless the compressed answer reached its end marker."""
+        if not self._inflate.eof:
+            raise UndecodableAnswer("the compressed answer ends before its end marker")
 
     def inflate(self, data: bytes, most: int) -> tuple[bytes, bytes]:
         """At most `most` bytes inflated from `data`, and the input not used yet."""

@@ -291,6 +291,44 @@ class ApiClient:
 
         `endpoint` names the call for the observer (paths carry ids)."""
         url, shown = self._url(path), self._shown(path)
+        headers, content = self._outgoing(body, idempotency_key)
+        request = self._http.build_request(method, url, content=content, headers=headers)
+        started = time.perf_counter()
+        outcome = "error"  # no answer at all
+        with deadline.within(self._deadline_seconds) as limit:
+            try:
+                response = self._http.send(request, stream=True)
+                outcome = f"{response.status_code // 100}xx"
+                try:
+                    if response.is_success:
+                        return self._whole_answer(response, method, shown, answer_limit, limit)
+                    if response.status_code == 409 and method == "POST":
+                        return b""  # delivered before; its body is no answer to decode
+                    snippet = _read_prefix(response)
+                finally:
+                    # Back to the pool: the deadline must not reach the next call on it.
+                    limit.release()
+                    response.close()
+            except (httpx.RequestError, MalformedAnswer) as e:
+                given_up = _given_up(limit, method, shown)
+                if given_up is not None:
+                    outcome, stop = given_up
+                    raise stop from e
+                if isinstance(e, MalformedAnswer):
+                    raise
+                raise self._transport_error(e, method, shown) from e
+            except AnswerOverLimit:
+                outcome = "over_limit"
+                raise
+            finally:
+                if self._observe is not None:
+                    self._observe(endpoint, outcome, time.perf_counter() - started)
+        raise self._refused(response, method, shown, snippet)
+
+    def _outgoing(
+        self, body: bytes | None, idempotency_key: str | None
+    ) -> tuple[dict[str, str], bytes | None]:
+        """The headers of a request and its body as sent (gzipped above `GZIP_THRESHOLD`)."""
         token = self._token.current()
         headers = {"X-Cluster-Token": token, "Authorization": f"Bearer {token}"}
         if body is not None:
@@ -303,44 +341,28 @@ class ApiClient:
                 # gzip.compress(compresslevel=1) and leaves no timestamp in the header.
                 body = zlib.compress(body, level=1, wbits=31)
                 headers["Content-Encoding"] = "gzip"
-        request = self._http.build_request(method, url, content=body, headers=headers)
-        started = time.perf_counter()
-        outcome = "error"  # no answer at all
-        with deadline.within(self._deadline_seconds) as limit:
-            try:
-                response = self._http.send(request, stream=True)
-                outcome = f"{response.status_code // 100}xx"
-                try:
-                    if response.is_success:
-                        content = self._answer(response, method, shown, answer_limit)
-                        if answer_limit is not None and limit.interrupted:
-                            # Shut down under it, a body that ends with the connection
-                            # looks complete: it was cut short.
-                            raise MalformedAnswer("cut short")
-                        return content
-                    if response.status_code == 409 and method == "POST":
-                        return b""  # delivered before; its body is no answer to decode
-                    snippet = _read_prefix(response)
-                finally:
-                    # Back to the pool: the deadline must not reach the next call on it.
-                    limit.release()
-                    response.close()
-            except (httpx.RequestError, MalformedAnswer) as e:
-                if limit.cancelled:
-                    outcome = "cancelled"
-                    raise CallCancelled(f"{method} {shown}: given up, the agent is stopping") from e
-                if limit.expired:
-                    outcome = "deadline"
-                    raise DeadlineExceeded(f"{method} {shown}: {limit.missed()}") from e
-                if isinstance(e, MalformedAnswer):
-                    raise
-                raise self._transport_error(e, method, shown) from e
-            except AnswerOverLimit:
-                outcome = "over_limit"
-                raise
-            finally:
-                if self._observe is not None:
-                    self._observe(endpoint, outcome, time.perf_counter() - started)
+        return headers, body
+
+    def _whole_answer(
+        self,
+        response: httpx.Response,
+        method: str,
+        shown: str,
+        answer_limit: int | None,
+        limit: deadline.Deadline,
+    ) -> bytes | bytearray:
+        """The body of a 2xx answer (`_answer`), unless the deadline cut it short."""
+        content = self._answer(response, method, shown, answer_limit)
+        if answer_limit is not None and limit.interrupted:
+            # Shut down under it, a body that ends with the connection looks complete:
+            # it was cut short.
+            raise MalformedAnswer("cut short")
+        return content
+
+    def _refused(
+        self, response: httpx.Response, method: str, shown: str, snippet: str
+    ) -> MooninAPIError:
+        """The error a non-2xx answer means (`_status_error`)."""
         error = _status_error(
             method,
             shown,
@@ -351,7 +373,7 @@ class ApiClient:
         if response.status_code in (401, 403):
             # A rotated Secret: the next call, whichever it is, carries the new token.
             error.token_rotated = self._token.reload()
-        raise error
+        return error
 
     def _answer(
         self, response: httpx.Response, method: str, url: str, limit: int | None
@@ -434,6 +456,16 @@ class ApiClient:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _given_up(limit: deadline.Deadline, method: str, url: str) -> tuple[str, MooninAPIError] | None:
+    """What a call the deadline ended is (the agent stopping, or the time spent), with the
+    outcome it is observed as; None for a call that failed on its own."""
+    if limit.cancelled:
+        return "cancelled", CallCancelled(f"{method} {url}: given up, the agent is stopping")
+    if limit.expired:
+        return "deadline", DeadlineExceeded(f"{method} {url}: {limit.missed()}")
+    return None
 
 
 def _status_error(

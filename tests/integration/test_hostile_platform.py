@@ -4,6 +4,7 @@ reads no more than its bound, and never follows the platform elsewhere with the 
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import zlib
@@ -14,10 +15,17 @@ from typing import Any
 
 import pytest
 
+from runtime import deadline
 from runtime.backoff import RETRY_AFTER_CEILING_SECONDS, Backoff
 from sandbox.platform import Drip, FakePlatform, GzipBomb, HugeBody, Redirect, Status
 from shipper.client import ApiClient, ApiSettings
-from shipper.errors import AnswerOverLimit, DeadlineExceeded, Misconfigured, RetryLater
+from shipper.errors import (
+    AnswerOverLimit,
+    CallCancelled,
+    DeadlineExceeded,
+    Misconfigured,
+    RetryLater,
+)
 from shipper.token import TokenSource
 from tests.raw_server import serving
 from tests.waiting import wait_until
@@ -78,6 +86,30 @@ def test_an_answer_that_drips_past_the_deadline_is_a_deadline_error(
     assert str(caught.value).endswith(f"/{route}: no complete answer within 1 s")
     assert caught.value.summary == "deadline exceeded"
     assert observed == [(route, "deadline")]
+
+
+def test_a_call_the_stopping_agent_gives_up_is_cancelled_not_a_deadline_error(
+    platform: FakePlatform, observed: list[tuple[str, str]]
+) -> None:
+    platform.token = TOKEN
+    platform.fail_all("templates", Drip(every=0.05))
+
+    def cancel_once_answering(scope: deadline.Deadline) -> None:
+        wait_until(lambda: platform.open_streams() == 1)
+        scope.cancel()
+
+    with (
+        client_for(platform.url, observed, deadline_seconds=60) as client,
+        deadline.within(math.inf) as stopping,
+    ):
+        canceller = threading.Thread(target=cancel_once_answering, args=(stopping,))
+        canceller.start()
+        with pytest.raises(CallCancelled) as caught:
+            client.get_templates()
+        canceller.join()
+    assert str(caught.value).endswith("/templates: given up, the agent is stopping")
+    assert caught.value.summary == "cancelled"
+    assert observed == [("templates", "cancelled")]
 
 
 def test_a_slow_answer_that_ends_within_the_deadline_is_used(

@@ -334,6 +334,20 @@ def test_provider_ids_alone_are_enough() -> None:
     assert (meta.provider, meta.region, meta.zone) == ("eks", "us-east-1", "us-east-1a")
 
 
+@pytest.mark.parametrize("order", [1, -1], ids=["as listed", "reversed"])
+def test_the_most_said_answer_wins_a_tie_goes_the_same_way_and_silence_never_wins(
+    order: int,
+) -> None:
+    zones = ["us-east-1b", "us-east-1a", "us-east-1b", "us-east-1a"]
+    nodes = [
+        NodeHint(name=f"n{i}", provider_id=f"aws:///{zone}/i-{i:017x}")
+        for i, zone in enumerate(zones)
+    ]
+    nodes += [NodeHint(name=f"metal-{i}") for i in range(5)]  # outnumber the rest, say nothing
+    meta = MetadataProbe(enabled=False).probe(nodes[::order])
+    assert (meta.provider, meta.region, meta.zone) == ("eks", "us-east-1", "us-east-1a")
+
+
 def test_when_disabled_no_request_is_made(endpoints: Callable[[Route], FakeEndpoint]) -> None:
     gce, aws, azure = endpoints(gce_route), endpoints(aws_route(tags=True)), endpoints(azure_route)
     probe = MetadataProbe(enabled=False, gce_url=gce.url, aws_url=aws.url, azure_url=azure.url)
