@@ -20,7 +20,7 @@ from collector.normalize import deployment as deployment_kind
 from collector.normalize.deployment import Deployment
 from collector.normalize.service import Service
 from collector.processor import Processor
-from collector.settings import CollectorSettings
+from collector.settings import CollectorSettings, FilterSettings
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from runtime.health import HealthReporter
@@ -217,7 +217,9 @@ def test_a_deployment_marked_stale_many_times_in_one_drain_is_rebuilt_once(
 ) -> None:
     # Never started: the processor is driven here one delta at a time, as its thread would.
     api = KubeApi(KubeTarget(server="http://127.0.0.1:9", verify=False, token=lambda: "t"))
-    collector = Collector(api, stream, settings=CollectorSettings(ignore_namespaces=()))
+    collector = Collector(
+        api, stream, settings=CollectorSettings(filters=FilterSettings(ignore_namespaces=()))
+    )
     try:
         for informer in collector.informers:
             collector._listings.took(informer.resource)  # nothing is held back
@@ -251,7 +253,9 @@ def test_a_deployment_held_in_the_warm_up_is_built_once_when_released(
     stream: StreamOutbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api = KubeApi(KubeTarget(server="http://127.0.0.1:9", verify=False, token=lambda: "t"))
-    collector = Collector(api, stream, settings=CollectorSettings(ignore_namespaces=()))
+    collector = Collector(
+        api, stream, settings=CollectorSettings(filters=FilterSettings(ignore_namespaces=()))
+    )
     builds: list[str] = []
     normalizer = type(deployment_kind.NORMALIZER)
     upserts, relink = normalizer.upserts, normalizer.relink
