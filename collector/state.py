@@ -98,6 +98,8 @@ CREATE TABLE IF NOT EXISTS held (
 """
 
 Slot = tuple[str, str]  # (record kind, record key)
+# Keys per `IN (...)` query: well under SQLite's limit of bound parameters on any build.
+_IN_CHUNK = 500
 
 
 def _other_version(db: sqlite3.Connection) -> str | None:
@@ -184,6 +186,11 @@ class StateStore:
     def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
         with self.lock, self._guarded():
             return self._db.execute(sql, tuple(parameters))
+
+    def execute_many(self, sql: str, rows: Iterable[Iterable[object]]) -> None:
+        """One statement for many rows (prepared once, run in C for each)."""
+        with self.lock, self._guarded():
+            self._db.executemany(sql, (tuple(row) for row in rows))
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
         with self.lock, self._guarded():
@@ -281,11 +288,35 @@ class SentFingerprints:
         found = self._store.rows("SELECT fingerprint FROM sent WHERE kind = ? AND key = ?", slot)
         return found[0][0] if found else None  # type: ignore[return-value]
 
-    def set(self, slot: Slot, fingerprint: bytes) -> None:
-        self._store.execute("INSERT OR REPLACE INTO sent VALUES (?, ?, ?)", (*slot, fingerprint))
+    def get_many(self, slots: Iterable[Slot]) -> dict[Slot, bytes]:
+        """The fingerprints of those slots that have one: one query per kind and chunk, not
+        one per record (a flush window holds up to a list page of records)."""
+        by_kind: dict[str, list[str]] = {}
+        for kind, key in slots:
+            by_kind.setdefault(kind, []).append(key)
+        found: dict[Slot, bytes] = {}
+        for kind, keys in by_kind.items():
+            for start in range(0, len(keys), _IN_CHUNK):
+                chunk = keys[start : start + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row_key, mark in self._store.rows(
+                    f"SELECT key, fingerprint FROM sent WHERE kind = ? AND key IN ({marks})",
+                    (kind, *chunk),
+                ):
+                    found[(kind, str(row_key))] = mark  # type: ignore[assignment]
+        return found
 
-    def discard(self, slot: Slot) -> None:
-        self._store.execute("DELETE FROM sent WHERE kind = ? AND key = ?", slot)
+    def set(self, slot: Slot, fingerprint: bytes) -> None:
+        self.set_many([(slot, fingerprint)])
+
+    def set_many(self, marks: Iterable[tuple[Slot, bytes]]) -> None:
+        self._store.execute_many(
+            "INSERT OR REPLACE INTO sent VALUES (?, ?, ?)",
+            ((kind, key, mark) for (kind, key), mark in marks),
+        )
+
+    def discard_many(self, slots: Iterable[Slot]) -> None:
+        self._store.execute_many("DELETE FROM sent WHERE kind = ? AND key = ?", slots)
 
     def clear(self, kind: str | None = None) -> None:
         """Forget every fingerprint, or those of one record kind."""
