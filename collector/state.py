@@ -91,6 +91,10 @@ CREATE TABLE IF NOT EXISTS event_series (
     key TEXT PRIMARY KEY, incident TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+-- `collector.relations.CURRENT_REVISION` without a sort: with only the index by Deployment,
+-- SQLite chose the primary key and read every ReplicaSet of the namespace per question.
+CREATE INDEX IF NOT EXISTS replicasets_by_revision
+    ON replicasets (namespace, deployment, COALESCE(revision, 0), name);
 CREATE TABLE IF NOT EXISTS held (
     source TEXT NOT NULL, source_key TEXT NOT NULL, object BLOB NOT NULL,
     PRIMARY KEY (source, source_key)
