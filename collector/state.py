@@ -45,6 +45,8 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+import msgspec
+
 from runtime import sqlite_file
 from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
@@ -102,8 +104,6 @@ CREATE TABLE IF NOT EXISTS held (
 """
 
 Slot = tuple[str, str]  # (record kind, record key)
-# Keys per `IN (...)` query: well under SQLite's limit of bound parameters on any build.
-_IN_CHUNK = 500
 
 
 def _other_version(db: sqlite3.Connection) -> str | None:
@@ -293,21 +293,21 @@ class SentFingerprints:
         return found[0][0] if found else None  # type: ignore[return-value]
 
     def get_many(self, slots: Iterable[Slot]) -> dict[Slot, bytes]:
-        """The fingerprints of those slots that have one: one query per kind and chunk, not
-        one per record (a flush window holds up to a list page of records)."""
+        """The fingerprints of those slots that have one: one query per kind, not one per
+        record (a flush window holds up to a list page of records). The keys go in as one
+        JSON array, so the statement text is the same whatever their number and SQLite's
+        statement cache holds one prepared statement, not one per count."""
         by_kind: dict[str, list[str]] = {}
         for kind, key in slots:
             by_kind.setdefault(kind, []).append(key)
         found: dict[Slot, bytes] = {}
         for kind, keys in by_kind.items():
-            for start in range(0, len(keys), _IN_CHUNK):
-                chunk = keys[start : start + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for row_key, mark in self._store.rows(
-                    f"SELECT key, fingerprint FROM sent WHERE kind = ? AND key IN ({marks})",
-                    (kind, *chunk),
-                ):
-                    found[(kind, str(row_key))] = mark  # type: ignore[assignment]
+            for row_key, mark in self._store.rows(
+                "SELECT key, fingerprint FROM sent"
+                " WHERE kind = ? AND key IN (SELECT value FROM json_each(?))",
+                (kind, msgspec.json.encode(keys).decode()),
+            ):
+                found[(kind, str(row_key))] = mark  # type: ignore[assignment]
         return found
 
     def set(self, slot: Slot, fingerprint: bytes) -> None:

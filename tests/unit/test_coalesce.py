@@ -128,7 +128,7 @@ def test_a_failed_write_keeps_the_records_for_the_next_window(
 def test_a_window_of_many_records_and_kinds_drops_exactly_the_unchanged_ones(
     stream: StreamOutbox,
 ) -> None:
-    """Fingerprints are read for a whole window at once: more keys than one query takes,
+    """Fingerprints are read for a whole window at once: a list page of keys or more,
     of two kinds sharing key names, and a delete that makes its key new again."""
     coalescer = Coalescer(stream, max_pending=10_000)
     names = [f"app-{i:04}" for i in range(1200)]
