@@ -139,9 +139,13 @@ class Coalescer:
             pending, self._pending = self._pending, {}
             worth: dict[Slot | tuple[str, int], tuple[Record, bytes]] = {}
             try:
+                # One read for the window's records, not one per record.
+                known = sent.get_many(
+                    (record.kind, record.key) for record in pending.values() if record.op != "event"
+                )
                 for slot, record in pending.items():
                     mark = fingerprint(record)
-                    if record.op != "event" and sent.get((record.kind, record.key)) == mark:
+                    if record.op != "event" and known.get((record.kind, record.key)) == mark:
                         continue
                     worth[slot] = (record, mark)
             except BaseException:
@@ -158,11 +162,14 @@ class Coalescer:
             self.cannot_write(exc)
             return 0
         with self._lock:
-            for record, mark in worth.values():
-                if record.op == "upsert":
-                    sent.set((record.kind, record.key), mark)
-                elif record.op == "delete":
-                    sent.discard((record.kind, record.key))
+            sent.set_many(
+                ((record.kind, record.key), mark)
+                for record, mark in worth.values()
+                if record.op == "upsert"
+            )
+            sent.discard_many(
+                (record.kind, record.key) for record, _ in worth.values() if record.op == "delete"
+            )
             self._state.commit()
         self.reporter.count("records_enqueued", len(worth))
         if self.reporter.set(Health.healthy()):

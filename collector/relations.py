@@ -43,6 +43,15 @@ from collector.normalize.hpa import min_replicas
 from collector.normalize.revision import owning_deployment
 from collector.state import RELATION_TABLES, StateStore
 
+# The Deployment's ReplicaSet with the highest revision (one without a number sorts below
+# every numbered one), then by name: asked for every ReplicaSet a list page brings, and
+# served by the index `replicasets_by_revision` (`collector.state`) without a sort.
+CURRENT_REVISION = (
+    "SELECT name, revision, created FROM replicasets"
+    " WHERE namespace = ? AND deployment = ?"
+    " ORDER BY COALESCE(revision, 0) DESC, name DESC LIMIT 1"
+)
+
 Labels = frozenset[tuple[str, str]]
 _Key = tuple[str, str]  # (namespace, name)
 _HpaLink = tuple[str | None, int | None, int | None]  # (target Deployment, min, max)
@@ -257,13 +266,7 @@ class Relations:
     # -- helpers (lock held) ------------------------------------------------------------
 
     def _current(self, deployment: _Key) -> RevisionRef | None:
-        # A ReplicaSet without a revision number sorts below every numbered one.
-        found = self._store.rows(
-            "SELECT name, revision, created FROM replicasets"
-            " WHERE namespace = ? AND deployment = ?"
-            " ORDER BY COALESCE(revision, 0) DESC, name DESC LIMIT 1",
-            deployment,
-        )
+        found = self._store.rows(CURRENT_REVISION, deployment)
         if not found:
             return None
         ((name, number, created),) = found

@@ -45,6 +45,8 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+import msgspec
+
 from runtime import sqlite_file
 from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
@@ -91,6 +93,10 @@ CREATE TABLE IF NOT EXISTS event_series (
     key TEXT PRIMARY KEY, incident TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+-- `collector.relations.CURRENT_REVISION` without a sort: with only the index by Deployment,
+-- SQLite chose the primary key and read every ReplicaSet of the namespace per question.
+CREATE INDEX IF NOT EXISTS replicasets_by_revision
+    ON replicasets (namespace, deployment, COALESCE(revision, 0), name);
 CREATE TABLE IF NOT EXISTS held (
     source TEXT NOT NULL, source_key TEXT NOT NULL, object BLOB NOT NULL,
     PRIMARY KEY (source, source_key)
@@ -184,6 +190,11 @@ class StateStore:
     def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
         with self.lock, self._guarded():
             return self._db.execute(sql, tuple(parameters))
+
+    def execute_many(self, sql: str, rows: Iterable[Iterable[object]]) -> None:
+        """One statement for many rows (prepared once, run in C for each)."""
+        with self.lock, self._guarded():
+            self._db.executemany(sql, (tuple(row) for row in rows))
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
         with self.lock, self._guarded():
@@ -281,11 +292,35 @@ class SentFingerprints:
         found = self._store.rows("SELECT fingerprint FROM sent WHERE kind = ? AND key = ?", slot)
         return found[0][0] if found else None  # type: ignore[return-value]
 
-    def set(self, slot: Slot, fingerprint: bytes) -> None:
-        self._store.execute("INSERT OR REPLACE INTO sent VALUES (?, ?, ?)", (*slot, fingerprint))
+    def get_many(self, slots: Iterable[Slot]) -> dict[Slot, bytes]:
+        """The fingerprints of those slots that have one: one query per kind, not one per
+        record (a flush window holds up to a list page of records). The keys go in as one
+        JSON array, so the statement text is the same whatever their number and SQLite's
+        statement cache holds one prepared statement, not one per count."""
+        by_kind: dict[str, list[str]] = {}
+        for kind, key in slots:
+            by_kind.setdefault(kind, []).append(key)
+        found: dict[Slot, bytes] = {}
+        for kind, keys in by_kind.items():
+            for row_key, mark in self._store.rows(
+                "SELECT key, fingerprint FROM sent"
+                " WHERE kind = ? AND key IN (SELECT value FROM json_each(?))",
+                (kind, msgspec.json.encode(keys).decode()),
+            ):
+                found[(kind, str(row_key))] = mark  # type: ignore[assignment]
+        return found
 
-    def discard(self, slot: Slot) -> None:
-        self._store.execute("DELETE FROM sent WHERE kind = ? AND key = ?", slot)
+    def set(self, slot: Slot, fingerprint: bytes) -> None:
+        self.set_many([(slot, fingerprint)])
+
+    def set_many(self, marks: Iterable[tuple[Slot, bytes]]) -> None:
+        self._store.execute_many(
+            "INSERT OR REPLACE INTO sent VALUES (?, ?, ?)",
+            ((kind, key, mark) for (kind, key), mark in marks),
+        )
+
+    def discard_many(self, slots: Iterable[Slot]) -> None:
+        self._store.execute_many("DELETE FROM sent WHERE kind = ? AND key = ?", slots)
 
     def clear(self, kind: str | None = None) -> None:
         """Forget every fingerprint, or those of one record kind."""

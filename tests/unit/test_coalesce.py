@@ -123,3 +123,29 @@ def test_a_failed_write_keeps_the_records_for_the_next_window(
         ("upsert", {"replicas": 2}),
         ("event", {"reason": "OOMKilled"}),
     ]
+
+
+def test_a_window_of_many_records_and_kinds_drops_exactly_the_unchanged_ones(
+    stream: StreamOutbox,
+) -> None:
+    """Fingerprints are read for a whole window at once: a list page of keys or more,
+    of two kinds sharing key names, and a delete that makes its key new again."""
+    coalescer = Coalescer(stream, max_pending=10_000)
+    names = [f"app-{i:04}" for i in range(1200)]
+    for kind in ("deployment", "revision"):
+        for name in names:
+            coalescer.offer(model.upsert(kind, meta(name), {"replicas": 1}))
+    assert coalescer.flush() == 2400
+    queued(stream)
+
+    coalescer.offer(model.delete("revision", meta("app-0007")))
+    assert coalescer.flush() == 1
+    for kind in ("deployment", "revision"):
+        for i, name in enumerate(names):
+            coalescer.offer(model.upsert(kind, meta(name, "2"), {"replicas": 1 + (i == 700)}))
+    assert coalescer.flush() == 3
+    assert sorted(key for op, key, _ in queued(stream) if op == "upsert") == [
+        "shop/app-0007",
+        "shop/app-0700",
+        "shop/app-0700",
+    ]

@@ -12,7 +12,7 @@ from collector.normalize.deployment import Deployment
 from collector.normalize.hpa import HorizontalPodAutoscaler
 from collector.normalize.revision import ReplicaSet
 from collector.normalize.service import Service
-from collector.relations import Relations
+from collector.relations import CURRENT_REVISION, Relations
 from collector.state import RELATION_TABLES, StateStore
 
 
@@ -175,6 +175,28 @@ def test_current_revision_follows_the_highest_revision_number() -> None:
     assert rel.forget("ReplicaSet", gone("web-10")) == {"shop/web"}
     assert rel.current_revision("shop", "web") is None
     assert rel.replicasets_of("shop", "web") == []
+
+
+def test_the_current_revision_is_read_from_an_index_among_many_replicasets() -> None:
+    """Asked once per ReplicaSet of a list page: it must not read the whole namespace and
+    sort it, and it still ranks unnumbered ReplicaSets below numbered ones, ties by name."""
+    store = StateStore()
+    rel = Relations(store)
+    for d in range(30):
+        for r in range(5):
+            rel.observe("ReplicaSet", replicaset(f"app{d}-{r}", f"app{d}", str(r + 1)))
+    rel.observe("ReplicaSet", replicaset("app7-x", "app7", None))
+    rel.observe("ReplicaSet", replicaset("app7-z", "app7", "5"))
+    assert rel.current_revision("shop", "app7") == RevisionRef(replicaset="app7-z", number=5)
+    rel.observe("ReplicaSet", replicaset("lone-b", "lone", None))
+    rel.observe("ReplicaSet", replicaset("lone-a", "lone", None))
+    assert rel.current_revision("shop", "lone") == RevisionRef(replicaset="lone-b", number=0)
+
+    plan = " ".join(
+        str(step[-1]) for step in store.rows(f"EXPLAIN QUERY PLAN {CURRENT_REVISION}", ("s", "d"))
+    )
+    assert "replicasets_by_revision (namespace=? AND deployment=?)" in plan
+    assert "TEMP B-TREE" not in plan
 
 
 def test_replicasets_without_a_deployment_are_not_revisions() -> None:
