@@ -134,14 +134,20 @@ class Agents:
                 proc.kill()
             proc.wait(timeout=10)
 
-    def log_lines(self) -> list[dict[str, Any]]:
-        """Every JSON log line of every process (a killed one may end mid-line)."""
+    def log_lines(self, paths: list[Path] | None = None) -> list[dict[str, Any]]:
+        """Every JSON log line of every process, or of those logging to `paths` (a killed
+        one may end mid-line)."""
         found = []
-        for path in sorted(self.logs.glob("agent-*.log")):
+        for path in sorted(self.logs.glob("agent-*.log")) if paths is None else paths:
             for line in path.read_text().splitlines():
                 with suppress(json.JSONDecodeError):
                     found.append(json.loads(line))
         return found
+
+    def running(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether `proc` has started its role (its SIGTERM handler is in place by then)."""
+        path = self.logs / f"agent-{self.started.index(proc):02d}.log"
+        return any(line.get("event") == "scaling_started" for line in self.log_lines([path]))
 
     def tail(self, processes: int = 3, chars: int = 4000) -> str:
         """The end of the last few processes' logs (JSON lines), for a failure message."""
@@ -366,6 +372,9 @@ def test_sigkill_during_applies_and_reverts_leaves_the_cluster_as_before_and_one
             expected[revert] = ("revert", target.action_id, window_start)
     final = agents.start()
     try:
+        # The agent killed last may have done it all already: wait for this one to run, so
+        # that the SIGTERM below meets its handler, not its imports.
+        wait_until(lambda: agents.running(final), timeout=30)
         wait_until(run.is_reverted, timeout=30)
         wait_until(lambda: set(expected) <= set(platform.events()), timeout=30)
         wait_until(lambda: queue_stats(queue, "scaling")["scaling"].records == 0, timeout=30)
