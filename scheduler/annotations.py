@@ -199,7 +199,7 @@ def read_window(hpa: Hpa) -> Window | None:
     notes = hpa.metadata.annotations
     if notes.get(MANAGED) != TRUE:
         return None
-    low = hpa.spec.min_replicas
+    low, high = hpa.spec.bounds
     return Window(
         template_id=notes.get(TEMPLATE_ID, ""),
         action_id=notes.get(ACTION_ID, ""),
@@ -208,8 +208,8 @@ def read_window(hpa: Hpa) -> Window | None:
         run_until=notes.get(RUN_UNTIL, ""),
         namespace=hpa.metadata.namespace,
         deployment=hpa.spec.scale_target_ref.name,
-        min_replicas=1 if low is None else low,  # the API's default
-        max_replicas=hpa.spec.max_replicas,
+        min_replicas=low,
+        max_replicas=high,
         priority_up=_int(notes.get(PRIORITY_UP)) or 0,
         priority_down=_int(notes.get(PRIORITY_DOWN)) or 0,
         managed_hash=notes.get(MANAGED_HASH, ""),

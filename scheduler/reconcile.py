@@ -67,7 +67,6 @@ from scheduler.annotations import Window
 from scheduler.apply import apply_action, invalid_action_error
 from scheduler.cycle import Cycle, EventSink
 from scheduler.kubeapi import ScalingKube
-from scheduler.objects import ref
 from scheduler.restores import finish_restores, read_restore_journal
 from scheduler.revert import revert
 from scheduler.store import Store
@@ -461,7 +460,7 @@ class Reconciler:
             return exc
         self._answered("hpa_list")
         for hpa, managed in managed_hpas(hpas):
-            read = ref(hpa)
+            read = hpa.metadata
             where = {"namespace": read.namespace, "hpa": read.name}
             try:
                 reenqueue_apply(cycle, managed)
@@ -610,7 +609,7 @@ def managed_hpas(hpas: Iterable[Hpa]) -> list[tuple[Hpa, Window]]:
         for hpa in hpas
         if (window := notes.read_window(hpa)) is not None and not hpa.metadata.terminating
     ]
-    found.sort(key=lambda pair: (pair[1].priority_down, pair[1].namespace, ref(pair[0]).name))
+    found.sort(key=lambda pair: (pair[1].priority_down, pair[1].namespace, pair[0].metadata.name))
     return found
 
 
