@@ -47,8 +47,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 import structlog
@@ -228,8 +229,7 @@ class Reconciler:
         try:
             with self._cancellable_calls():
                 decoded = decode_answer(self.api.get_templates())
-                view = decoded.view_at(cycle.now)
-                parsed = {} if at_bound else self._read_actions(cycle, view)
+                parsed = {} if at_bound else self._read_actions(cycle, decoded.view_at(cycle.now))
         except MooninAPIError as exc:
             if self._stopping.is_set():
                 log.debug("scaling_apply_given_up", error=str(exc))
@@ -241,14 +241,13 @@ class Reconciler:
         self._answered("templates")
         for problem in decoded.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        answer = decoded.with_actions(
-            {template_id: _ids(found) for template_id, found in parsed.items()}
-        )
+        action_ids = {template_id: _ids(found) for template_id, found in parsed.items()}
+        answer = replace(decoded, action_ids=action_ids)
         self._answer = answer
         with self._writing, self._storage(APPLY) as attempt:
             if now is None:
                 cycle.now = self._clock()
-                view = answer.view_at(cycle.now)
+            view = answer.view_at(cycle.now)
             if at_bound:
                 log.warning("scaling_outbox_at_bound", applying=False)
             else:
@@ -310,8 +309,6 @@ class Reconciler:
                 log.exception("scaling_plan_crashed", template=template.id)
             else:
                 self._answered(f"actions/{template.id}")
-        for template_id, parsed in found.items():
-            view.templates[template_id].action_ids = _ids(parsed)
         return found
 
     def _template_error(self, cycle: Cycle, state: TemplateState) -> None:
@@ -332,24 +329,22 @@ class Reconciler:
     # 2. actions and applies -------------------------------------------------------------------
 
     def _plan(self, cycle: Cycle, view: TemplateView, parsed: ParsedActions) -> list[Window]:
-        ranked: list[tuple[tuple[int, int, int], Window]] = []
-        for rank, state in enumerate(view.templates.values()):
+        """The windows to apply, by `priority_up`; equal ones in template, then action order
+        (the sort is stable)."""
+        planned: list[Window] = []
+        for state in view.templates.values():
             template = state.template
             found = parsed.get(template.id)
             if found is None or not state.activation.active or not isinstance(template, Template):
                 continue
             try:
-                planned = self._plan_template(cycle, state, template, found)
+                planned.extend(self._plan_template(cycle, state, template, found))
             except Exception:
                 # A bug must not keep the other templates from running; loud in the log.
                 cycle.count("apply_failures")
                 log.exception("scaling_plan_crashed", template=template.id)
-                continue
-            ranked.extend(
-                ((item.priority_up, rank, position), item) for position, item in enumerate(planned)
-            )
-        ranked.sort(key=lambda item: item[0])
-        return [planned for _, planned in ranked]
+        planned.sort(key=attrgetter("priority_up"))
+        return planned
 
     def _plan_template(
         self,

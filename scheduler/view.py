@@ -21,11 +21,9 @@ takeover alike, in this order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import msgspec
 
 from scheduler import window
 from scheduler.annotations import Window
@@ -34,17 +32,17 @@ from scheduler.templates import (
     MalformedTemplate,
     Template,
     TemplatesError,
-    decode_templates,
+    decode_template,
     format_timestamp,
 )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TemplateState:
     raw: dict[str, Any]
     template: Template | MalformedTemplate
     activation: window.Activation
-    action_ids: frozenset[str] | None = None  # None: not read this cycle
+    action_ids: frozenset[str] | None  # None: not read this cycle
 
     @property
     def window_start(self) -> str | None:
@@ -110,9 +108,6 @@ class Answer:
             view.templates[template.id] = TemplateState(decoded.raw, template, activation, ids)
         return view
 
-    def with_actions(self, action_ids: dict[str, frozenset[str]]) -> Answer:
-        return replace(self, action_ids=action_ids)
-
 
 def decode_answer(raw_templates: list[Any]) -> Answer:
     """Decode each template on its own, so one that cannot be read does not hide the
@@ -121,9 +116,9 @@ def decode_answer(raw_templates: list[Any]) -> Answer:
     unreadable: list[str] = []
     for index, raw in enumerate(raw_templates):
         try:
-            (template,) = decode_templates(msgspec.json.encode({"templates": [raw]}))
+            template = decode_template(index, raw)
         except TemplatesError as exc:
-            unreadable.append(f"templates[{index}]: {exc}")
+            unreadable.append(str(exc))
             continue
         if template.id in decoded:
             unreadable.append(f"templates[{index}]: duplicate id {template.id!r}")
