@@ -51,6 +51,7 @@ from scheduler.annotations import Window
 from scheduler.apply_plan import ApplyView, ReasonFor, plan_apply
 from scheduler.cycle import Cycle
 from scheduler.executor import Retry, action_error, perform
+from scheduler.window import ActiveWindow
 
 log = structlog.get_logger("scheduler.apply")
 
@@ -58,14 +59,14 @@ Outcome = executor.Outcome | Literal["released", "retry", "failed"]
 
 
 def invalid_action_error(
-    cycle: Cycle, template_id: str, window_start: str, run_until: str, action: InvalidAction
+    cycle: Cycle, template_id: str, window: ActiveWindow, action: InvalidAction
 ) -> bool:
     """Report an action that cannot be applied once per window; True when it was new."""
     event = events.invalid_action(
         cluster_id=cycle.cluster_id,
         template_id=template_id,
-        window_start=window_start,
-        run_until=run_until,
+        window_start=window.start_text,
+        run_until=window.until_text,
         action=action,
         now=cycle.now,
     )

@@ -73,6 +73,7 @@ from scheduler.revert import revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
+from scheduler.window import ActiveWindow
 from shipper.errors import CallCancelled, MooninAPIError
 
 log = structlog.get_logger("scheduler")
@@ -333,12 +334,12 @@ class Reconciler:
         (the sort is stable)."""
         planned: list[Window] = []
         for state in view.templates.values():
-            template = state.template
+            template, active = state.template, state.activation.window
             found = parsed.get(template.id)
-            if found is None or not state.activation.active or not isinstance(template, Template):
+            if found is None or active is None or not isinstance(template, Template):
                 continue
             try:
-                planned.extend(self._plan_template(cycle, state, template, found))
+                planned.extend(self._plan_template(cycle, state, active, found))
             except Exception:
                 # A bug must not keep the other templates from running; loud in the log.
                 cycle.count("apply_failures")
@@ -350,23 +351,22 @@ class Reconciler:
         self,
         cycle: Cycle,
         state: TemplateState,
-        template: Template,
+        active: ActiveWindow,
         parsed: list[action_rules.Action | action_rules.InvalidAction],
     ) -> list[Window]:
-        """The valid actions of one active template, in its order; an `error` event for
-        each invalid one."""
-        window_start, run_until = state.window_start or "", state.run_until or ""
+        """The valid actions of one template active in `active`, in its order; an `error`
+        event for each invalid one."""
+        template_id = state.template.id
         planned: list[Window] = []
         for action in parsed:
             if isinstance(action, action_rules.InvalidAction):
-                invalid_action_error(cycle, template.id, window_start, run_until, action)
+                invalid_action_error(cycle, template_id, active, action)
                 continue
             planned.append(
                 Window.planned(
-                    template_id=template.id,
+                    template_id=template_id,
                     template_name=state.name,
-                    window_start=window_start,
-                    run_until=run_until,
+                    window=active,
                     action=action,
                 )
             )

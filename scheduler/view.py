@@ -33,7 +33,6 @@ from scheduler.templates import (
     Template,
     TemplatesError,
     decode_template,
-    format_timestamp,
 )
 
 
@@ -43,16 +42,6 @@ class TemplateState:
     template: Template | MalformedTemplate
     activation: window.Activation
     action_ids: frozenset[str] | None  # None: not read this cycle
-
-    @property
-    def window_start(self) -> str | None:
-        start = self.activation.window_start
-        return None if start is None else format_timestamp(start)
-
-    @property
-    def run_until(self) -> str | None:
-        end = self.activation.run_until
-        return None if end is None else format_timestamp(end)
 
     @property
     def name(self) -> str:
@@ -70,9 +59,10 @@ class TemplateView:
         """Whether `window`'s template is active in that same window and still has its
         action (or its actions could not be read this cycle)."""
         state = self.templates.get(window.template_id)
-        if state is None or not state.activation.active:
+        if state is None:
             return False
-        if state.window_start != window.window_start:
+        active = state.activation.window
+        if active is None or active.start_text != window.window_start:
             return False
         return state.action_ids is None or window.action_id in state.action_ids
 
@@ -100,10 +90,7 @@ class Answer:
         view = TemplateView()
         for decoded in self.templates:
             template = decoded.template
-            if isinstance(template, MalformedTemplate):
-                activation = window.malformed(template)
-            else:
-                activation = window.evaluate(template, now)
+            activation = window.evaluate(template, now)
             ids = self.action_ids.get(template.id)
             view.templates[template.id] = TemplateState(decoded.raw, template, activation, ids)
         return view

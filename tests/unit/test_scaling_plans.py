@@ -5,6 +5,7 @@ order they are made. Nothing here talks to a server."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -32,6 +33,7 @@ from scheduler.steps import (
     TakenOver,
 )
 from scheduler.store import PendingRestore
+from scheduler.window import ActiveWindow
 from tests.scaling_harness import CLUSTER, WINDOW, at
 
 RUN_UNTIL = "2026-12-02T18:00:00Z"
@@ -98,11 +100,11 @@ def managed_hpa(
 
 def planned(template_id: str, *, run_until: str = RUN_UNTIL) -> notes.Window:
     """The window 4:20 of `template_id`'s action a-1 on shop/web, as planned."""
+    active = ActiveWindow.of(datetime.fromisoformat(WINDOW), datetime.fromisoformat(run_until))
     return notes.Window.planned(
         template_id=template_id,
         template_name={"t-1": "black friday", "t-2": "cyber monday"}[template_id],
-        window_start=WINDOW,
-        run_until=run_until,
+        window=active,
         action=ACTION,
     )
 
