@@ -242,8 +242,7 @@ class Reconciler:
         self._answered("templates")
         for problem in decoded.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        action_ids = {template_id: _ids(found) for template_id, found in parsed.items()}
-        answer = replace(decoded, action_ids=action_ids)
+        answer = replace(decoded, action_ids={key: _ids(found) for key, found in parsed.items()})
         self._answer = answer
         with self._writing, self._storage(APPLY) as attempt:
             if now is None:
@@ -592,6 +591,7 @@ def _summary(exc: MooninAPIError) -> str:
 
 
 def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> frozenset[str]:
+    """The ids of the actions read, invalid ones too: their windows are still the template's."""
     return frozenset(action.id for action in parsed if action.id is not None)
 
 
