@@ -142,6 +142,11 @@ class MooninApiSettings:
 class KubeSettings:
     deadline_seconds: float = KUBE_DEADLINE_SECONDS
     """Total time of one Kubernetes call other than a watch."""
+    scaling_connect_timeout_seconds: float = 5.0
+    """How long connecting to the API server may take, for the scaling role's calls."""
+    scaling_read_timeout_seconds: float = 20.0
+    """Silence in an API server's answer that ends a scaling role's call: shorter than
+    discovery's, so a cycle ends well before the next one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -445,6 +450,20 @@ SETTINGS: tuple[Setting, ...] = (
     # total time of one Kubernetes call other than a watch
     Setting(
         "kube.deadline_seconds", "KUBE_DEADLINE_SECONDS", "kube_deadline_seconds", _CALL_DEADLINE
+    ),
+    # how long connecting to the API server may take, for the scaling role's calls
+    Setting(
+        "kube.scaling_connect_timeout_seconds",
+        "KUBE_SCALING_CONNECT_TIMEOUT_SECONDS",
+        "kube_scaling_connect_timeout_seconds",
+        _CONNECT_TIMEOUT,
+    ),
+    # silence in an API server's answer that ends a scaling role's call
+    Setting(
+        "kube.scaling_read_timeout_seconds",
+        "KUBE_SCALING_READ_TIMEOUT_SECONDS",
+        "kube_scaling_read_timeout_seconds",
+        _READ_TIMEOUT,
     ),
 )
 FILE_KEYS = frozenset(setting.key for setting in SETTINGS if setting.key is not None)

@@ -38,10 +38,6 @@ from shipper.token import TokenSource
 
 log = structlog.get_logger("agent.scaling")
 
-# (connect, read) seconds for every API call: a cycle must end well before the next one.
-CONNECT_TIMEOUT_SECONDS = 5.0
-READ_TIMEOUT_SECONDS = 20.0
-
 
 def revert_all_now(
     settings: Settings,
@@ -102,11 +98,12 @@ def revert_all_now(
 
 def scaling_client(target: KubeTarget, settings: KubeSettings) -> KubeApi:
     """The one Kubernetes client, tuned for a reconcile loop: each call must end well before
-    the next cycle, so a silent connect or read gives up sooner than discovery's."""
+    the next cycle, so a silent connect or read gives up sooner than discovery's (the kube
+    branch's `scaling_connect_timeout_seconds` and `scaling_read_timeout_seconds`)."""
     return KubeApi(
         target,
-        timeout=READ_TIMEOUT_SECONDS,
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        timeout=settings.scaling_read_timeout_seconds,
+        connect_timeout=settings.scaling_connect_timeout_seconds,
         deadline_seconds=settings.deadline_seconds,
     )
 

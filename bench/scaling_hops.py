@@ -3,10 +3,11 @@ templates GET to the HPA PATCH: one apply cycle against the fake Kubernetes API 
 platform, under `sys.setprofile`, counting each distinct function of the agent's packages
 (and the files they live in) entered until the HPA patch is sent.
 
-    python -m bench.scaling_hops
+    python -m bench.scaling_hops [--list]
 
 Prints one JSON object: `functions` and `files` for every package, and the same for
-`scheduler` alone. Runs in about a second; nothing here is a test.
+`scheduler` alone; `--list` prints each function entered first, as `file qualified.name`.
+Runs in about a second; nothing here is a test.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def main() -> None:
         entered = _trace(reconciler, now)
         outbox.close()
         store.close()
+    if "--list" in sys.argv[1:]:
+        for file, function in sorted(entered):
+            print(file, function)
     scheduler = {key for key in entered if key[0].startswith("scheduler/")}
     figures = {
         "functions": len(entered),

@@ -10,16 +10,19 @@ whole `spec`, kept as the JSON text the server sent (`Hpa.spec_json`), because a
 keeps it as its original for an operator to read.
 
 An absent field reads as the API's default (no `minReplicas`: None, which the API takes as
-1; no `replicas`: 1; no annotations: none).
+1, as `HpaSpec.bounds` does; no `replicas`: 1; no annotations: none). The metadata read is
+also what a write carries back as its precondition (`ObjectMeta.precondition`, and
+`ObjectMeta.identity` for a delete), so a change made since the read is a 409.
 
 How it fails: an answer that is not such an object (a proxy's page, a field of the wrong
 type, which no API server sends) is a `kube.errors.KubeError` naming the call, raised by
-`kube.api.decoded` around these decoders.
+`kube.api.decoded` around these decoders. `precondition` and `identity` raise KeyError for
+metadata without a resourceVersion (or uid), which no object read from a server lacks.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -27,7 +30,8 @@ from kube.resources import DEPLOYMENTS, HPAS, Resource
 
 
 class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What scaling reads of any object's metadata."""
+    """What scaling reads of any object's metadata: also which object a write is about, and
+    the preconditions that write carries from the read."""
 
     name: str
     namespace: str
@@ -42,6 +46,23 @@ class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         """Being deleted, held by a finalizer until it goes."""
         return bool(self.deletion_timestamp)
 
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def precondition(self) -> dict[str, Any]:
+        """The patch metadata that makes a write a 409 once the object changed since this
+        read. An object read from the API server always has a resourceVersion."""
+        if self.resource_version is None:
+            raise KeyError("resourceVersion")
+        return {"resourceVersion": self.resource_version}
+
+    def identity(self) -> tuple[str, str]:
+        """uid and resourceVersion: the delete preconditions for this very object."""
+        if self.uid is None or self.resource_version is None:
+            raise KeyError("uid" if self.uid is None else "resourceVersion")
+        return self.uid, self.resource_version
+
 
 class ScaleTargetRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     kind: str = ""
@@ -52,6 +73,12 @@ class HpaSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     scale_target_ref: ScaleTargetRef = msgspec.field(default_factory=ScaleTargetRef)
     min_replicas: int | None = None  # absent: the API's default, 1
     max_replicas: int | None = None
+
+    @property
+    def bounds(self) -> tuple[int, int | None]:
+        """(minReplicas, maxReplicas) as the HPA controller takes them: an absent min is 1."""
+        low = self.min_replicas
+        return (1 if low is None else low, self.max_replicas)
 
 
 class Hpa(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from kube.workloads import Hpa
 from scheduler.actions import Action
+from scheduler.window import ActiveWindow
 
 PREFIX = "scaling.moonin.app/"
 MANAGED = PREFIX + "managed"
@@ -98,8 +99,8 @@ class Window:
     template_id: str
     action_id: str
     template_name: str
-    window_start: str  # as formatted into event ids: kept verbatim, never re-formatted
-    run_until: str  # verbatim too; `ended` reads it
+    window_start: str  # as formatted into event ids (`ActiveWindow.start_text`), verbatim
+    run_until: str  # verbatim too (`ActiveWindow.until_text`); `ended` reads it
     namespace: str
     deployment: str  # the target Deployment; "" for an HPA without one
     min_replicas: int
@@ -115,16 +116,17 @@ class Window:
         *,
         template_id: str,
         template_name: str,
-        window_start: str,
-        run_until: str,
+        window: ActiveWindow,
         action: Action,
     ) -> Window:
+        """The window `action` asks for while its template is active in `window`."""
+        window_start = window.start_text
         return cls(
             template_id=template_id,
             action_id=action.id,
             template_name=template_name,
             window_start=window_start,
-            run_until=run_until,
+            run_until=window.until_text,
             namespace=action.namespace,
             deployment=action.deployment,
             min_replicas=action.min_replicas,
@@ -199,7 +201,7 @@ def read_window(hpa: Hpa) -> Window | None:
     notes = hpa.metadata.annotations
     if notes.get(MANAGED) != TRUE:
         return None
-    low = hpa.spec.min_replicas
+    low, high = hpa.spec.bounds
     return Window(
         template_id=notes.get(TEMPLATE_ID, ""),
         action_id=notes.get(ACTION_ID, ""),
@@ -208,8 +210,8 @@ def read_window(hpa: Hpa) -> Window | None:
         run_until=notes.get(RUN_UNTIL, ""),
         namespace=hpa.metadata.namespace,
         deployment=hpa.spec.scale_target_ref.name,
-        min_replicas=1 if low is None else low,  # the API's default
-        max_replicas=hpa.spec.max_replicas,
+        min_replicas=low,
+        max_replicas=high,
         priority_up=_int(notes.get(PRIORITY_UP)) or 0,
         priority_down=_int(notes.get(PRIORITY_DOWN)) or 0,
         managed_hash=notes.get(MANAGED_HASH, ""),

@@ -43,6 +43,7 @@ import structlog
 
 from kube.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
 from kube.globs import DEPLOYMENT, HPA, ResourceGlobs
+from kube.workloads import Hpa
 from scheduler import annotations as notes
 from scheduler import events, executor
 from scheduler.actions import InvalidAction
@@ -50,7 +51,7 @@ from scheduler.annotations import Window
 from scheduler.apply_plan import ApplyView, ReasonFor, plan_apply
 from scheduler.cycle import Cycle
 from scheduler.executor import Retry, action_error, perform
-from scheduler.objects import find_hpa, ref
+from scheduler.window import ActiveWindow
 
 log = structlog.get_logger("scheduler.apply")
 
@@ -58,14 +59,14 @@ Outcome = executor.Outcome | Literal["released", "retry", "failed"]
 
 
 def invalid_action_error(
-    cycle: Cycle, template_id: str, window_start: str, run_until: str, action: InvalidAction
+    cycle: Cycle, template_id: str, window: ActiveWindow, action: InvalidAction
 ) -> bool:
     """Report an action that cannot be applied once per window; True when it was new."""
     event = events.invalid_action(
         cluster_id=cycle.cluster_id,
         template_id=template_id,
-        window_start=window_start,
-        run_until=run_until,
+        window_start=window.start_text,
+        run_until=window.until_text,
         action=action,
         now=cycle.now,
     )
@@ -86,7 +87,7 @@ def apply_action(
     try:
         return _apply(cycle, planned, ignore, reason_for, where)
     except Forbidden as exc:
-        _error(cycle, planned, "forbidden", str(exc))
+        action_error(cycle, planned, "forbidden", str(exc))
         return "error"
     except (BadRequest, Invalid) as exc:
         # The server refused what we wrote: a bug here, which retrying will not fix.
@@ -107,12 +108,16 @@ def _apply(
     where: dict[str, str],
 ) -> Outcome:
     if ignore.matches(DEPLOYMENT, planned.namespace, planned.deployment):
-        _error(cycle, planned, "ignored", f"deployment {planned.target} matches IGNORE_RESOURCES")
+        action_error(
+            cycle, planned, "ignored", f"deployment {planned.target} matches IGNORE_RESOURCES"
+        )
         return "error"
     try:
         deployment = cycle.kube.get_deployment(planned.namespace, planned.deployment)
     except NotFound:
-        _error(cycle, planned, "deployment_not_found", f"deployment {planned.target} not found")
+        action_error(
+            cycle, planned, "deployment_not_found", f"deployment {planned.target} not found"
+        )
         return "error"
     if deployment.metadata.terminating:
         # On its way out (a foreground deletion keeps it while its Pods go): no HPA is
@@ -122,19 +127,19 @@ def _apply(
         return "retry"
     if deployment.metadata.annotations.get(notes.IGNORE) == notes.TRUE:
         message = f'deployment {planned.target} is annotated {notes.IGNORE}: "true"'
-        _error(cycle, planned, "ignored", message)
+        action_error(cycle, planned, "ignored", message)
         return "error"
     hpas = cycle.kube.list_hpas(planned.namespace)
     hpa = find_hpa(hpas, planned.deployment)
-    if hpa is not None and ignore.matches(HPA, planned.namespace, ref(hpa).name):
-        message = f"hpa {ref(hpa).key} matches IGNORE_RESOURCES"
-        _error(cycle, planned, "ignored", message)
+    if hpa is not None and ignore.matches(HPA, planned.namespace, hpa.metadata.name):
+        message = f"hpa {hpa.metadata.key} matches IGNORE_RESOURCES"
+        action_error(cycle, planned, "ignored", message)
         return "error"
     if hpa is not None and hpa.metadata.terminating:
         # Being deleted, held by a finalizer: nothing is written to it, and no second HPA
         # is made beside it. Once it is gone, a later cycle creates a provisional one.
         cycle.count("terminating")
-        log.info("scaling_hpa_terminating", hpa=ref(hpa).name, target=planned.target)
+        log.info("scaling_hpa_terminating", hpa=hpa.metadata.name, target=planned.target)
         return "retry"
     marker = planned.release_marker
     released = notes.released(deployment.metadata.annotations)
@@ -161,5 +166,14 @@ def _journalled(cycle: Cycle, planned: Window) -> int | None:
     return None if pending is None else pending.replicas
 
 
-def _error(cycle: Cycle, planned: Window, reason: str, message: str) -> None:
-    action_error(cycle, planned, reason, message)
+def find_hpa(hpas: list[Hpa], deployment: str) -> Hpa | None:
+    """The HPA scaling `deployment`. Several (a misconfiguration the HPA controller itself
+    refuses to act on) resolve to a managed one, else the first by name."""
+    targets = [
+        hpa
+        for hpa in hpas
+        if hpa.spec.scale_target_ref.kind == "Deployment"
+        and hpa.spec.scale_target_ref.name == deployment
+    ]
+    targets.sort(key=lambda hpa: (notes.read_window(hpa) is None, hpa.metadata.name))
+    return targets[0] if targets else None

@@ -16,7 +16,7 @@ The plan, by what the HPA is:
   it over (its originals kept, unless someone else changed min or max, whose values then
   become the originals), then the Kubernetes Event saying so.
 
-Every patch carries the resourceVersion that was read (`scheduler.objects.Ref`).
+Every patch carries the resourceVersion that was read (`kube.workloads.ObjectMeta.precondition`).
 
 How it fails: nothing here raises for an object's content.
 """
@@ -32,7 +32,6 @@ from scheduler import annotations as notes
 from scheduler import events, names
 from scheduler.annotations import Window
 from scheduler.kubeapi import HPA_API_VERSION, HPA_KIND
-from scheduler.objects import bounds, ref
 from scheduler.steps import (
     Applied,
     CreateHpa,
@@ -92,7 +91,7 @@ def plan_apply(view: ApplyView, now: datetime) -> list[Step]:
     reason = view.reason_for(managed)
     if reason is None:
         message = (
-            f"hpa {ref(hpa).key} is managed by template "
+            f"hpa {hpa.metadata.key} is managed by template "
             f"{managed.template_id} action {managed.action_id} until {managed.run_until}"
         )
         return [Report("conflict", message)]
@@ -112,13 +111,12 @@ def plan_apply(view: ApplyView, now: datetime) -> list[Step]:
 
 
 def _patch(planned: Window, hpa: Hpa, originals: notes.Originals) -> PatchHpa:
-    read = ref(hpa)
     patch = {
-        "metadata": {**read.precondition(), "annotations": planned.annotations(originals)},
+        "metadata": {**hpa.metadata.precondition(), "annotations": planned.annotations(originals)},
         "spec": {"minReplicas": planned.min_replicas, "maxReplicas": planned.max_replicas},
     }
-    resized = bounds(hpa) != (planned.min_replicas, planned.max_replicas)
-    return PatchHpa(read, patch, Applied(originals, resized))
+    resized = hpa.spec.bounds != (planned.min_replicas, planned.max_replicas)
+    return PatchHpa(hpa.metadata, patch, Applied(originals, resized))
 
 
 def _provisional(view: ApplyView) -> CreateHpa:

@@ -21,13 +21,7 @@ from pathlib import Path
 import msgspec
 
 from scheduler import window
-from scheduler.templates import (
-    MalformedTemplate,
-    Template,
-    TemplatesError,
-    decode_templates,
-    format_timestamp,
-)
+from scheduler.templates import TemplatesError, decode_templates
 
 STDIN = "-"
 
@@ -84,28 +78,19 @@ def evaluate_payload(payload: bytes, now: datetime, *, source: str = STDIN) -> l
         templates = decode_templates(payload)
     except TemplatesError as exc:
         raise EvaluateError(f"--templates {source}: {exc}") from None
-    return [_verdict(_activation(template, now)) for template in templates]
-
-
-def _activation(template: Template | MalformedTemplate, now: datetime) -> window.Activation:
-    if isinstance(template, MalformedTemplate):
-        return window.malformed(template)
-    return window.evaluate(template, now)
+    return [_verdict(window.evaluate(template, now)) for template in templates]
 
 
 def _verdict(activation: window.Activation) -> Verdict:
+    active = activation.window
     return Verdict(
         template_id=activation.template_id,
-        active=activation.active,
+        active=active is not None,
         reason=activation.reason,
-        window_start=_timestamp(activation.window_start),
-        run_until=_timestamp(activation.run_until),
+        window_start=None if active is None else active.start_text,
+        run_until=None if active is None else active.until_text,
         error=activation.error,
     )
-
-
-def _timestamp(moment: datetime | None) -> str | None:
-    return None if moment is None else format_timestamp(moment)
 
 
 def render(verdicts: Sequence[Verdict]) -> bytes:

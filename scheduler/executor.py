@@ -31,7 +31,6 @@ from kube.workloads import Deployment, Hpa
 from scheduler import events
 from scheduler.annotations import Window
 from scheduler.cycle import APPLIED, REVERTED, Cycle
-from scheduler.objects import ref
 from scheduler.restores import delete_provisional
 from scheduler.steps import (
     Applied,
@@ -163,7 +162,7 @@ def _after_write(
         template=window.template_id,
         action=window.action_id,
         namespace=window.namespace,
-        hpa=ref(hpa).name,
+        hpa=hpa.metadata.name,
         min_replicas=window.min_replicas,
         max_replicas=window.max_replicas,
         run_until=window.run_until,
@@ -176,7 +175,7 @@ def _raise_replicas(cycle: Cycle, deployment: Deployment | None, minimum: int) -
     """Raise the Deployment to the new minimum at once rather than at the HPA's next sync."""
     if deployment is None or deployment.spec.replicas >= minimum:
         return
-    read = ref(deployment)
+    read = deployment.metadata
     patch = {"metadata": read.precondition(), "spec": {"replicas": minimum}}
     try:
         cycle.kube.patch_deployment(read.namespace, read.name, patch)

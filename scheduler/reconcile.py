@@ -47,8 +47,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 import structlog
@@ -67,12 +68,12 @@ from scheduler.annotations import Window
 from scheduler.apply import apply_action, invalid_action_error
 from scheduler.cycle import Cycle, EventSink
 from scheduler.kubeapi import ScalingKube
-from scheduler.objects import ref
 from scheduler.restores import finish_restores, read_restore_journal
 from scheduler.revert import revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
+from scheduler.window import ActiveWindow
 from shipper.errors import CallCancelled, MooninAPIError
 
 log = structlog.get_logger("scheduler")
@@ -229,8 +230,7 @@ class Reconciler:
         try:
             with self._cancellable_calls():
                 decoded = decode_answer(self.api.get_templates())
-                view = decoded.view_at(cycle.now)
-                parsed = {} if at_bound else self._read_actions(cycle, view)
+                parsed = {} if at_bound else self._read_actions(cycle, decoded.view_at(cycle.now))
         except MooninAPIError as exc:
             if self._stopping.is_set():
                 log.debug("scaling_apply_given_up", error=str(exc))
@@ -242,14 +242,12 @@ class Reconciler:
         self._answered("templates")
         for problem in decoded.unreadable:
             log.error("scaling_template_unreadable", problem=problem)
-        answer = decoded.with_actions(
-            {template_id: _ids(found) for template_id, found in parsed.items()}
-        )
+        answer = replace(decoded, action_ids={key: _ids(found) for key, found in parsed.items()})
         self._answer = answer
         with self._writing, self._storage(APPLY) as attempt:
             if now is None:
                 cycle.now = self._clock()
-                view = answer.view_at(cycle.now)
+            view = answer.view_at(cycle.now)
             if at_bound:
                 log.warning("scaling_outbox_at_bound", applying=False)
             else:
@@ -311,8 +309,6 @@ class Reconciler:
                 log.exception("scaling_plan_crashed", template=template.id)
             else:
                 self._answered(f"actions/{template.id}")
-        for template_id, parsed in found.items():
-            view.templates[template_id].action_ids = _ids(parsed)
         return found
 
     def _template_error(self, cycle: Cycle, state: TemplateState) -> None:
@@ -333,46 +329,43 @@ class Reconciler:
     # 2. actions and applies -------------------------------------------------------------------
 
     def _plan(self, cycle: Cycle, view: TemplateView, parsed: ParsedActions) -> list[Window]:
-        ranked: list[tuple[tuple[int, int, int], Window]] = []
-        for rank, state in enumerate(view.templates.values()):
-            template = state.template
+        """The windows to apply, by `priority_up`; equal ones in template, then action order
+        (the sort is stable)."""
+        planned: list[Window] = []
+        for state in view.templates.values():
+            template, active = state.template, state.activation.window
             found = parsed.get(template.id)
-            if found is None or not state.activation.active or not isinstance(template, Template):
+            if found is None or active is None or not isinstance(template, Template):
                 continue
             try:
-                planned = self._plan_template(cycle, state, template, found)
+                planned.extend(self._plan_template(cycle, state, active, found))
             except Exception:
                 # A bug must not keep the other templates from running; loud in the log.
                 cycle.count("apply_failures")
                 log.exception("scaling_plan_crashed", template=template.id)
-                continue
-            ranked.extend(
-                ((item.priority_up, rank, position), item) for position, item in enumerate(planned)
-            )
-        ranked.sort(key=lambda item: item[0])
-        return [planned for _, planned in ranked]
+        planned.sort(key=attrgetter("priority_up"))
+        return planned
 
     def _plan_template(
         self,
         cycle: Cycle,
         state: TemplateState,
-        template: Template,
+        active: ActiveWindow,
         parsed: list[action_rules.Action | action_rules.InvalidAction],
     ) -> list[Window]:
-        """The valid actions of one active template, in its order; an `error` event for
-        each invalid one."""
-        window_start, run_until = state.window_start or "", state.run_until or ""
+        """The valid actions of one template active in `active`, in its order; an `error`
+        event for each invalid one."""
+        template_id = state.template.id
         planned: list[Window] = []
         for action in parsed:
             if isinstance(action, action_rules.InvalidAction):
-                invalid_action_error(cycle, template.id, window_start, run_until, action)
+                invalid_action_error(cycle, template_id, active, action)
                 continue
             planned.append(
                 Window.planned(
-                    template_id=template.id,
+                    template_id=template_id,
                     template_name=state.name,
-                    window_start=window_start,
-                    run_until=run_until,
+                    window=active,
                     action=action,
                 )
             )
@@ -461,7 +454,7 @@ class Reconciler:
             return exc
         self._answered("hpa_list")
         for hpa, managed in managed_hpas(hpas):
-            read = ref(hpa)
+            read = hpa.metadata
             where = {"namespace": read.namespace, "hpa": read.name}
             try:
                 reenqueue_apply(cycle, managed)
@@ -598,6 +591,7 @@ def _summary(exc: MooninAPIError) -> str:
 
 
 def _ids(parsed: Iterable[action_rules.Action | action_rules.InvalidAction]) -> frozenset[str]:
+    """The ids of the actions read, invalid ones too: their windows are still the template's."""
     return frozenset(action.id for action in parsed if action.id is not None)
 
 
@@ -610,7 +604,7 @@ def managed_hpas(hpas: Iterable[Hpa]) -> list[tuple[Hpa, Window]]:
         for hpa in hpas
         if (window := notes.read_window(hpa)) is not None and not hpa.metadata.terminating
     ]
-    found.sort(key=lambda pair: (pair[1].priority_down, pair[1].namespace, ref(pair[0]).name))
+    found.sort(key=lambda pair: (pair[1].priority_down, pair[1].namespace, pair[0].metadata.name))
     return found
 
 

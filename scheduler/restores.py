@@ -27,7 +27,6 @@ from kube.errors import Conflict, KubeError, NotFound
 from kube.workloads import Deployment
 from scheduler import annotations as notes
 from scheduler.cycle import REVERTED, Cycle
-from scheduler.objects import ref
 from scheduler.steps import DeleteProvisional
 from scheduler.store import PendingRestore
 
@@ -41,7 +40,7 @@ def read_restore_journal(cycle: Cycle) -> None:
     journalled = cycle.kube.list_deployments(label_selector=notes.RESTORE_REPLICAS)
     known = {(entry.namespace, entry.deployment) for entry in cycle.store.restores()}
     for deployment in journalled:
-        namespace, name = ref(deployment).namespace, ref(deployment).name
+        namespace, name = deployment.metadata.namespace, deployment.metadata.name
         replicas = notes.journalled_replicas(deployment.metadata.labels)
         if (namespace, name) in known or replicas is None:
             continue
@@ -180,7 +179,7 @@ def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Deployment:
 def _write_restore(cycle: Cycle, pending: PendingRestore) -> Deployment:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
     metadata: dict[str, Any] = {
-        **ref(current).precondition(),
+        **current.metadata.precondition(),
         "labels": {notes.RESTORE_REPLICAS: None},
     }
     if pending.released is not None:

@@ -30,7 +30,6 @@ from scheduler import events
 from scheduler.annotations import Window
 from scheduler.cycle import Cycle
 from scheduler.executor import Retry, perform
-from scheduler.objects import ref
 from scheduler.revert_plan import RevertView, plan_revert
 
 log = structlog.get_logger("scheduler.revert")
@@ -47,7 +46,7 @@ def revert(
     """Revert `hpa` (as read this cycle): its plan (`scheduler.revert_plan`), carried out in
     order. `release` leaves the RELEASED marker (revert-all); an `overridden` revert always
     leaves it. A `Retry` when a write met a 409 (nothing after it was made)."""
-    read = ref(hpa)
+    read = hpa.metadata
     where = {"namespace": read.namespace, "hpa": read.name}
     steps = plan_revert(RevertView(cycle.cluster_id, hpa, window, reason, release), cycle.now)
     done = perform(cycle, steps, window=window, loop="revert", where=where)

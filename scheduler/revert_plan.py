@@ -13,7 +13,7 @@ The plan, by case (the safety model of `scheduler.revert`):
   a valid HPA, the patch only releases it (`unusable` says so, for the log).
 
 The revert event always comes first, so it is in the outbox before any write. Every HPA
-write carries the resourceVersion that was read (`scheduler.objects.Ref`).
+write carries the resourceVersion that was read (`kube.workloads.ObjectMeta.precondition`).
 
 How it fails: nothing here raises for an object's content; a managed HPA read from the API
 server always has its namespace, name, uid and resourceVersion.
@@ -27,11 +27,10 @@ from typing import Any
 
 import msgspec
 
-from kube.workloads import Hpa
+from kube.workloads import Hpa, ObjectMeta
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.annotations import Window
-from scheduler.objects import Ref, ref
 from scheduler.steps import DeleteProvisional, Enqueue, PatchHpa, Reverted, Step
 from scheduler.store import PendingRestore
 
@@ -52,7 +51,7 @@ def plan_revert(view: RevertView, now: datetime) -> list[Step]:
     """The writes that end the window of `view.hpa`, in the order they must be made."""
     hpa, window, reason = view.hpa, view.window, view.reason
     originals = window.kept
-    read = ref(hpa)
+    read = hpa.metadata
     said = _message(window, reason)
     marker = window.release_marker if view.release or reason == "overridden" else None
     event = events.revert_event(cluster_id=view.cluster_id, window=window, reason=reason, now=now)
@@ -94,7 +93,7 @@ def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None
     return None
 
 
-def _released(hpa: Hpa, read: Ref, marker: str | None) -> dict[str, Any]:
+def _released(hpa: Hpa, read: ObjectMeta, marker: str | None) -> dict[str, Any]:
     """The patch that removes our annotations (and leaves `marker`), if nothing changed."""
     annotations: dict[str, Any] = notes.removal()
     if marker is not None:

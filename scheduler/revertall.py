@@ -30,7 +30,6 @@ from scheduler import annotations as notes
 from scheduler.cycle import Cycle, EventSink
 from scheduler.events import RevertReason
 from scheduler.kubeapi import ScalingKube
-from scheduler.objects import ref
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.restores import finish_restores, read_restore_journal
 from scheduler.revert import revert
@@ -73,7 +72,7 @@ def revert_all(
     failed: dict[str, str] = {}
     try:
         for hpa, managed in managed_hpas(api.list_hpas()):
-            key = ref(hpa).key
+            key = hpa.metadata.key
             error = _revert_one(cycle, api, hpa, managed, attempts)
             if error is None:
                 reverted.append(key)
@@ -93,7 +92,7 @@ def revert_all(
 def _revert_one(
     cycle: Cycle, api: ScalingKube, hpa: Hpa, window: notes.Window, attempts: int
 ) -> str | None:
-    read = ref(hpa)
+    read = hpa.metadata
     last = "no attempt made"
     for attempt in range(attempts):
         if attempt:

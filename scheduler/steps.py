@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kube.workloads import Hpa
+from kube.workloads import Hpa, ObjectMeta
 from scheduler.annotations import Originals
 from scheduler.kubeapi import Obj
-from scheduler.objects import Ref
 from scheduler.store import PendingRestore
 from shipper.records import ScalingEvent
 
@@ -68,7 +67,7 @@ class CreateHpa:
 class PatchHpa:
     """A merge patch of the HPA read, carrying its resourceVersion."""
 
-    hpa: Ref
+    hpa: ObjectMeta
     patch: Obj
     then: Applied | Reverted
     unusable: tuple[int | None, int | None] | None = None
@@ -80,7 +79,7 @@ class DeleteProvisional:
     """Delete the provisional HPA read; `restore` (journalled before the delete) puts its
     Deployment's replicas back after it."""
 
-    hpa: Ref
+    hpa: ObjectMeta
     restore: PendingRestore | None
     said: str
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -60,7 +60,7 @@ class TemplatesError(ValueError):
 
 
 class _Document(msgspec.Struct):
-    templates: list[msgspec.Raw]
+    templates: list[Any]
 
 
 class _Identity(msgspec.Struct):
@@ -68,8 +68,6 @@ class _Identity(msgspec.Struct):
 
 
 _DOCUMENT = msgspec.json.Decoder(_Document)
-_TEMPLATE = msgspec.json.Decoder(Template)
-_IDENTITY = msgspec.json.Decoder(_Identity)
 _AT_PATH = re.compile(r"(?P<problem>.*) - at `\$\.?(?P<path>.*)`", re.DOTALL)
 
 
@@ -80,16 +78,18 @@ def decode_templates(payload: bytes) -> list[Template | MalformedTemplate]:
     except msgspec.DecodeError as exc:
         kind = "a templates document" if isinstance(exc, msgspec.ValidationError) else "JSON"
         raise TemplatesError(f"not {kind}: {_describe(exc)}") from None
-    return [_decode_one(index, raw) for index, raw in enumerate(document.templates)]
+    return [decode_template(index, raw) for index, raw in enumerate(document.templates)]
 
 
-def _decode_one(index: int, raw: msgspec.Raw) -> Template | MalformedTemplate:
+def decode_template(index: int, raw: Any) -> Template | MalformedTemplate:
+    """The `index`-th template of a templates document, as JSON decodes it (the platform
+    client's answer): typed as it is, never encoded and decoded again."""
     try:
-        return _TEMPLATE.decode(raw)
+        return msgspec.convert(raw, Template)
     except msgspec.ValidationError as exc:
         problem = _describe(exc)
     try:
-        identity = _IDENTITY.decode(raw)
+        identity = msgspec.convert(raw, _Identity)
     except msgspec.ValidationError:
         raise TemplatesError(f"templates[{index}]: no readable id: {problem}") from None
     return MalformedTemplate(id=identity.id, error=f"malformed template: {problem}")

@@ -21,11 +21,9 @@ takeover alike, in this order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import msgspec
 
 from scheduler import window
 from scheduler.annotations import Window
@@ -34,27 +32,16 @@ from scheduler.templates import (
     MalformedTemplate,
     Template,
     TemplatesError,
-    decode_templates,
-    format_timestamp,
+    decode_template,
 )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TemplateState:
     raw: dict[str, Any]
     template: Template | MalformedTemplate
     activation: window.Activation
-    action_ids: frozenset[str] | None = None  # None: not read this cycle
-
-    @property
-    def window_start(self) -> str | None:
-        start = self.activation.window_start
-        return None if start is None else format_timestamp(start)
-
-    @property
-    def run_until(self) -> str | None:
-        end = self.activation.run_until
-        return None if end is None else format_timestamp(end)
+    action_ids: frozenset[str] | None  # None: not read this cycle
 
     @property
     def name(self) -> str:
@@ -72,9 +59,10 @@ class TemplateView:
         """Whether `window`'s template is active in that same window and still has its
         action (or its actions could not be read this cycle)."""
         state = self.templates.get(window.template_id)
-        if state is None or not state.activation.active:
+        if state is None:
             return False
-        if state.window_start != window.window_start:
+        active = state.activation.window
+        if active is None or active.start_text != window.window_start:
             return False
         return state.action_ids is None or window.action_id in state.action_ids
 
@@ -102,16 +90,10 @@ class Answer:
         view = TemplateView()
         for decoded in self.templates:
             template = decoded.template
-            if isinstance(template, MalformedTemplate):
-                activation = window.malformed(template)
-            else:
-                activation = window.evaluate(template, now)
+            activation = window.evaluate(template, now)
             ids = self.action_ids.get(template.id)
             view.templates[template.id] = TemplateState(decoded.raw, template, activation, ids)
         return view
-
-    def with_actions(self, action_ids: dict[str, frozenset[str]]) -> Answer:
-        return replace(self, action_ids=action_ids)
 
 
 def decode_answer(raw_templates: list[Any]) -> Answer:
@@ -121,9 +103,9 @@ def decode_answer(raw_templates: list[Any]) -> Answer:
     unreadable: list[str] = []
     for index, raw in enumerate(raw_templates):
         try:
-            (template,) = decode_templates(msgspec.json.encode({"templates": [raw]}))
+            template = decode_template(index, raw)
         except TemplatesError as exc:
-            unreadable.append(f"templates[{index}]: {exc}")
+            unreadable.append(str(exc))
             continue
         if template.id in decoded:
             unreadable.append(f"templates[{index}]: duplicate id {template.id!r}")

@@ -10,6 +10,10 @@
    `now`;
 4. `run_until` capped at `valid_until`.
 
+An active template's window is one frozen value, `ActiveWindow`: its start and end as
+instants, and as the text event ids, annotations and events carry, formatted here once
+(`ActiveWindow.of`); everything downstream copies that text verbatim.
+
 How it fails: it does not raise for any template. A template the rules call invalid (bad
 cron, unknown time zone, missing or non-positive duration, an unending period, an end past
 the year 9999) gives an `Activation` with reason `invalid`, an error code the reconciler
@@ -26,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 
 from scheduler import cron
-from scheduler.templates import RUNNING, MalformedTemplate, Template
+from scheduler.templates import RUNNING, MalformedTemplate, Template, format_timestamp
 
 Reason = Literal["disabled", "expired", "manual", "scheduled", "outside_window", "invalid"]
 ErrorCode = Literal["invalid_cron", "invalid_timezone", "invalid_template"]
@@ -38,16 +42,38 @@ _CALENDAR_CYCLE = timedelta(days=146097) + LONGEST_PERIOD + timedelta(days=1)
 _FLOOR = datetime(2, 1, 1, tzinfo=UTC)
 
 
+class ActiveWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """When an active template's window starts and until when it runs: aware UTC instants,
+    and the text of each (`format_timestamp`), made once by `of`."""
+
+    start: datetime
+    until: datetime
+    start_text: str  # what event ids, the window-start annotation and events carry
+    until_text: str  # the run-until annotation's and the events' value
+
+    @classmethod
+    def of(cls, start: datetime, until: datetime) -> ActiveWindow:
+        start, until = start.astimezone(UTC), until.astimezone(UTC)
+        return cls(
+            start=start,
+            until=until,
+            start_text=format_timestamp(start),
+            until_text=format_timestamp(until),
+        )
+
+
 class Activation(msgspec.Struct, frozen=True, kw_only=True):
-    """The verdict on one template at one instant. Window fields are set only when active."""
+    """The verdict on one template at one instant; `window` is set exactly when active."""
 
     template_id: str
-    active: bool
     reason: Reason
-    window_start: datetime | None = None
-    run_until: datetime | None = None
+    window: ActiveWindow | None = None
     error: str | None = None
     error_code: ErrorCode | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.window is not None
 
 
 class _Invalid(Exception):
@@ -56,10 +82,13 @@ class _Invalid(Exception):
         self.code: ErrorCode = code
 
 
-def evaluate(template: Template, now: datetime) -> Activation:
-    """The template's activation at `now` (an aware datetime)."""
+def evaluate(template: Template | MalformedTemplate, now: datetime) -> Activation:
+    """The template's activation at `now` (an aware datetime); one that could not be
+    decoded is `invalid`."""
     if now.utcoffset() is None:
         raise ValueError("now must be an aware datetime")
+    if isinstance(template, MalformedTemplate):
+        return malformed(template)
     try:
         return _evaluate(template, now.astimezone(UTC))
     except _Invalid as exc:
@@ -69,9 +98,7 @@ def evaluate(template: Template, now: datetime) -> Activation:
 
 
 def invalid(template_id: str, code: ErrorCode, message: str) -> Activation:
-    return Activation(
-        template_id=template_id, active=False, reason="invalid", error=message, error_code=code
-    )
+    return Activation(template_id=template_id, reason="invalid", error=message, error_code=code)
 
 
 def malformed(template: MalformedTemplate) -> Activation:
@@ -81,28 +108,22 @@ def malformed(template: MalformedTemplate) -> Activation:
 
 def _evaluate(template: Template, now: datetime) -> Activation:
     if not template.enabled:
-        return Activation(template_id=template.id, active=False, reason="disabled")
+        return Activation(template_id=template.id, reason="disabled")
     if template.valid_until is not None and now >= template.valid_until:
-        return Activation(template_id=template.id, active=False, reason="expired")
+        return Activation(template_id=template.id, reason="expired")
     reason: Reason = "manual"
     window = _manual_window(template, now)
     if window is None:
         reason = "scheduled"
         window = _scheduled_window(template, now)
     if window is None:
-        return Activation(template_id=template.id, active=False, reason="outside_window")
+        return Activation(template_id=template.id, reason="outside_window")
     start, end = window
     if template.valid_until is not None:
         end = min(end, template.valid_until)
     # In UTC here, where an overflow is caught: `started_at` may carry an offset that
     # takes it out of the years a datetime can hold.
-    return Activation(
-        template_id=template.id,
-        active=True,
-        reason=reason,
-        window_start=start.astimezone(UTC),
-        run_until=end.astimezone(UTC),
-    )
+    return Activation(template_id=template.id, reason=reason, window=ActiveWindow.of(start, end))
 
 
 def _manual_window(template: Template, now: datetime) -> tuple[datetime, datetime] | None:

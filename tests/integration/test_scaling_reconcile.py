@@ -24,7 +24,7 @@ from scheduler.events import event_id
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.revertall import revert_all
 from scheduler.store import Store
-from scheduler.templates import MalformedTemplate, Template, decode_templates
+from scheduler.templates import MalformedTemplate, Template, decode_template
 from shipper.client import ApiClient, ApiSettings
 from shipper.outbox import Bounds, Outbox
 from shipper.records import SCALING
@@ -1140,16 +1140,30 @@ def test_a_template_whose_planning_crashes_is_logged_and_the_others_still_apply(
     ]
 
 
+def test_a_template_without_a_readable_id_or_with_a_taken_one_is_logged_by_its_place(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    h.api.templates = [5, template(), template(name="again")]
+    with structlog.testing.capture_logs() as logs:
+        assert h.run(at(9)).applies == 1  # the readable ones still apply
+    assert [line["problem"] for line in logs if line["event"] == "scaling_template_unreadable"] == [
+        "templates[0]: no readable id: Expected `object`, got `int`",
+        "templates[2]: duplicate id 't-1'",
+    ]
+
+
 def test_the_templates_are_decoded_once_per_answer(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    decoded: list[bytes] = []
+    decoded: list[Any] = []
 
-    def counting(payload: bytes) -> list[Template | MalformedTemplate]:
-        decoded.append(payload)
-        return decode_templates(payload)
+    def counting(index: int, raw: Any) -> Template | MalformedTemplate:
+        decoded.append(raw)
+        return decode_template(index, raw)
 
-    monkeypatch.setattr(view, "decode_templates", counting)
+    monkeypatch.setattr(view, "decode_template", counting)
     h.api.templates = [template("t-1"), template("t-2", name="cyber monday")]
     h.kube.create(deployment())
     h.reconciler = h.make_reconciler(clock=lambda: at(9))

@@ -15,7 +15,9 @@ import pytest
 from agent.config import load_settings
 from agent.delivery import open_delivery
 from agent.roles import build_roles
+from agent.scaling import ScalingRole
 from kube.cluster import KubeTarget
+from kube.errors import TimedOut
 from sandbox import objects
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
@@ -156,4 +158,29 @@ def test_the_moonin_api_read_timeout_set_in_the_environment_ends_a_silent_call(
                 delivery.clients[DISCOVERY].heartbeat({})
             assert not isinstance(ended.value, DeadlineExceeded)
         finally:
+            delivery.stop(drain_seconds=0)
+
+
+def test_the_kube_read_timeout_of_the_scaling_role_set_in_the_environment_ends_a_silent_call(
+    platform: FakePlatform, tmp_path: Path
+) -> None:
+    with _silent_server() as url:
+        environ = agent_env(
+            platform,
+            tmp_path / "queue",
+            KUBE_SCALING_READ_TIMEOUT_SECONDS="1",
+            KUBE_DEADLINE_SECONDS="10",
+        )
+        settings = load_settings("scaling", environ)
+        delivery = open_delivery(settings, TokenSource(value=settings.identity.token))
+        target = KubeTarget(server=url, verify=False, token=lambda: "kube-token")
+        (role,) = build_roles(settings, delivery, target=target, dry_run=False)
+        assert isinstance(role, ScalingRole)
+        try:
+            # The silence ends the call as a read timeout, long before the deadline would
+            # (with the default read timeout of 20 s, the deadline of 10 s ends it first).
+            with pytest.raises(TimedOut, match="ReadTimeout"):
+                role.job.reconciler.kube.list_hpas()
+        finally:
+            role.stop()
             delivery.stop(drain_seconds=0)

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from scheduler.templates import MalformedTemplate, Template
+from scheduler.templates import MalformedTemplate, Template, format_timestamp
 from scheduler.window import Activation, evaluate, malformed
 
 
@@ -48,20 +48,26 @@ def window(activation: Activation) -> tuple[str, str | None, str | None]:
     def iso(moment: datetime | None) -> str | None:
         return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
-    return activation.reason, iso(activation.window_start), iso(activation.run_until)
+    active = activation.window
+    if active is None:
+        return activation.reason, None, None
+    # The text every event and annotation carries is the instant's, formatted once.
+    texts = (format_timestamp(active.start), format_timestamp(active.until))
+    assert (active.start_text, active.until_text) == texts
+    return activation.reason, iso(active.start), iso(active.until)
 
 
 def assert_inactive(activation: Activation, reason: str) -> None:
     assert activation.reason == reason
     assert activation.active is False
-    assert (activation.window_start, activation.run_until) == (None, None)
+    assert activation.window is None
     assert (activation.error, activation.error_code) == (None, None)
 
 
 def assert_invalid(activation: Activation, code: str, words: str) -> None:
     assert activation.reason == "invalid"
     assert activation.active is False
-    assert (activation.window_start, activation.run_until) == (None, None)
+    assert activation.window is None
     assert activation.error_code == code
     assert activation.error is not None
     assert words in activation.error
@@ -520,9 +526,11 @@ def test_window_instants_are_aware_utc_datetimes() -> None:
         scheduled("0 8 * * 1-5", 600, timezone="America/Santiago"), at("2026-12-02T12:00:00Z")
     )
 
-    assert activation.window_start is not None and activation.run_until is not None
-    assert activation.window_start.utcoffset() is not None
-    assert activation.window_start.utcoffset().total_seconds() == 0
+    active = activation.window
+    assert active is not None
+    for moment in (active.start, active.until):
+        assert moment.utcoffset() is not None
+        assert moment.utcoffset().total_seconds() == 0
     assert activation.template_id == "t-1"
 
 
