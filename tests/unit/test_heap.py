@@ -1,0 +1,25 @@
+"""The garbage collector's thresholds the agent sets for itself once configured."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from agent import heap
+
+
+@pytest.fixture
+def restored_collector() -> Iterator[None]:
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+@pytest.mark.usefixtures("restored_collector")
+def test_tuning_moves_what_lives_now_out_of_the_generations_and_sets_the_thresholds() -> None:
+    heap.tune()
+    assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, heap.OLDER_THRESHOLD, heap.OLDER_THRESHOLD)
+    assert gc.get_freeze_count() > 0
