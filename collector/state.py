@@ -41,7 +41,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
@@ -125,6 +125,7 @@ class StateStore:
     def __init__(self, path: Path | None = None) -> None:
         self.lock = threading.RLock()
         self._rolled_back = False
+        self._guarded = _Guarded(self)
         if path is None:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
             self.quarantined: Path | None = None
@@ -149,7 +150,7 @@ class StateStore:
     def forget_all(self) -> None:
         """Start over: nothing is known to have been sent, no object or pod is remembered.
         The marks stay: they say whose store this is (the trust rule), not what was sent."""
-        with self.lock, self._guarded():
+        with self._guarded:
             for table in _FORGETTABLE:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.commit()
@@ -159,7 +160,7 @@ class StateStore:
         return str(found[0][0]) if found else None
 
     def set_mark(self, name: str, value: str) -> None:
-        with self.lock, self._guarded():
+        with self._guarded:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
             self._db.commit()
 
@@ -177,7 +178,7 @@ class StateStore:
         through; raises only what is not a full or failing disk."""
         with self.lock:
             try:
-                with self._guarded():
+                with self._guarded:
                     self._db.rollback()
                 self.set_mark("writable_at", f"{time.time():.3f}")
             except sqlite3.Error as exc:
@@ -188,47 +189,62 @@ class StateStore:
         return True
 
     def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
-        with self.lock, self._guarded():
+        with self._guarded:
             return self._db.execute(sql, tuple(parameters))
 
     def execute_many(self, sql: str, rows: Iterable[Iterable[object]]) -> None:
         """One statement for many rows (prepared once, run in C for each)."""
-        with self.lock, self._guarded():
+        with self._guarded:
             self._db.executemany(sql, (tuple(row) for row in rows))
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
-        with self.lock, self._guarded():
+        with self._guarded:
             return self._db.execute(sql, tuple(parameters)).fetchall()
 
     def missing(
         self, sql: str, parameters: Iterable[object], present: AbstractSet[str]
     ) -> set[str]:
         """The keys the one-column query yields that are not in `present`."""
-        with self.lock, self._guarded():
+        with self._guarded:
             return {
                 key for (key,) in self._db.execute(sql, tuple(parameters)) if key not in present
             }
 
     def commit(self) -> None:
-        with self.lock, self._guarded():
+        with self._guarded:
             self._db.commit()
 
-    @contextlib.contextmanager
-    def _guarded(self) -> Iterator[None]:
+    def _roll_back_after(self, exc: BaseException | None) -> None:
         """(Lock held.) On a full or failing disk, roll back to the last commit (SQLite may
         have kept part of the transaction) and say so; the error goes on to the writer."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            if is_passing_storage_error(exc):
-                with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
-                    self._db.rollback()
-                self._rolled_back = True
-            raise
+        if isinstance(exc, sqlite3.Error) and is_passing_storage_error(exc):
+            with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
+                self._db.rollback()
+            self._rolled_back = True
 
     def close(self) -> None:
         with self.lock:
             self._db.close()
+
+
+class _Guarded:
+    """`with store._guarded:` holds the store's lock around one use of the connection and
+    rolls back after a full or failing disk (`StateStore._roll_back_after`). A class rather
+    than a generator: it wraps every statement, tens of thousands in a warm-up."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        self._store.lock.acquire()
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        try:
+            self._store._roll_back_after(exc)
+        finally:
+            self._store.lock.release()
 
 
 class ProducedRecords:
