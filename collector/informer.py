@@ -172,6 +172,17 @@ class _WatchEvent(msgspec.Struct):
     object: msgspec.Raw
 
 
+@dataclass(frozen=True, slots=True)
+class _DecodedEvent:
+    """An event about an object, the object decoded already (`Informer._event`)."""
+
+    type: str
+    object: Any
+
+
+_OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
 class _Bookmark(msgspec.Struct):
     metadata: ObjectMeta
 
@@ -271,6 +282,10 @@ class Informer(Generic[T]):
         # shows when a streamed list decodes its objects one by one.
         self._decode_page = msgspec.json.Decoder(page_type).decode
         self._decode_object = msgspec.json.Decoder(struct).decode
+        event_type: Any = msgspec.defstruct(
+            f"{struct.__name__}Event", [("type", str), ("object", struct)]
+        )
+        self._decode_object_event = msgspec.json.Decoder(event_type).decode
         self._pages = PageSize(ceiling=self.settings.page_size, page_bytes=self.settings.page_bytes)
         self._streaming = self.settings.streaming_lists
         self._synced = threading.Event()
@@ -496,7 +511,7 @@ class Informer(Generic[T]):
 
     def _initial_event(self, line: bytes, seen: set[str], listed_at: str) -> bool:
         """One event of a streaming list; True once it was the end of the initial events."""
-        event = _event(line)
+        event = self._event(line)
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
@@ -605,7 +620,7 @@ class Informer(Generic[T]):
             try:
                 for line in lines:
                     self._check_stop()
-                    self._handle(_event(line))
+                    self._handle(self._event(line))
                     self._healthy()
             except TimedOut:
                 # Nothing, not even a bookmark, until the read timeout: a quiet resource.
@@ -644,7 +659,7 @@ class Informer(Generic[T]):
         raw = self.api.get(self.resource.path, {"limit": "1"}, accept=METADATA_LIST)
         return _strict(_decode_list_head, raw).metadata.resource_version
 
-    def _status_error(self, event: _WatchEvent) -> KubeError:
+    def _status_error(self, event: _WatchEvent | _DecodedEvent) -> KubeError:
         """What an ERROR event means (410: the history to resume from is gone)."""
         status = _strict(_decode_status, event.object)
         error = Gone if status.code == 410 else KubeError
@@ -655,7 +670,7 @@ class Informer(Generic[T]):
             reason=status.reason,
         )
 
-    def _handle(self, event: _WatchEvent) -> None:
+    def _handle(self, event: _WatchEvent | _DecodedEvent) -> None:
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
@@ -664,11 +679,24 @@ class Informer(Generic[T]):
             self.reporter.count("bookmarks")
             return
         self.reporter.count("events")
-        who = self._give_raw(event.object, deleted=event.type == "DELETED")
+        who = self._give_item(event.object, deleted=event.type == "DELETED")
         # Only once the sink has it (or skipped it): an event it failed on is replayed when
         # the watch resumes.
         if who is not None:
             self._advance(who.resource_version)
+
+    def _event(self, line: bytes) -> _WatchEvent | _DecodedEvent:
+        """A watch event, its object decoded in the same pass when the event is about one:
+        read with its object raw, the object's bytes were scanned once to skip them and
+        again to decode them, the larger part of a streamed list's decoding. Any other
+        event (ERROR, BOOKMARK) and any object that does not decode are read as before."""
+        try:
+            event = self._decode_object_event(line)
+        except _UNDECODABLE:
+            return _event(line)
+        if event.type not in _OBJECT_EVENTS:
+            return _event(line)  # its object is a Status or a bookmark's, not a `T`
+        return _DecodedEvent(event.type, event.object)
 
     # -- one object ----------------------------------------------------------------------
 
@@ -688,17 +716,21 @@ class Informer(Generic[T]):
             return _RawPage(metadata, [msgspec.Raw(item) for item in items])
 
     def _list_item(self, item: Any, seen: set[str]) -> bool:
-        """One object of a list: decoded (`T`) or still raw (`msgspec.Raw`). False when
-        not even its key could be read."""
-        if isinstance(item, msgspec.Raw):
-            who = self._give_raw(item)
-            if who is None or who.key is None:
-                return False
-            seen.add(who.key)  # skipped, but it exists: what it was before is not deleted
-            return True
-        seen.add(item.metadata.key)
-        self._give(item)
+        """One object of a list. False when not even its key could be read."""
+        who = self._give_item(item)
+        if who is None or who.key is None:
+            return False
+        seen.add(who.key)  # even if skipped, it exists: what it was before is not deleted
         return True
+
+    def _give_item(self, item: Any, *, deleted: bool = False) -> Identity | None:
+        """`_give_raw` for an object still raw (`msgspec.Raw`), `_give` for one decoded
+        (`T`); its identity as `_give_raw` says it."""
+        if isinstance(item, msgspec.Raw):
+            return self._give_raw(item, deleted=deleted)
+        meta: ObjectMeta = item.metadata
+        self._give(item, deleted=deleted)
+        return Identity(meta.key, meta.resource_version)
 
     def _give_raw(self, raw: msgspec.Raw, *, deleted: bool = False) -> Identity | None:
         """Decode one object and hand it to the sink, or skip it; its key and
@@ -714,9 +746,7 @@ class Informer(Generic[T]):
                     return who
             self.skips.skipped(who, skips.undecodable(exc))
             return who if who.key is not None else None
-        meta: ObjectMeta = obj.metadata  # type: ignore[attr-defined]
-        self._give(obj, deleted=deleted)
-        return Identity(meta.key, meta.resource_version)
+        return self._give_item(obj, deleted=deleted)
 
     def _give(self, obj: Any, *, deleted: bool = False) -> None:
         """Hand a decoded object to the sink; one it cannot normalize or store is skipped."""
