@@ -19,6 +19,7 @@ input gives the same output (maps sorted by key), so records fingerprint stably.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -202,8 +203,10 @@ def safe_annotations(meta_annotations: Mapping[str, str] | None) -> dict[str, st
     return {key: value for key, value in shipped.items() if value is not None}
 
 
+@functools.lru_cache(maxsize=4096)
 def kept(annotation: str) -> bool:
-    """Whether an annotation (its key) is shipped at all."""
+    """Whether an annotation (its key) is shipped at all. Remembered per key: a cluster
+    has a few dozen annotation keys, each on thousands of objects."""
     # The name, not the prefix: `rbac.authorization.kubernetes.io/autoupdate` names none.
     name = annotation.rpartition("/")[2]
     return not (
