@@ -478,13 +478,13 @@ def _container_signals(
     found: list[_Signal] = []
     for init, group in ((True, status.init_container_statuses), (False, status.container_statuses)):
         for cs in group:
-            memo.containers[cs.name], container_signals = _container(
+            memo.containers[cs.name] = _container(
                 cs,
                 previous.containers.get(cs.name) if previous is not None else None,
                 init,
                 pod_reason_explains,
+                found,
             )
-            found.extend(container_signals)
     return found
 
 
@@ -546,61 +546,108 @@ def _not_ready_signal(
 
 
 def _container(
-    cs: ContainerStatus, before: _ContainerMemo | None, init: bool, pod_reason_explains: bool
-) -> tuple[_ContainerMemo, list[_Signal]]:
-    """One container's new memo and its signals: at most one termination, one waiting."""
+    cs: ContainerStatus,
+    before: _ContainerMemo | None,
+    init: bool,
+    pod_reason_explains: bool,
+    found: list[_Signal],
+) -> _ContainerMemo:
+    """One container's new memo; its signals go to `found`: at most one termination (the
+    current one, else the end of the run before or a bare restart), one waiting."""
     first_sight = before is None
     before = before or _ContainerMemo(restarts=cs.restart_count)
-    current = cs.state.terminated
-    last = cs.last_state.terminated
-    restarted = cs.restart_count > before.restarts
     memo = _ContainerMemo(restarts=cs.restart_count, crash_loop=before.crash_loop)
     # Waiting reasons are remembered until the container runs or stops again.
     if cs.state.waiting is not None:
         memo.waiting = list(before.waiting)
-    found: list[_Signal] = []
-
+    current = _current_termination(cs, before, memo, init, pod_reason_explains)
     if current is not None:
-        current_id = _termination_id(current)
-        if current_id in before.terminations:
-            memo.terminations.append(current_id)
-        elif is_error_termination(current):
-            memo.terminations.append(current_id)
-            if not pod_reason_explains:
-                found.append(_termination_signal(cs, current, init))
-        # A clean exit stays unhandled: the restart that may follow reports it.
-    if last is not None:
-        last_id = _termination_id(last)
-        # History on first sight, handled before, or older than the termination just seen.
-        if first_sight or last_id in before.terminations or found:
-            memo.terminations.append(last_id)
-        elif restarted or is_error_termination(last):
-            memo.terminations.append(last_id)
-            found.append(_termination_signal(cs, last, init))
-    elif restarted and not found:
-        found.append(
-            _Signal(
-                reason="Restarted",
-                message=f'Container "{cs.name}" restarted (restart count {cs.restart_count})',
-                occurred_at=cs.state.running.started_at if cs.state.running else None,
-                container=cs.name,
-                init=init,
-                image=cs.image,
-                restart_count=cs.restart_count,
-            )
-        )
+        found.append(current)
+    previous = _previous_run_end(
+        cs, before, memo, init, first_sight=first_sight, reported=current is not None
+    )
+    if previous is not None:
+        found.append(previous)
+    waiting = _waiting_news(cs, before, memo, init)
+    if waiting is not None:
+        found.append(waiting)
+    return memo
 
+
+def _current_termination(
+    cs: ContainerStatus,
+    before: _ContainerMemo,
+    memo: _ContainerMemo,
+    init: bool,
+    pod_reason_explains: bool,
+) -> _Signal | None:
+    """The container's current state, if it is an error termination not handled before
+    (noted in `memo`); none when the pod's own failure reason explains it."""
+    current = cs.state.terminated
+    if current is None:
+        return None
+    current_id = _termination_id(current)
+    if current_id in before.terminations:
+        memo.terminations.append(current_id)
+        return None
+    if not is_error_termination(current):
+        return None  # a clean exit stays unhandled: the restart that may follow reports it
+    memo.terminations.append(current_id)
+    return None if pod_reason_explains else _termination_signal(cs, current, init)
+
+
+def _previous_run_end(
+    cs: ContainerStatus,
+    before: _ContainerMemo,
+    memo: _ContainerMemo,
+    init: bool,
+    *,
+    first_sight: bool,
+    reported: bool,
+) -> _Signal | None:
+    """How the run before the current one ended (its last state), if that is news (noted in
+    `memo`): a restart, or an error. A restart without a last state still is one. Nothing
+    once the current termination was `reported`: it is the newer news."""
+    last = cs.last_state.terminated
+    restarted = cs.restart_count > before.restarts
+    if last is None:
+        return _restart_signal(cs, init) if restarted and not reported else None
+    last_id = _termination_id(last)
+    # History on first sight, handled before, or older than the termination just seen.
+    if first_sight or last_id in before.terminations or reported:
+        memo.terminations.append(last_id)
+        return None
+    if not (restarted or is_error_termination(last)):
+        return None
+    memo.terminations.append(last_id)
+    return _termination_signal(cs, last, init)
+
+
+def _waiting_news(
+    cs: ContainerStatus, before: _ContainerMemo, memo: _ContainerMemo, init: bool
+) -> _Signal | None:
+    """A waiting error not reported in this run of the container (noted in `memo`); a
+    crash loop once per loop."""
     waiting = _waiting_error(cs)
+    if waiting is None:
+        return None
     if waiting == CRASH_LOOP:
-        # A new loop only if the run that just ended outlived the kubelet's back-off reset.
-        ran = seconds_between(last.started_at, last.finished_at) if last else None
-        if not before.crash_loop or (ran is not None and ran >= BACKOFF_RESET_SECONDS):
-            found.append(_waiting_signal(cs, waiting, init))
         memo.crash_loop = True
-    elif waiting is not None and waiting not in memo.waiting:
-        memo.waiting.append(waiting)
-        found.append(_waiting_signal(cs, waiting, init))
-    return memo, found
+        return _waiting_signal(cs, waiting, init) if _new_crash_loop(cs, before) else None
+    if waiting in memo.waiting:
+        return None
+    memo.waiting.append(waiting)
+    return _waiting_signal(cs, waiting, init)
+
+
+def _new_crash_loop(cs: ContainerStatus, before: _ContainerMemo) -> bool:
+    """A crash loop is new unless the container was in one already and the run that just
+    ended was shorter than the kubelet's back-off reset."""
+    if not before.crash_loop:
+        return True
+    last = cs.last_state.terminated
+    ran = seconds_between(last.started_at, last.finished_at) if last else None
+    return ran is not None and ran >= BACKOFF_RESET_SECONDS
 
 
 def _enrich(found: list[_Signal], notes: list[EventNote]) -> list[EventNote]:
@@ -649,6 +696,18 @@ def _termination_signal(cs: ContainerStatus, term: Terminated, init: bool) -> _S
         image=cs.image,
         exit_code=term.exit_code,
         signal=sig,
+        restart_count=cs.restart_count,
+    )
+
+
+def _restart_signal(cs: ContainerStatus, init: bool) -> _Signal:
+    return _Signal(
+        reason="Restarted",
+        message=f'Container "{cs.name}" restarted (restart count {cs.restart_count})',
+        occurred_at=cs.state.running.started_at if cs.state.running else None,
+        container=cs.name,
+        init=init,
+        image=cs.image,
         restart_count=cs.restart_count,
     )
 
