@@ -22,6 +22,8 @@ It ends in one of these ways, each meant to be observable by a client under test
 - `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
 - an event its `View` cannot write: the chunked body ends cleanly there, as upstream;
 - `DROP` (a fault): the connection is shut down mid-stream, no terminating chunk;
+- `EXPIRE` (a fault): an ERROR event with a 410 Expired Status mid-stream, then the chunked
+  body ends cleanly, as a watch served from etcd ends when a compaction passes it;
 - `cut_after` (a fault): the same, after that many initial events, before the bookmark;
 - `cut_line_after` (a fault): after that many whole lines, half of the next one, then the
   chunked body ends cleanly, inside that line;
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Protocol
 
-from sandbox.kube import empty_objects
+from sandbox.kube import empty_objects, status
 from sandbox.kube.lists import Matcher
 from sandbox.kube.negotiation import Unencodable, View
 from sandbox.kube.resources import Resource
@@ -59,8 +61,13 @@ class _Stop:
     __slots__ = ()
 
 
+class _Expire:
+    __slots__ = ()
+
+
 DROP = _Drop()
 STOP = _Stop()
+EXPIRE = _Expire()
 
 
 class Stall:
@@ -232,6 +239,14 @@ class WatchStream:
             self._flush()  # changes queued before the fault still go out, then the cut
             self._writer.abort()
             return "dropped"
+        elif item is EXPIRE:
+            # Changes queued before the fault still go out; what the client was told last
+            # is the resourceVersion it can no longer resume from.
+            expired = status.watch_expired(self._told, self._store.current_rv + 1)
+            self._add(event_line("ERROR", expired.body()))
+            self._flush()
+            self._writer.end()
+            return "expired"
         elif isinstance(item, Stall):
             self._flush()  # what came before the stall was sent; nothing after it will be
             while not item.release.wait(_IDLE_CHECK_SECONDS):
