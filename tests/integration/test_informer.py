@@ -166,6 +166,93 @@ def test_a_410_relists_and_hands_over_the_complete_key_set(
     assert sink.lists[-1] == frozenset({"shop/stays", "shop/arrives"})
 
 
+def test_a_watch_cut_mid_stream_resumes_where_it_was_and_every_change_arrives_once(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.load([deployment("a"), deployment("b")])
+    # Paged: the watch cut is then the only one open (a streaming list's request can linger
+    # on the server's side for a moment after its end).
+    informer, sink = running(api, settings=PAGED)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.patch("deployments", "shop", "a", {"spec": {"replicas": 2}})
+    wait_until(lambda: sink.seen(("apply", "shop/a", 2)))
+    assert kube.drop_watches("deployments") == 1  # no clean end: the connection is shut
+    # Made while the informer notices the cut and watches again, or after.
+    kube.create(deployment("c"))
+    kube.delete("deployments", "shop", "b")
+    kube.patch("deployments", "shop", "a", {"spec": {"replicas": 3}})
+    wait_until(lambda: sink.seen(("apply", "shop/a", 3)))
+    assert sink.calls == [
+        ("apply", "shop/a", 1),
+        ("apply", "shop/b", 1),
+        ("apply", "shop/a", 2),
+        ("apply", "shop/c", 1),
+        ("remove", "shop/b", None),
+        ("apply", "shop/a", 3),
+    ]
+    counters = informer.reporter.snapshot().counters
+    assert counters["failures"] >= 1  # the cut was one
+    assert counters["lists"] == 1 and len(sink.lists) == 1  # resumed, not listed again
+
+
+class _Gate:
+    """A page gate a test can close: a list waits in it until the gate opens again."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.opened.set()
+
+    def __enter__(self) -> None:
+        assert self.opened.wait(10)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_410_error_event_mid_stream_relists_at_once_and_nothing_is_lost_or_twice(
+    kube: FakeKube, api: KubeApi
+) -> None:
+    kube.load([deployment("a"), deployment("b")])
+    gate = _Gate()
+    sink = RecordingSink()
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=PAGED, page_gate=gate)
+    informer.start()
+    try:
+        assert informer.wait_synced(10)
+        kube.wait_for_watches(1, "deployments")
+        gate.opened.clear()  # the relist waits until the changes below are all made
+        kube.patch("deployments", "shop", "a", {"spec": {"replicas": 2}})
+        assert kube.expire_open_watches("deployments") == 1  # after the patch's event
+        # Never sent on that stream, and compacted away: only a list can tell them.
+        kube.create(deployment("c"))
+        kube.delete("deployments", "shop", "b")
+        kube.patch("deployments", "shop", "a", {"spec": {"replicas": 3}})
+        kube.compact()
+        gate.opened.set()
+        wait_until(lambda: len(sink.lists) == 2)
+        kube.wait_for_watches(1, "deployments")
+        kube.create(deployment("d"))  # the watch after the relist goes on from its list
+        wait_until(lambda: sink.seen(("apply", "shop/d", 1)))
+        assert sink.calls == [
+            ("apply", "shop/a", 1),
+            ("apply", "shop/b", 1),
+            ("apply", "shop/a", 2),  # sent before the ERROR on the same stream
+            ("apply", "shop/a", 3),  # the relist: each object once, as it is now
+            ("apply", "shop/c", 1),
+            ("apply", "shop/d", 1),
+        ]
+        assert sink.lists[-1] == frozenset({"shop/a", "shop/c"})  # b: gone, by the key set
+        # The ERROR is answered with a list, not with a watch from the version held.
+        requests = [r.watch for r in kube.requests if r.path == DEPLOYMENTS.path]
+        assert requests[:4] == [False, True, False, True]
+        assert informer.reporter.snapshot().counters["relists"] == 1
+    finally:
+        informer.stop()
+        api.abort_streams()
+        assert informer.join(5)
+
+
 def test_an_expired_continue_token_restarts_the_list(
     kube: FakeKube, api: KubeApi, running: Callable[..., Any]
 ) -> None:
