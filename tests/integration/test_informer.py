@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -20,6 +22,7 @@ from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
+from tests.integration.test_storage_errors import full
 from tests.raw_server import serving
 from tests.waiting import wait_until
 
@@ -251,6 +254,76 @@ def test_a_410_error_event_mid_stream_relists_at_once_and_nothing_is_lost_or_twi
         informer.stop()
         api.abort_streams()
         assert informer.join(5)
+
+
+@pytest.fixture
+def disk_full(tmp_path: Path) -> sqlite3.Error:
+    """SQLite's own "database or disk is full", met for real (its result code says so)."""
+    with pytest.raises(sqlite3.Error) as met:
+        full(tmp_path / "full.db")
+    return met.value
+
+
+def test_a_full_disk_under_the_sink_mid_list_is_waited_out_and_a_relist_loses_nothing(
+    kube: FakeKube, api: KubeApi, disk_full: sqlite3.Error
+) -> None:
+    keys = frozenset(f"shop/web-{n:02d}" for n in range(25))
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))  # three pages of ten
+    filled = threading.Event()
+
+    def store(obj: Thing) -> None:
+        if obj.metadata.name == "web-12":
+            filled.set()  # the disk fills up while the second page goes in, and stays
+        if filled.is_set():
+            raise disk_full
+
+    sink = RecordingSink()
+    sink.on_apply = store
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=PAGED)
+    informer.start()
+    try:
+        wait_until(lambda: informer.reporter.snapshot().counters.get("failures", 0) >= 2)
+        health = informer.reporter.health
+        assert health.unready and "disk full" in (health.reason or "")
+        assert informer.alive and not informer.wait_synced(0)
+        sink.on_apply = None  # space comes back
+        assert informer.wait_synced(10)
+        wait_until(lambda: informer.reporter.health.ok)
+        assert sink.lists == [keys]  # one complete list, after the failed ones
+        assert {key for _, key, _ in sink.calls} == keys  # every object reached the sink
+        firsts = [r for r in kube.requests if r.path == DEPLOYMENTS.path and not r.watch]
+        assert sum("continue" not in r.query for r in firsts) >= 2  # listed again, from the top
+    finally:
+        informer.stop()
+        api.abort_streams()
+        assert informer.join(5)
+
+
+def test_a_full_disk_under_the_sink_at_a_watch_event_ends_in_a_relist_once_it_passes(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any], disk_full: sqlite3.Error
+) -> None:
+    # What the sink stored before may have been rolled back with the failed write: only a
+    # complete list says again what exists.
+    keys = frozenset(f"shop/web-{n:02d}" for n in range(25))
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))
+    informer, sink = running(api, settings=PAGED)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+
+    def store(obj: Thing) -> None:
+        raise disk_full
+
+    sink.on_apply = store
+    kube.patch("deployments", "shop", "web-12", {"spec": {"replicas": 2}})
+    wait_until(lambda: informer.reporter.snapshot().counters.get("failures", 0) >= 2)
+    health = informer.reporter.health
+    assert health.unready and "disk full" in (health.reason or "")
+    sink.on_apply = None  # space comes back
+    wait_until(lambda: len(sink.lists) == 2)
+    assert sink.lists[-1] == keys
+    assert sink.seen(("apply", "shop/web-12", 2))
+    wait_until(lambda: informer.reporter.health.ok)
+    assert informer.alive
 
 
 def test_an_expired_continue_token_restarts_the_list(
