@@ -22,11 +22,11 @@ It ends in one of these ways, each meant to be observable by a client under test
 - `timeoutSeconds` elapsed, or the server stops: the chunked body ends cleanly;
 - an event its `View` cannot write: the chunked body ends cleanly there, as upstream;
 - `DROP` (a fault): the connection is shut down mid-stream, no terminating chunk;
-- `EXPIRE` (a fault): an ERROR event with a 410 Expired Status mid-stream, then the chunked
-  body ends cleanly, as a watch served from etcd ends when a compaction passes it;
 - `cut_after` (a fault): the same, after that many initial events, before the bookmark;
 - `cut_line_after` (a fault): after that many whole lines, half of the next one, then the
   chunked body ends cleanly, inside that line;
+- `EXPIRE` (a fault): an ERROR event with a 410 Expired Status mid-stream, then the chunked
+  body ends cleanly, as a watch served from etcd ends when a compaction passes it;
 - a `Stall` (a fault): nothing more is written, the connection stays open until the fault
   is released (then dropped) or the client gives up and closes it;
 - the client went away: noticed on the next write or within a fraction of a second while
@@ -240,10 +240,8 @@ class WatchStream:
             self._writer.abort()
             return "dropped"
         elif item is EXPIRE:
-            # Changes queued before the fault still go out; what the client was told last
-            # is the resourceVersion it can no longer resume from.
-            expired = status.watch_expired(self._told, self._store.current_rv + 1)
-            self._add(event_line("ERROR", expired.body()))
+            # Changes queued before the fault still go out, then the ERROR.
+            self._add(event_line("ERROR", status.watch_compacted().body()))
             self._flush()
             self._writer.end()
             return "expired"
