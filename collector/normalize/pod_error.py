@@ -417,18 +417,18 @@ class PodErrorNormalizer:
 
 def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, list[_Signal]]:
     status = pod.status
-    phase = status.phase
     memo = _fresh_memo(pod)
     before = previous or _PodMemo()
     found = _container_signals(status, previous, memo)
     terminated_error, container_error = _container_errors(status)
     conditions = {c.type: c for c in status.conditions}
 
-    # Without a pod-level reason, a failed container already is the pod's failure.
-    explained = phase == "Failed" and not status.reason and terminated_error
-    if phase in ("Failed", "Unknown") and before.phase != phase and not explained:
-        found.append(_phase_signal(pod, conditions))
-    unschedulable = _unschedulable_signal(conditions.get("PodScheduled"), phase, before, memo)
+    failed = _phase_signal(pod, before, conditions, terminated_error=terminated_error)
+    if failed is not None:
+        found.append(failed)
+    unschedulable = _unschedulable_signal(
+        conditions.get("PodScheduled"), status.phase, before, memo
+    )
     if unschedulable is not None:
         found.append(unschedulable)
     # A crash or a start failure already says why the pod is not ready.
@@ -436,11 +436,21 @@ def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, l
     not_ready = _not_ready_signal(pod, conditions.get("Ready"), before, memo, now, quiet=quiet)
     if not_ready is not None:
         found.append(not_ready)
-
-    memo.failing = pod.metadata.deletion_timestamp is None and (
-        container_error or memo.unschedulable or memo.not_ready or phase in ("Failed", "Unknown")
-    )
+    memo.failing = _failing(pod, memo, container_error=container_error)
     return memo, found
+
+
+def _failing(pod: Pod, memo: _PodMemo, *, container_error: bool) -> bool:
+    """Whether the pod counts among its ReplicaSet's failing ones: in error and not being
+    deleted (its containers are then killed on purpose)."""
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return (
+        container_error
+        or memo.unschedulable
+        or memo.not_ready
+        or pod.status.phase in ("Failed", "Unknown")
+    )
 
 
 def _container_errors(status: PodStatus) -> tuple[bool, bool]:
@@ -522,27 +532,25 @@ def _not_ready_signal(
     """A running pod whose containers are not ready, once that is a failure (noted in
     `memo`); none while `quiet` (something else already says why)."""
     memo.was_ready = before.was_ready or (ready is not None and ready.status == "True")
-    if (
-        ready is None
-        or pod.status.phase != "Running"
-        or ready.status != "False"
-        or ready.reason != "ContainersNotReady"
-    ):
+    if ready is None or not _says_containers_not_ready(pod.status.phase, ready):
         return None
-    # A pod that was never ready may just be starting: only a grace period makes that a
-    # failure. One that was ready has failed its probe.
-    not_ready_for = seconds_between(ready.last_transition_time, now)
-    grace_over = not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
-    memo.not_ready = before.was_ready or grace_over
+    # One that was ready has failed its probe.
+    memo.not_ready = before.was_ready or _readiness_grace_over(ready, now)
     if not memo.not_ready or before.not_ready or quiet:
         return None
-    not_ready = [cs.name for cs in pod.status.container_statuses if not cs.ready]
-    return _Signal(
-        reason="ContainersNotReady",
-        message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
-        occurred_at=ready.last_transition_time,
-        condition="Ready",
-    )
+    return _containers_not_ready_signal(pod, ready)
+
+
+def _says_containers_not_ready(phase: str | None, ready: Condition) -> bool:
+    """Whether the Ready condition is False because a running pod's containers are not."""
+    return phase == "Running" and ready.status == "False" and ready.reason == "ContainersNotReady"
+
+
+def _readiness_grace_over(ready: Condition, now: str) -> bool:
+    """A pod that was never ready may just be starting: only a grace period makes that a
+    failure."""
+    not_ready_for = seconds_between(ready.last_transition_time, now)
+    return not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
 
 
 def _container(
@@ -678,6 +686,16 @@ def _termination_id(term: Terminated) -> str:
     return term.container_id or f"{term.started_at}|{term.finished_at}|{term.exit_code}"
 
 
+def _containers_not_ready_signal(pod: Pod, ready: Condition) -> _Signal:
+    not_ready = [cs.name for cs in pod.status.container_statuses if not cs.ready]
+    return _Signal(
+        reason="ContainersNotReady",
+        message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
+        occurred_at=ready.last_transition_time,
+        condition="Ready",
+    )
+
+
 def _termination_signal(cs: ContainerStatus, term: Terminated, init: bool) -> _Signal:
     reason = termination_reason(term)
     sig = termination_signal(term)
@@ -734,21 +752,39 @@ def _waiting_signal(cs: ContainerStatus, reason: str, init: bool) -> _Signal:
     )
 
 
-def _phase_signal(pod: Pod, conditions: Mapping[str, Condition]) -> _Signal:
+def _phase_signal(
+    pod: Pod,
+    before: _PodMemo,
+    conditions: Mapping[str, Condition],
+    *,
+    terminated_error: bool,
+) -> _Signal | None:
+    """The pod's turn to phase Failed or Unknown; none when a failed container already is
+    the failure (a Failed pod without a pod-level reason)."""
     status = pod.status
+    if status.phase not in ("Failed", "Unknown") or before.phase == status.phase:
+        return None
+    if status.phase == "Failed" and not status.reason and terminated_error:
+        return None
     phase = status.phase or "Unknown"
     message = status.message or f"The pod's phase is {phase}"
     return _Signal(
         reason=status.reason or phase,
         message=message,
-        occurred_at=_latest(
-            [c.last_transition_time for c in conditions.values()]
-            + [
-                cs.state.terminated.finished_at
-                for cs in status.container_statuses
-                if cs.state.terminated is not None
-            ]
-        ),
+        occurred_at=_phase_changed_at(status, conditions),
+    )
+
+
+def _phase_changed_at(status: PodStatus, conditions: Mapping[str, Condition]) -> str | None:
+    """When the pod came to its phase, as near as the status tells: its latest condition
+    transition or container termination."""
+    return _latest(
+        [c.last_transition_time for c in conditions.values()]
+        + [
+            cs.state.terminated.finished_at
+            for cs in status.container_statuses
+            if cs.state.terminated is not None
+        ]
     )
 
 
