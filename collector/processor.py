@@ -19,8 +19,9 @@ How it fails:
 - a read a normalizer needed failed (`KubeError`, e.g. a Helm release Secret's body): the
   informer's health says so, and the object is tried again after the informer's backoff
   unless a newer state of it came first;
-- a full or failing disk under the state store: the store rolled back, the informer says
-  it is not ready, and `collector.resync.AfterRollback` resyncs once writes go through;
+- a full or failing disk under the state store (storing an object, or forgetting those a
+  list's key set no longer has): the store rolled back, the informer says it is not ready,
+  and `collector.resync.AfterRollback` resyncs once writes go through;
 - anything else is a bug: the thread ends and its health fails liveness, so the pod
   restarts.
 """
@@ -161,10 +162,24 @@ class Processor:
         if isinstance(delta, Call):
             delta.work()
         elif isinstance(delta, Listed):
-            self._sinks[delta.resource].listed(delta.keys)
-            self._listed(delta)
+            if self._taken_in(delta):
+                self._listed(delta)
         else:
             self._object(delta)
+
+    def _taken_in(self, delta: Listed) -> bool:
+        """Hand a list's key set to its sink; False when the state store could not take
+        what vanished (a full or failing disk): nothing else may count that list then."""
+        try:
+            self._sinks[delta.resource].listed(delta.keys)
+        except Exception as exc:
+            if not is_passing_storage_error(exc):
+                raise
+            # The store rolled back: `AfterRollback` resyncs once writes go through, and
+            # that relist hands the key set over again.
+            self._informers[delta.resource].storage_failing(exc)
+            return False
+        return True
 
     def _object(self, delta: Applied | Removed) -> None:
         meta: ObjectMeta = delta.obj.metadata

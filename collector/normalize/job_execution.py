@@ -168,26 +168,21 @@ class JobExecutionNormalizer:
         if cronjob is None:
             return []
         meta, status = obj.metadata, obj.status
-        failed = _condition(status, "Failed") or _condition(status, "FailureTarget")
-        complete = _condition(status, "Complete") or _condition(status, "SuccessCriteriaMet")
-        state = "failed" if failed else "succeeded" if complete else "running"
-        completed_at = None
-        if failed is not None:
-            completed_at = failed.last_transition_time
-        elif complete is not None:
-            completed_at = status.completion_time or complete.last_transition_time
-        duration = seconds_between(status.start_time, completed_at)
+        failed = _failure(status)
+        complete = _completion(status)
+        completed_at = _completed_at(status, failed, complete)
         data: dict[str, Any] = {
             "job": meta.name,
             "job_uid": meta.uid or None,
             "cronjob": cronjob,
-            "status": state,
+            "status": "failed" if failed else "succeeded" if complete else "running",
             "started_at": status.start_time,
             "completed_at": completed_at,
-            "duration_seconds": duration,
+            "duration_seconds": seconds_between(status.start_time, completed_at),
             "active_pods": status.active,
             "succeeded_pods": status.succeeded,
             "failed_pods": status.failed,
+            # What failed: filled in by `_describe_failure` for a failed run.
             "failure_reason": None,
             "failure_message": None,
             "pod": None,
@@ -198,18 +193,7 @@ class JobExecutionNormalizer:
             "logs": None,
         }
         if failed is not None:
-            culprit = _culprit(self._pods.pods_of(meta.uid))
-            exit_ = culprit.exit if culprit else None
-            data.update(
-                failure_reason=failed.reason or (exit_.reason if exit_ else "Failed"),
-                failure_message=redact.text(failed.message) if failed.message else None,
-                pod=culprit.pod if culprit else None,
-                container=culprit.container if culprit else None,
-                exit_code=exit_.exit_code if exit_ else None,
-                signal=exit_.signal if exit_ else None,
-                termination_reason=exit_.reason if exit_ else None,
-                logs=self._logs_of(obj, culprit, ctx),
-            )
+            self._describe_failure(data, obj, failed, ctx)
         return [upsert(KIND, meta, data)]
 
     def deletes(self, obj: Job, ctx: Context) -> list[Record]:
@@ -217,6 +201,24 @@ class JobExecutionNormalizer:
         if _cronjob_of(obj.metadata) is None:
             return []
         return [delete(KIND, obj.metadata)]
+
+    def _describe_failure(
+        self, data: dict[str, Any], job: Job, failed: Condition, ctx: Context
+    ) -> None:
+        """Fill in what failed in a failed run: the Job's own reason and message, and the
+        container most relevant to it (`_culprit`) with its exit and log."""
+        culprit = _culprit(self._pods.pods_of(job.metadata.uid))
+        exit_ = culprit.exit if culprit else None
+        data["failure_reason"] = failed.reason or (exit_.reason if exit_ else "Failed")
+        data["failure_message"] = redact.text(failed.message) if failed.message else None
+        if culprit is not None:
+            data["pod"] = culprit.pod
+            data["container"] = culprit.container
+        if exit_ is not None:
+            data["exit_code"] = exit_.exit_code
+            data["signal"] = exit_.signal
+            data["termination_reason"] = exit_.reason
+        data["logs"] = self._logs_of(job, culprit, ctx)
 
     def _logs_of(self, job: Job, culprit: _Culprit | None, ctx: Context) -> list[str] | None:
         if not ctx.collect_job_logs or culprit is None or culprit.container is None:
@@ -244,6 +246,29 @@ def _cronjob_of(meta: ObjectMeta) -> str | None:
     for owner in meta.owner_references:
         if owner.kind == "CronJob":
             return owner.name
+    return None
+
+
+def _failure(status: JobStatus) -> Condition | None:
+    """The condition saying the run failed: `Failed`, or `FailureTarget` while its pods
+    are still terminating."""
+    return _condition(status, "Failed") or _condition(status, "FailureTarget")
+
+
+def _completion(status: JobStatus) -> Condition | None:
+    """The condition saying the run succeeded: `Complete`, or `SuccessCriteriaMet`, which
+    says so before it while the pods are still terminating."""
+    return _condition(status, "Complete") or _condition(status, "SuccessCriteriaMet")
+
+
+def _completed_at(
+    status: JobStatus, failed: Condition | None, complete: Condition | None
+) -> str | None:
+    """When the run ended: when it failed, else when it completed; None while it runs."""
+    if failed is not None:
+        return failed.last_transition_time
+    if complete is not None:
+        return status.completion_time or complete.last_transition_time
     return None
 
 

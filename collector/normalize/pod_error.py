@@ -417,18 +417,18 @@ class PodErrorNormalizer:
 
 def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, list[_Signal]]:
     status = pod.status
-    phase = status.phase
     memo = _fresh_memo(pod)
     before = previous or _PodMemo()
     found = _container_signals(status, previous, memo)
     terminated_error, container_error = _container_errors(status)
     conditions = {c.type: c for c in status.conditions}
 
-    # Without a pod-level reason, a failed container already is the pod's failure.
-    explained = phase == "Failed" and not status.reason and terminated_error
-    if phase in ("Failed", "Unknown") and before.phase != phase and not explained:
-        found.append(_phase_signal(pod, conditions))
-    unschedulable = _unschedulable_signal(conditions.get("PodScheduled"), phase, before, memo)
+    failed = _phase_signal(pod, before, conditions, terminated_error=terminated_error)
+    if failed is not None:
+        found.append(failed)
+    unschedulable = _unschedulable_signal(
+        conditions.get("PodScheduled"), status.phase, before, memo
+    )
     if unschedulable is not None:
         found.append(unschedulable)
     # A crash or a start failure already says why the pod is not ready.
@@ -436,11 +436,21 @@ def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, l
     not_ready = _not_ready_signal(pod, conditions.get("Ready"), before, memo, now, quiet=quiet)
     if not_ready is not None:
         found.append(not_ready)
-
-    memo.failing = pod.metadata.deletion_timestamp is None and (
-        container_error or memo.unschedulable or memo.not_ready or phase in ("Failed", "Unknown")
-    )
+    memo.failing = _failing(pod, memo, container_error=container_error)
     return memo, found
+
+
+def _failing(pod: Pod, memo: _PodMemo, *, container_error: bool) -> bool:
+    """Whether the pod counts among its ReplicaSet's failing ones: in error and not being
+    deleted (its containers are then killed on purpose)."""
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return (
+        container_error
+        or memo.unschedulable
+        or memo.not_ready
+        or pod.status.phase in ("Failed", "Unknown")
+    )
 
 
 def _container_errors(status: PodStatus) -> tuple[bool, bool]:
@@ -478,13 +488,13 @@ def _container_signals(
     found: list[_Signal] = []
     for init, group in ((True, status.init_container_statuses), (False, status.container_statuses)):
         for cs in group:
-            memo.containers[cs.name], container_signals = _container(
+            memo.containers[cs.name] = _container(
                 cs,
                 previous.containers.get(cs.name) if previous is not None else None,
                 init,
                 pod_reason_explains,
+                found,
             )
-            found.extend(container_signals)
     return found
 
 
@@ -522,85 +532,130 @@ def _not_ready_signal(
     """A running pod whose containers are not ready, once that is a failure (noted in
     `memo`); none while `quiet` (something else already says why)."""
     memo.was_ready = before.was_ready or (ready is not None and ready.status == "True")
-    if (
-        ready is None
-        or pod.status.phase != "Running"
-        or ready.status != "False"
-        or ready.reason != "ContainersNotReady"
-    ):
+    if ready is None or not _says_containers_not_ready(pod.status.phase, ready):
         return None
-    # A pod that was never ready may just be starting: only a grace period makes that a
-    # failure. One that was ready has failed its probe.
-    not_ready_for = seconds_between(ready.last_transition_time, now)
-    grace_over = not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
-    memo.not_ready = before.was_ready or grace_over
+    # One that was ready has failed its probe.
+    memo.not_ready = before.was_ready or _readiness_grace_over(ready, now)
     if not memo.not_ready or before.not_ready or quiet:
         return None
-    not_ready = [cs.name for cs in pod.status.container_statuses if not cs.ready]
-    return _Signal(
-        reason="ContainersNotReady",
-        message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
-        occurred_at=ready.last_transition_time,
-        condition="Ready",
-    )
+    return _containers_not_ready_signal(pod, ready)
+
+
+def _says_containers_not_ready(phase: str | None, ready: Condition) -> bool:
+    """Whether the Ready condition is False because a running pod's containers are not."""
+    return phase == "Running" and ready.status == "False" and ready.reason == "ContainersNotReady"
+
+
+def _readiness_grace_over(ready: Condition, now: str) -> bool:
+    """A pod that was never ready may just be starting: only a grace period makes that a
+    failure."""
+    not_ready_for = seconds_between(ready.last_transition_time, now)
+    return not_ready_for is not None and not_ready_for >= READINESS_GRACE_SECONDS
 
 
 def _container(
-    cs: ContainerStatus, before: _ContainerMemo | None, init: bool, pod_reason_explains: bool
-) -> tuple[_ContainerMemo, list[_Signal]]:
-    """One container's new memo and its signals: at most one termination, one waiting."""
+    cs: ContainerStatus,
+    before: _ContainerMemo | None,
+    init: bool,
+    pod_reason_explains: bool,
+    found: list[_Signal],
+) -> _ContainerMemo:
+    """One container's new memo; its signals go to `found`: at most one termination (the
+    current one, else the end of the run before or a bare restart), one waiting."""
     first_sight = before is None
     before = before or _ContainerMemo(restarts=cs.restart_count)
-    current = cs.state.terminated
-    last = cs.last_state.terminated
-    restarted = cs.restart_count > before.restarts
     memo = _ContainerMemo(restarts=cs.restart_count, crash_loop=before.crash_loop)
     # Waiting reasons are remembered until the container runs or stops again.
     if cs.state.waiting is not None:
         memo.waiting = list(before.waiting)
-    found: list[_Signal] = []
-
+    current = _current_termination(cs, before, memo, init, pod_reason_explains)
     if current is not None:
-        current_id = _termination_id(current)
-        if current_id in before.terminations:
-            memo.terminations.append(current_id)
-        elif is_error_termination(current):
-            memo.terminations.append(current_id)
-            if not pod_reason_explains:
-                found.append(_termination_signal(cs, current, init))
-        # A clean exit stays unhandled: the restart that may follow reports it.
-    if last is not None:
-        last_id = _termination_id(last)
-        # History on first sight, handled before, or older than the termination just seen.
-        if first_sight or last_id in before.terminations or found:
-            memo.terminations.append(last_id)
-        elif restarted or is_error_termination(last):
-            memo.terminations.append(last_id)
-            found.append(_termination_signal(cs, last, init))
-    elif restarted and not found:
-        found.append(
-            _Signal(
-                reason="Restarted",
-                message=f'Container "{cs.name}" restarted (restart count {cs.restart_count})',
-                occurred_at=cs.state.running.started_at if cs.state.running else None,
-                container=cs.name,
-                init=init,
-                image=cs.image,
-                restart_count=cs.restart_count,
-            )
-        )
+        found.append(current)
+    previous = _previous_run_end(
+        cs, before, memo, init, first_sight=first_sight, reported=current is not None
+    )
+    if previous is not None:
+        found.append(previous)
+    waiting = _waiting_news(cs, before, memo, init)
+    if waiting is not None:
+        found.append(waiting)
+    return memo
 
+
+def _current_termination(
+    cs: ContainerStatus,
+    before: _ContainerMemo,
+    memo: _ContainerMemo,
+    init: bool,
+    pod_reason_explains: bool,
+) -> _Signal | None:
+    """The container's current state, if it is an error termination not handled before
+    (noted in `memo`); none when the pod's own failure reason explains it."""
+    current = cs.state.terminated
+    if current is None:
+        return None
+    current_id = _termination_id(current)
+    if current_id in before.terminations:
+        memo.terminations.append(current_id)
+        return None
+    if not is_error_termination(current):
+        return None  # a clean exit stays unhandled: the restart that may follow reports it
+    memo.terminations.append(current_id)
+    return None if pod_reason_explains else _termination_signal(cs, current, init)
+
+
+def _previous_run_end(
+    cs: ContainerStatus,
+    before: _ContainerMemo,
+    memo: _ContainerMemo,
+    init: bool,
+    *,
+    first_sight: bool,
+    reported: bool,
+) -> _Signal | None:
+    """How the run before the current one ended (its last state), if that is news (noted in
+    `memo`): a restart, or an error. A restart without a last state still is one. Nothing
+    once the current termination was `reported`: it is the newer news."""
+    last = cs.last_state.terminated
+    restarted = cs.restart_count > before.restarts
+    if last is None:
+        return _restart_signal(cs, init) if restarted and not reported else None
+    last_id = _termination_id(last)
+    # History on first sight, handled before, or older than the termination just seen.
+    if first_sight or last_id in before.terminations or reported:
+        memo.terminations.append(last_id)
+        return None
+    if not (restarted or is_error_termination(last)):
+        return None
+    memo.terminations.append(last_id)
+    return _termination_signal(cs, last, init)
+
+
+def _waiting_news(
+    cs: ContainerStatus, before: _ContainerMemo, memo: _ContainerMemo, init: bool
+) -> _Signal | None:
+    """A waiting error not reported in this run of the container (noted in `memo`); a
+    crash loop once per loop."""
     waiting = _waiting_error(cs)
+    if waiting is None:
+        return None
     if waiting == CRASH_LOOP:
-        # A new loop only if the run that just ended outlived the kubelet's back-off reset.
-        ran = seconds_between(last.started_at, last.finished_at) if last else None
-        if not before.crash_loop or (ran is not None and ran >= BACKOFF_RESET_SECONDS):
-            found.append(_waiting_signal(cs, waiting, init))
         memo.crash_loop = True
-    elif waiting is not None and waiting not in memo.waiting:
-        memo.waiting.append(waiting)
-        found.append(_waiting_signal(cs, waiting, init))
-    return memo, found
+        return _waiting_signal(cs, waiting, init) if _new_crash_loop(cs, before) else None
+    if waiting in memo.waiting:
+        return None
+    memo.waiting.append(waiting)
+    return _waiting_signal(cs, waiting, init)
+
+
+def _new_crash_loop(cs: ContainerStatus, before: _ContainerMemo) -> bool:
+    """A crash loop is new unless the container was in one already and the run that just
+    ended was shorter than the kubelet's back-off reset."""
+    if not before.crash_loop:
+        return True
+    last = cs.last_state.terminated
+    ran = seconds_between(last.started_at, last.finished_at) if last else None
+    return ran is not None and ran >= BACKOFF_RESET_SECONDS
 
 
 def _enrich(found: list[_Signal], notes: list[EventNote]) -> list[EventNote]:
@@ -631,6 +686,16 @@ def _termination_id(term: Terminated) -> str:
     return term.container_id or f"{term.started_at}|{term.finished_at}|{term.exit_code}"
 
 
+def _containers_not_ready_signal(pod: Pod, ready: Condition) -> _Signal:
+    not_ready = [cs.name for cs in pod.status.container_statuses if not cs.ready]
+    return _Signal(
+        reason="ContainersNotReady",
+        message=ready.message or f"Containers not ready: {', '.join(not_ready)}",
+        occurred_at=ready.last_transition_time,
+        condition="Ready",
+    )
+
+
 def _termination_signal(cs: ContainerStatus, term: Terminated, init: bool) -> _Signal:
     reason = termination_reason(term)
     sig = termination_signal(term)
@@ -649,6 +714,18 @@ def _termination_signal(cs: ContainerStatus, term: Terminated, init: bool) -> _S
         image=cs.image,
         exit_code=term.exit_code,
         signal=sig,
+        restart_count=cs.restart_count,
+    )
+
+
+def _restart_signal(cs: ContainerStatus, init: bool) -> _Signal:
+    return _Signal(
+        reason="Restarted",
+        message=f'Container "{cs.name}" restarted (restart count {cs.restart_count})',
+        occurred_at=cs.state.running.started_at if cs.state.running else None,
+        container=cs.name,
+        init=init,
+        image=cs.image,
         restart_count=cs.restart_count,
     )
 
@@ -675,21 +752,39 @@ def _waiting_signal(cs: ContainerStatus, reason: str, init: bool) -> _Signal:
     )
 
 
-def _phase_signal(pod: Pod, conditions: Mapping[str, Condition]) -> _Signal:
+def _phase_signal(
+    pod: Pod,
+    before: _PodMemo,
+    conditions: Mapping[str, Condition],
+    *,
+    terminated_error: bool,
+) -> _Signal | None:
+    """The pod's turn to phase Failed or Unknown; none when a failed container already is
+    the failure (a Failed pod without a pod-level reason)."""
     status = pod.status
+    if status.phase not in ("Failed", "Unknown") or before.phase == status.phase:
+        return None
+    if status.phase == "Failed" and not status.reason and terminated_error:
+        return None
     phase = status.phase or "Unknown"
     message = status.message or f"The pod's phase is {phase}"
     return _Signal(
         reason=status.reason or phase,
         message=message,
-        occurred_at=_latest(
-            [c.last_transition_time for c in conditions.values()]
-            + [
-                cs.state.terminated.finished_at
-                for cs in status.container_statuses
-                if cs.state.terminated is not None
-            ]
-        ),
+        occurred_at=_phase_changed_at(status, conditions),
+    )
+
+
+def _phase_changed_at(status: PodStatus, conditions: Mapping[str, Condition]) -> str | None:
+    """When the pod came to its phase, as near as the status tells: its latest condition
+    transition or container termination."""
+    return _latest(
+        [c.last_transition_time for c in conditions.values()]
+        + [
+            cs.state.terminated.finished_at
+            for cs in status.container_statuses
+            if cs.state.terminated is not None
+        ]
     )
 
 

@@ -153,35 +153,23 @@ class PodEventNormalizer:
         self._clock = clock
 
     def upserts(self, obj: Event, ctx: Context) -> list[Record]:
-        reason = obj.reason or ""
-        target = obj.involved_object
-        namespace = target.namespace or obj.metadata.namespace or ""
-        if obj.type != WARNING or not namespace or not target.name:
-            return []  # the list asks for Warnings only; a server may not filter
+        namespace = _warning_namespace(obj)
+        if namespace is None:
+            return []
         now = self._clock() if self._clock is not None else None
-        if target.kind == "Pod" and reason in ENRICHING:
-            if not self._filters.skip(KIND, namespace, target.name):
-                self._pods.note_event(f"{namespace}/{target.name}", target.uid, _note(obj))
+        target = obj.involved_object
+        if target.kind == "Pod" and obj.reason in ENRICHING:
+            self._keep_for_status(obj, namespace)
             return []
         signal = _signal(obj)
         if signal is None or self._skipped(namespace, target):
             return []
         container, init = _container(target.field_path)
-        record_reason = f"Init:{signal}" if init else signal
-        incident = f"{namespace}/{target.kind}/{target.name}/{container or '-'}/{record_reason}"
-        if _stale(obj, now):
-            # History, not a current state: it neither reports nor opens the incident (a
-            # live series of the same incident beside it is reported). Not remembered, so it
-            # counts again if it comes back to life.
+        reason = f"Init:{signal}" if init else signal
+        incident = f"{namespace}/{target.kind}/{target.name}/{container or '-'}/{reason}"
+        if not self._opens(incident, obj, now):
             return []
-        key = obj.metadata.key
-        if self._series.known(key):
-            return []  # the same series counting up
-        report = not self._series.open(incident)
-        self._series.add(key, incident)
-        if not report:
-            return []
-        return [self._record(obj, namespace, record_reason, container, init, ctx, now)]
+        return [self._record(obj, namespace, reason, container, init, ctx, now)]
 
     def deletes(self, obj: Event, ctx: Context) -> list[Record]:
         self.forget(obj.metadata.key)
@@ -193,6 +181,28 @@ class PodEventNormalizer:
 
     def missing(self, present: AbstractSet[str]) -> set[str]:
         return self._series.missing(present)
+
+    def _keep_for_status(self, obj: Event, namespace: str) -> None:
+        """A FailedScheduling or Evicted Event waits with the pod's memo for the status
+        signal it enriches, unless the user's filters skip the pod."""
+        target = obj.involved_object
+        if not self._filters.skip(KIND, namespace, target.name):
+            self._pods.note_event(f"{namespace}/{target.name}", target.uid, _note(obj))
+
+    def _opens(self, incident: str, obj: Event, now: datetime | None) -> bool:
+        """Whether the Event opens its incident, which then gives its one record. Its series
+        is remembered either way; a series counting up opens nothing again."""
+        if _stale(obj, now):
+            # History, not a current state: it neither reports nor opens the incident (a
+            # live series of the same incident beside it is reported). Not remembered, so it
+            # counts again if it comes back to life.
+            return False
+        key = obj.metadata.key
+        if self._series.known(key):
+            return False  # the same series counting up
+        opens = not self._series.open(incident)
+        self._series.add(key, incident)
+        return opens
 
     def _skipped(self, namespace: str, target: InvolvedObject) -> bool:
         """The user's filters, applied to the object the Event is about."""
@@ -249,6 +259,16 @@ class PodEventNormalizer:
         key = f"{namespace}/{target.name}/{container or '-'}/{reason}/{started}"
         meta = ObjectMeta(name=target.name, namespace=namespace, uid=target.uid)
         return event(KIND, key, meta, data)
+
+
+def _warning_namespace(obj: Event) -> str | None:
+    """The namespace of a Warning Event about a named, namespaced object; None for any other
+    Event (the list asks for Warnings only, but a server may not filter)."""
+    target = obj.involved_object
+    namespace = target.namespace or obj.metadata.namespace or ""
+    if obj.type != WARNING or not namespace or not target.name:
+        return None
+    return namespace
 
 
 def _signal(obj: Event) -> str | None:

@@ -61,7 +61,7 @@ from sandbox.kube.server import (
 )
 from sandbox.kube.status import ApiError, unprocessable
 from sandbox.kube.store import Bookmark, Store
-from sandbox.kube.watch import DROP, STOP, Stall
+from sandbox.kube.watch import DROP, EXPIRE, STOP, Stall
 from sandbox.serving import HOST
 
 CONTROLLER_MODULES = (garbage, hpa_controller, namespaces)  # importing a controller registers it
@@ -521,6 +521,12 @@ class FakeKube:
     def drop_watches(self, resource: ResourceName | None = None) -> int:
         """Shut down open watch connections mid-stream (no clean end); returns how many."""
         return self._store.post(_maybe(resource), lambda _: DROP)
+
+    def expire_open_watches(self, resource: ResourceName | None = None) -> int:
+        """Open watches send an ERROR event with a 410 Expired Status mid-stream (what came
+        before it still goes out), then end cleanly: the history they would resume from is
+        gone. Returns how many."""
+        return self._store.post(_maybe(resource), lambda _: EXPIRE)
 
     def stall_watches(self, resource: ResourceName | None = None) -> int:
         """Open watches stop sending anything (bookmarks included) and keep the connection

@@ -312,6 +312,12 @@ def watch_expired(since: int, oldest: int) -> ApiError:
     return ApiError(410, "Expired", f"too old resource version: {since} ({oldest})")
 
 
+def watch_compacted() -> ApiError:
+    """410 as an ERROR event on an open watch that etcd's compaction passed
+    (`interpretWatchError`, staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go)."""
+    return ApiError(410, "Expired", "The resourceVersion for the provided watch is too old.")
+
+
 def continue_expired(fresh_token: str | None) -> ApiError:
     message = (
         "The provided continue parameter is too old to display a consistent list result. "

@@ -25,6 +25,8 @@ It ends in one of these ways, each meant to be observable by a client under test
 - `cut_after` (a fault): the same, after that many initial events, before the bookmark;
 - `cut_line_after` (a fault): after that many whole lines, half of the next one, then the
   chunked body ends cleanly, inside that line;
+- `EXPIRE` (a fault): an ERROR event with a 410 Expired Status mid-stream, then the chunked
+  body ends cleanly, as a watch served from etcd ends when a compaction passes it;
 - a `Stall` (a fault): nothing more is written, the connection stays open until the fault
   is released (then dropped) or the client gives up and closes it;
 - the client went away: noticed on the next write or within a fraction of a second while
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Protocol
 
-from sandbox.kube import empty_objects
+from sandbox.kube import empty_objects, status
 from sandbox.kube.lists import Matcher
 from sandbox.kube.negotiation import Unencodable, View
 from sandbox.kube.resources import Resource
@@ -59,8 +61,13 @@ class _Stop:
     __slots__ = ()
 
 
+class _Expire:
+    __slots__ = ()
+
+
 DROP = _Drop()
 STOP = _Stop()
+EXPIRE = _Expire()
 
 
 class Stall:
@@ -232,6 +239,12 @@ class WatchStream:
             self._flush()  # changes queued before the fault still go out, then the cut
             self._writer.abort()
             return "dropped"
+        elif item is EXPIRE:
+            # Changes queued before the fault still go out, then the ERROR.
+            self._add(event_line("ERROR", status.watch_compacted().body()))
+            self._flush()
+            self._writer.end()
+            return "expired"
         elif isinstance(item, Stall):
             self._flush()  # what came before the stall was sent; nothing after it will be
             while not item.release.wait(_IDLE_CHECK_SECONDS):

@@ -85,6 +85,57 @@ def test_a_full_state_disk_holds_the_collector_unready_and_it_catches_up_without
             api.close()
 
 
+@pytest.mark.integration
+def test_a_relist_taken_in_on_a_full_state_disk_is_a_pause_and_its_deletes_follow_after(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    # The objects that vanished while no watch heard are forgotten as the relist's key set
+    # is taken in: writes, on a disk with no room for them.
+    expected = cluster_objects.populate(kube)
+    gone = {slot for slot in expected if slot[1].startswith(f"{cluster_objects.NS}/")}
+    gone.add(("namespace", cluster_objects.NS))
+    api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
+    with (
+        small_volume(tmp_path / "volume") as volume,
+        Outbox(tmp_path / "queue", streams=(DISCOVERY,)) as box,
+    ):
+        settings = dataclasses.replace(SETTINGS, state_file=volume.path / "collector-state.db")
+        collector = Collector(api, box[DISCOVERY], settings=settings)
+        collector.start()
+        try:
+            received = Received(box[DISCOVERY])
+            wait_until(lambda: expected <= set(received.latest()))
+            kube.wait_for_watches(len(collector.informers))
+            kube.stall_watches()  # no watch hears the deletes below
+            kube.delete("namespaces", None, cluster_objects.NS)  # and everything in it
+            with collector.state.lock:
+                # A page cache as small as SQLite allows: the deletes' pages spill to the
+                # disk as they are made, as those of a large cluster's do (not only at the
+                # commit, which the coalescer's flush waits out).
+                collector.state._db.execute("PRAGMA cache_size = 1")
+            volume.fill()
+            kube.compact()  # every informer relists
+            kube.release_stalled()
+            processor = collector.processor.reporter
+
+            def held() -> bool:
+                health = collector.reporter.snapshot().health
+                return health.unready and "disk full" in (health.reason or "")
+
+            wait_until(lambda: held() or not processor.health.ok)
+            assert processor.health.ok, processor.health.reason  # a pause, not a crash
+
+            volume.free()
+            wait_until(lambda: all(received.latest()[slot]["op"] == "delete" for slot in gone))
+            wait_until(lambda: collector.reporter.snapshot().health.ok)
+            assert received.latest()[("node", "node-1")]["op"] == "upsert"  # it still exists
+            assert processor.health.ok
+            assert collector.reporter.snapshot().counters["resyncs"] >= 1
+        finally:
+            collector.stop()
+            api.close()
+
+
 # -- a real full volume, under the agent process -------------------------------------------
 
 

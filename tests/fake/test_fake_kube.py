@@ -941,6 +941,32 @@ def test_dropping_watches_cuts_the_connection_mid_stream(
     deployments.release_conn()
 
 
+def test_expiring_open_watches_sends_a_410_error_event_mid_stream_then_ends_cleanly(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    rv = str(kube.current_rv)
+    pods = core.list_namespaced_pod(
+        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
+    deployments = apps.list_namespaced_deployment(
+        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
+    )
+    kube.wait_for_watches(2)
+    kube.create(pod("p"))
+    assert kube.expire_open_watches("pods") == 1
+    events = list(raw_events(pods))  # ends cleanly: no ProtocolError
+    assert [event["type"] for event in events] == ["ADDED", "ERROR"]
+    # What etcd's watch answers once a compaction passed it: interpretWatchError in
+    # staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go.
+    status = events[1]["object"]
+    assert (status["kind"], status["status"]) == ("Status", "Failure")
+    assert (status["reason"], status["code"]) == ("Expired", 410)
+    assert status["message"] == "The resourceVersion for the provided watch is too old."
+    kube.create(deployment("web"))  # the other kind's watch is untouched
+    assert next(raw_events(deployments))["object"]["metadata"]["name"] == "web"
+    deployments.release_conn()
+
+
 def test_a_reset_ends_open_watches_and_forgets_them_at_once(
     kube: FakeKube, core: client.CoreV1Api
 ) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -20,6 +22,7 @@ from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox.kube import FakeKube
 from tests.informer_harness import FAST, PAGED, RecordingSink, Thing, deployment
+from tests.integration.test_storage_errors import full
 from tests.raw_server import serving
 from tests.waiting import wait_until
 
@@ -164,6 +167,163 @@ def test_a_410_relists_and_hands_over_the_complete_key_set(
     assert not sink.seen(("remove", "shop/goes", None))
     assert sink.lists[0] == frozenset({"shop/stays", "shop/goes"})
     assert sink.lists[-1] == frozenset({"shop/stays", "shop/arrives"})
+
+
+def test_a_watch_cut_mid_stream_resumes_where_it_was_and_every_change_arrives_once(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any]
+) -> None:
+    kube.load([deployment("a"), deployment("b")])
+    # Paged: the watch cut is then the only one open (a streaming list's request can linger
+    # on the server's side for a moment after its end).
+    informer, sink = running(api, settings=PAGED)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+    kube.patch("deployments", "shop", "a", {"spec": {"replicas": 2}})
+    wait_until(lambda: sink.seen(("apply", "shop/a", 2)))
+    assert kube.drop_watches("deployments") == 1  # no clean end: the connection is shut
+    # Made while the informer notices the cut and watches again, or after.
+    kube.create(deployment("c"))
+    kube.delete("deployments", "shop", "b")
+    kube.patch("deployments", "shop", "a", {"spec": {"replicas": 3}})
+    wait_until(lambda: sink.seen(("apply", "shop/a", 3)))
+    assert sink.calls == [
+        ("apply", "shop/a", 1),
+        ("apply", "shop/b", 1),
+        ("apply", "shop/a", 2),
+        ("apply", "shop/c", 1),
+        ("remove", "shop/b", None),
+        ("apply", "shop/a", 3),
+    ]
+    counters = informer.reporter.snapshot().counters
+    assert counters["failures"] >= 1  # the cut was one
+    assert counters["lists"] == 1 and len(sink.lists) == 1  # resumed, not listed again
+
+
+class _Gate:
+    """A page gate a test can close: a list waits in it until the gate opens again."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.opened.set()
+
+    def __enter__(self) -> None:
+        assert self.opened.wait(10)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_a_410_error_event_mid_stream_relists_at_once_and_nothing_is_lost_or_twice(
+    kube: FakeKube, api: KubeApi
+) -> None:
+    kube.load([deployment("a"), deployment("b")])
+    gate = _Gate()
+    sink = RecordingSink()
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=PAGED, page_gate=gate)
+    informer.start()
+    try:
+        assert informer.wait_synced(10)
+        kube.wait_for_watches(1, "deployments")
+        gate.opened.clear()  # the relist waits until the changes below are all made
+        kube.patch("deployments", "shop", "a", {"spec": {"replicas": 2}})
+        assert kube.expire_open_watches("deployments") == 1  # after the patch's event
+        # Never sent on that stream, and compacted away: only a list can tell them.
+        kube.create(deployment("c"))
+        kube.delete("deployments", "shop", "b")
+        kube.patch("deployments", "shop", "a", {"spec": {"replicas": 3}})
+        kube.compact()
+        gate.opened.set()
+        wait_until(lambda: len(sink.lists) == 2)
+        kube.wait_for_watches(1, "deployments")
+        kube.create(deployment("d"))  # the watch after the relist goes on from its list
+        wait_until(lambda: sink.seen(("apply", "shop/d", 1)))
+        assert sink.calls == [
+            ("apply", "shop/a", 1),
+            ("apply", "shop/b", 1),
+            ("apply", "shop/a", 2),  # sent before the ERROR on the same stream
+            ("apply", "shop/a", 3),  # the relist: each object once, as it is now
+            ("apply", "shop/c", 1),
+            ("apply", "shop/d", 1),
+        ]
+        assert sink.lists[-1] == frozenset({"shop/a", "shop/c"})  # b: gone, by the key set
+        # The ERROR is answered with a list, not with a watch from the version held.
+        requests = [r.watch for r in kube.requests if r.path == DEPLOYMENTS.path]
+        assert requests[:4] == [False, True, False, True]
+        assert informer.reporter.snapshot().counters["relists"] == 1
+    finally:
+        informer.stop()
+        api.abort_streams()
+        assert informer.join(5)
+
+
+@pytest.fixture
+def disk_full(tmp_path: Path) -> sqlite3.Error:
+    """SQLite's own "database or disk is full", met for real (its result code says so)."""
+    with pytest.raises(sqlite3.Error) as met:
+        full(tmp_path / "full.db")
+    return met.value
+
+
+def test_a_full_disk_under_the_sink_mid_list_is_waited_out_and_a_relist_loses_nothing(
+    kube: FakeKube, api: KubeApi, disk_full: sqlite3.Error
+) -> None:
+    keys = frozenset(f"shop/web-{n:02d}" for n in range(25))
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))  # three pages of ten
+    filled = threading.Event()
+
+    def store(obj: Thing) -> None:
+        if obj.metadata.name == "web-12":
+            filled.set()  # the disk fills up while the second page goes in, and stays
+        if filled.is_set():
+            raise disk_full
+
+    sink = RecordingSink()
+    sink.on_apply = store
+    informer = Informer(api, DEPLOYMENTS, Thing, sink, settings=PAGED)
+    informer.start()
+    try:
+        wait_until(lambda: informer.reporter.snapshot().counters.get("failures", 0) >= 2)
+        health = informer.reporter.health
+        assert health.unready and "disk full" in (health.reason or "")
+        assert informer.alive and not informer.wait_synced(0)
+        sink.on_apply = None  # space comes back
+        assert informer.wait_synced(10)
+        wait_until(lambda: informer.reporter.health.ok)
+        assert sink.lists == [keys]  # one complete list, after the failed ones
+        assert {key for _, key, _ in sink.calls} == keys  # every object reached the sink
+        firsts = [r for r in kube.requests if r.path == DEPLOYMENTS.path and not r.watch]
+        assert sum("continue" not in r.query for r in firsts) >= 2  # listed again, from the top
+    finally:
+        informer.stop()
+        api.abort_streams()
+        assert informer.join(5)
+
+
+def test_a_full_disk_under_the_sink_at_a_watch_event_ends_in_a_relist_once_it_passes(
+    kube: FakeKube, api: KubeApi, running: Callable[..., Any], disk_full: sqlite3.Error
+) -> None:
+    # What the sink stored before may have been rolled back with the failed write: only a
+    # complete list says again what exists.
+    keys = frozenset(f"shop/web-{n:02d}" for n in range(25))
+    kube.load(deployment(f"web-{n:02d}") for n in range(25))
+    informer, sink = running(api, settings=PAGED)
+    assert informer.wait_synced(10)
+    kube.wait_for_watches(1, "deployments")
+
+    def store(obj: Thing) -> None:
+        raise disk_full
+
+    sink.on_apply = store
+    kube.patch("deployments", "shop", "web-12", {"spec": {"replicas": 2}})
+    wait_until(lambda: informer.reporter.snapshot().counters.get("failures", 0) >= 2)
+    health = informer.reporter.health
+    assert health.unready and "disk full" in (health.reason or "")
+    sink.on_apply = None  # space comes back
+    wait_until(lambda: len(sink.lists) == 2)
+    assert sink.lists[-1] == keys
+    assert sink.seen(("apply", "shop/web-12", 2))
+    wait_until(lambda: informer.reporter.health.ok)
+    assert informer.alive
 
 
 def test_an_expired_continue_token_restarts_the_list(
