@@ -19,9 +19,10 @@ How it fails:
 - a read a normalizer needed failed (`KubeError`, e.g. a Helm release Secret's body): the
   informer's health says so, and the object is tried again after the informer's backoff
   unless a newer state of it came first;
-- a full or failing disk under the state store (storing an object, or forgetting those a
-  list's key set no longer has): the store rolled back, the informer says it is not ready,
-  and `collector.resync.AfterRollback` resyncs once writes go through;
+- a full or failing disk under the state store (storing an object, forgetting those a
+  list's key set no longer has, or rebuilding a dependent record as a drain settles): the
+  store rolled back, the informer (or, for a rebuild, `collector.resync.AfterRollback`)
+  says it is not ready, and `AfterRollback` resyncs once writes go through;
 - anything else is a bug: the thread ends and its health fails liveness, so the pod
   restarts.
 """
@@ -144,7 +145,15 @@ class Processor:
         """The end of a drain: objects due for another try, then the collector's
         settling (rebuilds, snapshots, resync, warm-up)."""
         self._retry_due()
-        self._settle()
+        try:
+            self._settle()
+        except Exception as exc:
+            if not is_passing_storage_error(exc):
+                raise
+            # A rebuild's write met a full or failing disk: the store rolled back, and the
+            # next settle begins with `AfterRollback`, which says so and resyncs once writes
+            # go through (the resync rebuilds what this settle did not).
+            log.warning("collector_settle_unwritable", error=str(exc))
 
     def _resync_if_asked(self) -> None:
         if not self._coalescer.resync_due():

@@ -3,6 +3,7 @@ dependent records once per drain and committing once per flush window."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +207,29 @@ def test_a_processor_that_crashes_says_so_for_liveness(stream: StreamOutbox) -> 
     work.start()
     wait_until(lambda: work.reporter.snapshot().health.fatal)
     assert "processor crashed" in (work.reporter.snapshot().health.reason or "")
+
+
+def test_a_full_disk_under_a_rebuild_leaves_the_processor_running_to_settle_again(
+    stream: StreamOutbox,
+) -> None:
+    settled: list[int] = []
+
+    def rebuild_on_a_full_disk() -> None:
+        settled.append(1)
+        if len(settled) == 1:
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorcode = sqlite3.SQLITE_FULL  # as SQLite itself raises it
+            raise error
+
+    work = processor(
+        DeltaQueue(), Coalescer(stream), settle=rebuild_on_a_full_disk, flush_seconds=0.01
+    )
+    work.start()
+    try:
+        wait_until(lambda: len(settled) >= 3)
+        assert not work.reporter.snapshot().health.fatal
+    finally:
+        work.stop(5)
 
 
 def _decoded(struct: type[Any], raw: dict[str, Any]) -> Any:
