@@ -60,6 +60,8 @@ _KEY_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 # -- the shapes of a credential ------------------------------------------------------------
 
+_LETTER = re.compile(r"[A-Za-z]")
+
 _PEM_BEGIN = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]{1,64})-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{1,64}-----")
 # Userinfo: everything between `://` and the host's last `@` (a password may hold an `@`).
@@ -153,6 +155,12 @@ def text(value: str, limit: int = MAX_TEXT_BYTES) -> str:
 
 def redact(value: str) -> str:
     """The text with every credential shape masked (see the module docstring), uncut."""
+    if _LETTER.search(value) is None:
+        return value  # every shape has a letter, and most annotation values are numbers
+    return _masked_shapes(value)
+
+
+def _masked_shapes(value: str) -> str:
     value = _without_pem(value)
     value = _USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
     value = _AUTHORIZATION.sub(_authorization, value)
