@@ -919,9 +919,10 @@ def test_python_side_refusals_raise_api_error_with_the_status(kube: FakeKube) ->
 # --- faults ----------------------------------------------------------------------------------
 
 
-def test_dropping_watches_cuts_the_connection_mid_stream(
+def _watch_pods_and_deployments(
     kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
-) -> None:
+) -> tuple[Any, Any]:
+    """Watches of both kinds from now on, open once the fake counts both."""
     rv = str(kube.current_rv)
     pods = core.list_namespaced_pod(
         NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
@@ -930,6 +931,13 @@ def test_dropping_watches_cuts_the_connection_mid_stream(
         NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
     )
     kube.wait_for_watches(2)
+    return pods, deployments
+
+
+def test_dropping_watches_cuts_the_connection_mid_stream(
+    kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
+) -> None:
+    pods, deployments = _watch_pods_and_deployments(kube, core, apps)
     kube.create(pod("p"))
     stream = raw_events(pods)
     assert next(stream)["type"] == "ADDED"
@@ -944,14 +952,7 @@ def test_dropping_watches_cuts_the_connection_mid_stream(
 def test_expiring_open_watches_sends_a_410_error_event_mid_stream_then_ends_cleanly(
     kube: FakeKube, core: client.CoreV1Api, apps: client.AppsV1Api
 ) -> None:
-    rv = str(kube.current_rv)
-    pods = core.list_namespaced_pod(
-        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
-    )
-    deployments = apps.list_namespaced_deployment(
-        NS, watch=True, resource_version=rv, timeout_seconds=5, _preload_content=False
-    )
-    kube.wait_for_watches(2)
+    pods, deployments = _watch_pods_and_deployments(kube, core, apps)
     kube.create(pod("p"))
     assert kube.expire_open_watches("pods") == 1
     events = list(raw_events(pods))  # ends cleanly: no ProtocolError

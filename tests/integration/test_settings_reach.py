@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_settings
-from agent.delivery import open_delivery
+from agent.config import Settings, load_settings
+from agent.delivery import Delivery, open_delivery
 from agent.roles import build_roles
 from agent.scaling import ScalingRole
 from kube.cluster import KubeTarget
@@ -138,41 +138,46 @@ def _silent_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{server.getsockname()[1]}"
 
 
+@contextmanager
+def _role_facing_silence(
+    platform: FakePlatform,
+    tmp_path: Path,
+    role: str,
+    environment: Callable[[str], dict[str, str]],
+) -> Iterator[tuple[str, Settings, Delivery]]:
+    """The role's settings from `environment(url)` and its delivery, where `url` is a
+    server that never answers; the delivery is stopped afterwards."""
+    with _silent_server() as url:
+        settings = load_settings(role, agent_env(platform, tmp_path / "queue", **environment(url)))
+        delivery = open_delivery(settings, TokenSource(value=settings.identity.token))
+        try:
+            yield url, settings, delivery
+        finally:
+            delivery.stop(drain_seconds=0)
+
+
 def test_the_moonin_api_read_timeout_set_in_the_environment_ends_a_silent_call(
     platform: FakePlatform, tmp_path: Path
 ) -> None:
-    with _silent_server() as url:
-        environ = agent_env(
-            platform,
-            tmp_path / "queue",
-            API_URL=url,
-            API_READ_TIMEOUT_SECONDS="1",
-            API_DEADLINE_SECONDS="20",
-        )
-        settings = load_settings("discovery", environ)
-        delivery = open_delivery(settings, TokenSource(value=settings.identity.token))
-        try:
-            # The silence ends the call as a read timeout, long before the deadline would
-            # (with the default read timeout of 30 s, the deadline ends it first).
-            with pytest.raises(RetryLater, match="ReadTimeout") as ended:
-                delivery.clients[DISCOVERY].heartbeat({})
-            assert not isinstance(ended.value, DeadlineExceeded)
-        finally:
-            delivery.stop(drain_seconds=0)
+    def environment(url: str) -> dict[str, str]:
+        return {"API_URL": url, "API_READ_TIMEOUT_SECONDS": "1", "API_DEADLINE_SECONDS": "20"}
+
+    with _role_facing_silence(platform, tmp_path, "discovery", environment) as (_, _, delivery):
+        # The silence ends the call as a read timeout, long before the deadline would
+        # (with the default read timeout of 30 s, the deadline ends it first).
+        with pytest.raises(RetryLater, match="ReadTimeout") as ended:
+            delivery.clients[DISCOVERY].heartbeat({})
+        assert not isinstance(ended.value, DeadlineExceeded)
 
 
 def test_the_kube_read_timeout_of_the_scaling_role_set_in_the_environment_ends_a_silent_call(
     platform: FakePlatform, tmp_path: Path
 ) -> None:
-    with _silent_server() as url:
-        environ = agent_env(
-            platform,
-            tmp_path / "queue",
-            KUBE_SCALING_READ_TIMEOUT_SECONDS="1",
-            KUBE_DEADLINE_SECONDS="10",
-        )
-        settings = load_settings("scaling", environ)
-        delivery = open_delivery(settings, TokenSource(value=settings.identity.token))
+    def environment(url: str) -> dict[str, str]:
+        return {"KUBE_SCALING_READ_TIMEOUT_SECONDS": "1", "KUBE_DEADLINE_SECONDS": "10"}
+
+    with _role_facing_silence(platform, tmp_path, "scaling", environment) as silence:
+        url, settings, delivery = silence
         target = KubeTarget(server=url, verify=False, token=lambda: "kube-token")
         (role,) = build_roles(settings, delivery, target=target, dry_run=False)
         assert isinstance(role, ScalingRole)
@@ -183,4 +188,3 @@ def test_the_kube_read_timeout_of_the_scaling_role_set_in_the_environment_ends_a
                 role.job.reconciler.kube.list_hpas()
         finally:
             role.stop()
-            delivery.stop(drain_seconds=0)
