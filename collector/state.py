@@ -21,10 +21,12 @@ coalescer). Its life:
   is produced again;
 - enqueued (`SentFingerprints.set_many`, after the outbox's put): the fingerprint is set; a
   record no object produced (the cluster's metadata) is a row with a fingerprint only;
-- its object gone (`ProducedRecords.pop`): the row no longer names a source, and goes at
-  once when nothing of it was enqueued; otherwise the record's delete follows through the
-  coalescer, whose `discard_many` then removes the row (a delete of a record that some other
-  object produces since only clears the fingerprint);
+- its object gone (`ProducedRecords.pop`): the row no longer names a source nor keeps data;
+  the sink offers the record's delete, and once the coalescer has enqueued it
+  (`discard_many`), the row goes. Till then its fingerprint stays, so an object that comes
+  back within the flush window is compared with what was sent, as before it went. (Should
+  some object produce the record again meanwhile, the enqueued delete only clears the
+  fingerprint: the record is to be sent again.)
 - forgotten for a resync (`SentFingerprints.clear`): every fingerprint, or one kind's, is
   cleared, and rows left naming no source go.
 
@@ -116,9 +118,8 @@ CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
 # New in schema 3: rowid tables, their rows being large (see the module docstring).
 _NEW_IN_3 = f"""
 CREATE TABLE records (
-    kind TEXT NOT NULL, key TEXT NOT NULL,
-    source TEXT, source_key TEXT, kept BLOB,
-    fingerprint BLOB,
+    kind TEXT NOT NULL, key TEXT NOT NULL, source TEXT, source_key TEXT, fingerprint BLOB,
+    kept BLOB,  -- last: reading the columns before it never reads its overflow pages
     UNIQUE (kind, key)
 );
 CREATE INDEX records_by_source ON records (source, source_key);
@@ -303,20 +304,13 @@ class ProducedRecords:
         )
 
     def pop(self, source: str, source_key: str) -> list[Slot]:
-        """Forget the object; the records it had produced, sorted. A record never enqueued
-        goes at once; an enqueued one keeps its fingerprint until its delete is."""
-        named = (source, source_key)
-        with self._store.lock:
-            slots = self._store.rows(
-                "DELETE FROM records WHERE source = ? AND source_key = ? AND fingerprint IS NULL"
-                " RETURNING kind, key",
-                named,
-            )
-            slots += self._store.rows(
-                "UPDATE records SET source = NULL, source_key = NULL, kept = NULL"
-                " WHERE source = ? AND source_key = ? RETURNING kind, key",
-                named,
-            )
+        """Forget the object; the records it had produced, sorted. Their rows go when
+        their deletes are enqueued (`SentFingerprints.discard_many`)."""
+        slots = self._store.rows(
+            "UPDATE records SET source = NULL, source_key = NULL, kept = NULL"
+            " WHERE source = ? AND source_key = ? RETURNING kind, key",
+            (source, source_key),
+        )
         return sorted((str(kind), str(key)) for kind, key in slots)
 
     def keys_of_kind(self, kind: str) -> list[str]:
