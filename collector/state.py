@@ -142,7 +142,6 @@ INSERT INTO records (kind, key, fingerprint) SELECT kind, key, fingerprint FROM 
     ON CONFLICT (kind, key) DO UPDATE SET fingerprint = excluded.fingerprint;
 DROP TABLE produced;
 DROP TABLE sent;
-PRAGMA user_version = {SCHEMA_VERSION};
 """
 
 Slot = tuple[str, str]  # (record kind, record key)
@@ -180,13 +179,18 @@ class StateStore:
             self.quarantined = checked.moved_to
         self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if version == _MIGRATED_VERSION:
-            # One transaction: a crash or a full disk midway leaves the file at schema 2.
-            self._db.executescript(f"BEGIN; {_FROM_2} COMMIT;")
-        elif version != SCHEMA_VERSION:  # a new file, or one emptied by `_other_version`
-            self._db.executescript(
-                f"BEGIN; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            )
+        if version != SCHEMA_VERSION:
+            # A new file, one emptied by `_other_version`, or one of schema 2, in one
+            # transaction: a migration that fails midway (a full disk) leaves the file as it
+            # was, and start-up stops (the next start tries again).
+            script = _FROM_2 if version == _MIGRATED_VERSION else _SCHEMA
+            try:
+                self._db.executescript(
+                    f"BEGIN; {script} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                )
+            except sqlite3.Error:
+                self._db.close()  # which rolls the transaction back
+                raise
         self.produced = ProducedRecords(self)
         self.sent = SentFingerprints(self)
         self.pods = PodMemos(self)

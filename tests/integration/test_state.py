@@ -6,6 +6,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from collector.snapshots import SNAPSHOT_PART_BYTES, snapshot_parts
 from collector.state import StateStore
 from runtime import sqlite_file
@@ -128,6 +130,24 @@ def test_a_store_of_schema_2_is_migrated_in_place_with_every_record_it_remembere
             "records",
             "replicasets",
         ]
+
+
+def test_a_migration_that_fails_midway_leaves_the_schema_2_file_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    with closing(create_schema_2(path)) as db:
+        db.execute("INSERT INTO sent VALUES ('deployment', 'shop/web', x'ff')")
+        # A produced table the copy cannot read: the migration fails after its first steps.
+        db.execute("DROP TABLE produced")
+        db.execute("CREATE TABLE produced (source TEXT, source_key TEXT, kind TEXT, key TEXT)")
+        db.commit()
+    with pytest.raises(sqlite3.OperationalError):
+        StateStore(path)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert "records" not in sqlite_file.tables(db)
+        assert db.execute("SELECT * FROM sent").fetchall() == [("deployment", "shop/web", b"\xff")]
 
 
 def test_a_store_of_schema_2_without_its_tables_is_emptied_not_migrated(tmp_path: Path) -> None:
