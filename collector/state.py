@@ -30,9 +30,9 @@ coalescer). Its life:
 - forgotten for a resync (`SentFingerprints.clear`): every fingerprint, or one kind's, is
   cleared, and rows left naming no source go.
 
-A record has one producer: should a second object produce the same (kind, key) (only a
-Helm release Secret not named the way Helm names them could), the latest one owns the row,
-and the record is deleted when that one goes.
+A record has one producer: should a second object produce the same (kind, key) (only Helm
+release Secrets named unlike Helm names them could, `...v01` beside `...v1`), the latest
+one owns the row, and the record is deleted when that one goes.
 
 The rows are a few hundred bytes to KiBs (the kept data), so the table is an ordinary rowid
 table with a unique index on (kind, key), as are the held objects': SQLite keeps large rows
