@@ -11,6 +11,33 @@ bytes per object, and the churn of decoding list pages between those long-lived 
 fragments the heap on top of it. In SQLite it is a few dozen bytes per row on disk and a
 bounded page cache in memory.
 
+One row per record, (kind, key), remembers both what was produced and what was sent
+(`ProducedRecords` and `SentFingerprints` are its two views, for the sinks and for the
+coalescer). Its life:
+
+- produced (a sink emitted it, `ProducedRecords.add`): the row names its source object
+  (`source`, `source_key`) and, for rebuildable kinds, keeps the record's data; its
+  fingerprint is NULL until the coalescer enqueues it, and stays as it was when the record
+  is produced again;
+- enqueued (`SentFingerprints.set_many`, after the outbox's put): the fingerprint is set; a
+  record no object produced (the cluster's metadata) is a row with a fingerprint only;
+- its object gone (`ProducedRecords.pop`): the row no longer names a source nor keeps data;
+  the sink offers the record's delete, and once the coalescer has enqueued it
+  (`discard_many`), the row goes. Till then its fingerprint stays, so an object that comes
+  back within the flush window is compared with what was sent, as before it went. (Should
+  some object produce the record again meanwhile, the enqueued delete only clears the
+  fingerprint: the record is to be sent again.)
+- forgotten for a resync (`SentFingerprints.clear`): every fingerprint, or one kind's, is
+  cleared, and rows left naming no source go.
+
+A record has one producer: should a second object produce the same (kind, key) (only Helm
+release Secrets named unlike Helm names them could, `...v01` beside `...v1`), the latest
+one owns the row, and the record is deleted when that one goes.
+
+The rows are a few hundred bytes to KiBs (the kept data), so the table is an ordinary rowid
+table with a unique index on (kind, key), as are the held objects': SQLite keeps large rows
+out of a WITHOUT ROWID table's b-tree badly (about twice the cost per write).
+
 One connection, guarded by one lock: the collector's processor writes (sinks, and the
 coalescer's fingerprints), other threads only read. Writes accumulate in one transaction that
 the coalescer commits right after each put to the outbox, so there is no commit per object
@@ -21,7 +48,9 @@ a restart compares the cluster with what it remembers and sends only what change
 deletes for what vanished. The file is opened and checked by `runtime.sqlite_file` as
 `STATE_FILE`: one that is not a database, fails SQLite's integrity check or is empty is
 moved aside like a corrupt queue file (everything is then sent once); one written by a
-different schema version is emptied in place. Its durability is NORMAL: a process crash
+store of schema version 2 (a table of what was produced and one of what was sent) is
+migrated in place, in one transaction, so an upgrade sends nothing again; one written by any
+other schema version is emptied in place. Its durability is NORMAL: a process crash
 loses nothing committed, and a lost tail after a power cut only means records sent again,
 since the store is committed after the outbox. Without a path the store lives in memory
 (`moonin-agent preview`, tests).
@@ -52,55 +81,67 @@ from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+_MIGRATED_VERSION = 2  # the one older schema `_FROM_2` carries over
 
-_FORGETTABLE = ("produced", "sent", "pods", "event_series")
+_FORGETTABLE = ("records", "pods", "event_series")
 # Rebuilt from the lists of every leadership term (`collector.relations`), never carried over.
 RELATION_TABLES = ("deployment_templates", "replicasets")
 # Objects whose records wait for what they mention (`HeldObjects`): one leadership term's.
 _HELD = "held"
-_SCHEMA = """
-CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE produced (
-    source TEXT NOT NULL, source_key TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-    kept BLOB,
-    PRIMARY KEY (source, source_key, kind, key)
-) WITHOUT ROWID;
-CREATE INDEX produced_by_kind ON produced (kind, key);
-CREATE TABLE sent (
-    kind TEXT NOT NULL, key TEXT NOT NULL, fingerprint BLOB NOT NULL,
-    PRIMARY KEY (kind, key)
-) WITHOUT ROWID;
-CREATE TABLE pods (
+# The tables schema 3 shares with schema 2 (those added during schema 2 included).
+_SHARED = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pods (
     key TEXT PRIMARY KEY, replicaset TEXT, failing INTEGER NOT NULL, memo BLOB NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX pods_by_replicaset ON pods (replicaset) WHERE replicaset IS NOT NULL;
-CREATE TABLE deployment_templates (
+CREATE INDEX IF NOT EXISTS pods_by_replicaset ON pods (replicaset) WHERE replicaset IS NOT NULL;
+CREATE TABLE IF NOT EXISTS deployment_templates (
     namespace TEXT NOT NULL, name TEXT NOT NULL, labels BLOB NOT NULL,
     PRIMARY KEY (namespace, name)
 ) WITHOUT ROWID;
-CREATE TABLE replicasets (
+CREATE TABLE IF NOT EXISTS replicasets (
     namespace TEXT NOT NULL, name TEXT NOT NULL, deployment TEXT NOT NULL,
     revision INTEGER, created TEXT,
     PRIMARY KEY (namespace, name)
 ) WITHOUT ROWID;
-CREATE INDEX replicasets_by_deployment ON replicasets (namespace, deployment);
-"""
-# Added after schema 2 was released: created where missing, so a store written before it
-# keeps everything else (dropping it would send every record again once).
-_ADDED = """
-CREATE TABLE IF NOT EXISTS event_series (
-    key TEXT PRIMARY KEY, incident TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+CREATE INDEX IF NOT EXISTS replicasets_by_deployment ON replicasets (namespace, deployment);
 -- `collector.relations.CURRENT_REVISION` without a sort: with only the index by Deployment,
 -- SQLite chose the primary key and read every ReplicaSet of the namespace per question.
 CREATE INDEX IF NOT EXISTS replicasets_by_revision
     ON replicasets (namespace, deployment, COALESCE(revision, 0), name);
-CREATE TABLE IF NOT EXISTS held (
-    source TEXT NOT NULL, source_key TEXT NOT NULL, object BLOB NOT NULL,
-    PRIMARY KEY (source, source_key)
+CREATE TABLE IF NOT EXISTS event_series (
+    key TEXT PRIMARY KEY, incident TEXT NOT NULL
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS event_series_by_incident ON event_series (incident);
+"""
+# New in schema 3: rowid tables, their rows being large (see the module docstring).
+_NEW_IN_3 = f"""
+CREATE TABLE records (
+    kind TEXT NOT NULL, key TEXT NOT NULL, source TEXT, source_key TEXT, fingerprint BLOB,
+    kept BLOB,  -- last: reading the columns before it never reads its overflow pages
+    UNIQUE (kind, key)
+);
+CREATE INDEX records_by_source ON records (source, source_key);
+CREATE TABLE {_HELD} (
+    source TEXT NOT NULL, source_key TEXT NOT NULL, object BLOB NOT NULL,
+    UNIQUE (source, source_key)
+);
+"""
+_SCHEMA = _SHARED + _NEW_IN_3
+# Schema 2 -> 3: its tables of what was produced and of what was sent become the one table of
+# records (a (kind, key) two objects produced goes to the later row, as `add` would); what
+# was held is dropped (it is emptied at every start anyway).
+_FROM_2 = f"""
+DROP TABLE IF EXISTS {_HELD};
+{_SHARED}
+{_NEW_IN_3}
+INSERT OR REPLACE INTO records (kind, key, source, source_key, kept)
+    SELECT kind, key, source, source_key, kept FROM produced;
+INSERT INTO records (kind, key, fingerprint) SELECT kind, key, fingerprint FROM sent WHERE true
+    ON CONFLICT (kind, key) DO UPDATE SET fingerprint = excluded.fingerprint;
+DROP TABLE produced;
+DROP TABLE sent;
 """
 
 Slot = tuple[str, str]  # (record kind, record key)
@@ -108,8 +149,11 @@ Slot = tuple[str, str]  # (record kind, record key)
 
 def _other_version(db: sqlite3.Connection) -> str | None:
     (version,) = db.execute("PRAGMA user_version").fetchone()
-    if version == SCHEMA_VERSION or not sqlite_file.tables(db):
+    tables = sqlite_file.tables(db)
+    if version == SCHEMA_VERSION or not tables:
         return None
+    if version == _MIGRATED_VERSION and {"produced", "sent"} <= set(tables):
+        return None  # migrated when opened (`_FROM_2`)
     return f"is of schema version {version}, not {SCHEMA_VERSION}"
 
 
@@ -136,11 +180,18 @@ class StateStore:
             self.quarantined = checked.moved_to
         self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA_VERSION:  # a new file, or one emptied by `_other_version`
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            self._db.commit()
-        self._db.executescript(_ADDED)
+        if version != SCHEMA_VERSION:
+            # A new file, one emptied by `_other_version`, or one of schema 2, in one
+            # transaction: a migration that fails midway (a full disk) leaves the file as it
+            # was, and start-up stops (the next start tries again).
+            script = _FROM_2 if version == _MIGRATED_VERSION else _SCHEMA
+            try:
+                self._db.executescript(
+                    f"BEGIN; {script} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                )
+            except sqlite3.Error:
+                self._db.close()  # which rolls the transaction back
+                raise
         self.produced = ProducedRecords(self)
         self.sent = SentFingerprints(self)
         self.pods = PodMemos(self)
@@ -248,45 +299,47 @@ class _Guarded:
 
 
 class ProducedRecords:
-    """Per source object (`source` = resource plural, `source_key` = namespace/name): the
-    records it produced, and for rebuildable kinds the encoded data of its record."""
+    """The records' rows as their source objects see them (`source` = resource plural,
+    `source_key` = namespace/name): which records an object produced, and for rebuildable
+    kinds the encoded data of its record."""
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
 
     def add(self, source: str, source_key: str, slot: Slot, kept: bytes | None) -> None:
+        """The object produced the record (its fingerprint, if any, stays)."""
         self._store.execute(
-            "INSERT OR REPLACE INTO produced VALUES (?, ?, ?, ?, ?)",
-            (source, source_key, *slot, kept),
+            "INSERT INTO records (kind, key, source, source_key, kept) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (kind, key) DO UPDATE SET"
+            " source = excluded.source, source_key = excluded.source_key, kept = excluded.kept",
+            (*slot, source, source_key, kept),
         )
 
     def kept(self, source: str, source_key: str) -> list[tuple[str, str, bytes]]:
         """(kind, key, kept data) of the object's rebuildable records."""
         return self._store.rows(  # type: ignore[return-value]
-            "SELECT kind, key, kept FROM produced"
+            "SELECT kind, key, kept FROM records"
             " WHERE source = ? AND source_key = ? AND kept IS NOT NULL",
             (source, source_key),
         )
 
     def pop(self, source: str, source_key: str) -> list[Slot]:
-        """Forget the object; the records it had produced, sorted."""
-        with self._store.lock:
-            slots = self._store.rows(
-                "SELECT kind, key FROM produced WHERE source = ? AND source_key = ?"
-                " ORDER BY kind, key",
-                (source, source_key),
-            )
-            self._store.execute(
-                "DELETE FROM produced WHERE source = ? AND source_key = ?", (source, source_key)
-            )
-        return [(str(kind), str(key)) for kind, key in slots]
+        """Forget the object; the records it had produced, sorted. Their rows go when
+        their deletes are enqueued (`SentFingerprints.discard_many`)."""
+        slots = self._store.rows(
+            "UPDATE records SET source = NULL, source_key = NULL, kept = NULL"
+            " WHERE source = ? AND source_key = ? RETURNING kind, key",
+            (source, source_key),
+        )
+        return sorted((str(kind), str(key)) for kind, key in slots)
 
     def keys_of_kind(self, kind: str) -> list[str]:
         """Every record key of one kind that some object produced, sorted (a snapshot)."""
         return [
             str(key)
             for (key,) in self._store.rows(
-                "SELECT DISTINCT key FROM produced WHERE kind = ? ORDER BY key", (kind,)
+                "SELECT key FROM records WHERE kind = ? AND source IS NOT NULL ORDER BY key",
+                (kind,),
             )
         ]
 
@@ -294,18 +347,19 @@ class ProducedRecords:
         """The source's objects remembered here but not in `present` (streamed: a relist of
         50,000 pods compares without a second copy of the key set)."""
         return self._store.missing(
-            "SELECT DISTINCT source_key FROM produced WHERE source = ?", (source,), present
+            "SELECT DISTINCT source_key FROM records WHERE source = ?", (source,), present
         )
 
 
 class SentFingerprints:
-    """(kind, key) -> fingerprint of the last record the coalescer enqueued."""
+    """The records' rows as the coalescer sees them: (kind, key) -> fingerprint of the last
+    record it enqueued."""
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
 
     def get(self, slot: Slot) -> bytes | None:
-        found = self._store.rows("SELECT fingerprint FROM sent WHERE kind = ? AND key = ?", slot)
+        found = self._store.rows("SELECT fingerprint FROM records WHERE kind = ? AND key = ?", slot)
         return found[0][0] if found else None  # type: ignore[return-value]
 
     def get_many(self, slots: Iterable[Slot]) -> dict[Slot, bytes]:
@@ -319,8 +373,8 @@ class SentFingerprints:
         found: dict[Slot, bytes] = {}
         for kind, keys in by_kind.items():
             for row_key, mark in self._store.rows(
-                "SELECT key, fingerprint FROM sent"
-                " WHERE kind = ? AND key IN (SELECT value FROM json_each(?))",
+                "SELECT key, fingerprint FROM records WHERE kind = ?"
+                " AND key IN (SELECT value FROM json_each(?)) AND fingerprint IS NOT NULL",
                 (kind, msgspec.json.encode(keys).decode()),
             ):
                 found[(kind, str(row_key))] = mark  # type: ignore[assignment]
@@ -331,19 +385,31 @@ class SentFingerprints:
 
     def set_many(self, marks: Iterable[tuple[Slot, bytes]]) -> None:
         self._store.execute_many(
-            "INSERT OR REPLACE INTO sent VALUES (?, ?, ?)",
+            "INSERT INTO records (kind, key, fingerprint) VALUES (?, ?, ?)"
+            " ON CONFLICT (kind, key) DO UPDATE SET fingerprint = excluded.fingerprint",
             ((kind, key, mark) for (kind, key), mark in marks),
         )
 
     def discard_many(self, slots: Iterable[Slot]) -> None:
-        self._store.execute_many("DELETE FROM sent WHERE kind = ? AND key = ?", slots)
+        """The records' deletes were enqueued: their rows go, but for those some object
+        produced again since, which only lose their fingerprint."""
+        slots = list(slots)
+        self._store.execute_many(
+            "DELETE FROM records WHERE kind = ? AND key = ? AND source IS NULL", slots
+        )
+        self._store.execute_many(
+            "UPDATE records SET fingerprint = NULL WHERE kind = ? AND key = ?", slots
+        )
 
     def clear(self, kind: str | None = None) -> None:
         """Forget every fingerprint, or those of one record kind."""
-        if kind is None:
-            self._store.execute("DELETE FROM sent")
-        else:
-            self._store.execute("DELETE FROM sent WHERE kind = ?", (kind,))
+        which, parameters = ("", ()) if kind is None else (" AND kind = ?", (kind,))
+        with self._store.lock:
+            self._store.execute(f"DELETE FROM records WHERE source IS NULL{which}", parameters)
+            self._store.execute(
+                f"UPDATE records SET fingerprint = NULL WHERE fingerprint IS NOT NULL{which}",
+                parameters,
+            )
 
 
 class PodMemos:
@@ -425,7 +491,8 @@ class HeldObjects:
 
     def put(self, source: str, source_key: str, encoded: bytes) -> None:
         self._store.execute(
-            f"INSERT OR REPLACE INTO {_HELD} VALUES (?, ?, ?)", (source, source_key, encoded)
+            f"INSERT OR REPLACE INTO {_HELD} (source, source_key, object) VALUES (?, ?, ?)",
+            (source, source_key, encoded),
         )
 
     def pop(self, source: str, source_key: str) -> bytes | None:

@@ -18,6 +18,7 @@ from sandbox.platform import FakePlatform
 from tests import cluster_objects
 from tests.agent_process import queued, stop_within
 from tests.conftest import view
+from tests.state_schema_2 import rewrite_as_schema_2
 from tests.waiting import wait_until
 
 NS = cluster_objects.NS
@@ -92,9 +93,18 @@ def test_the_view_converges_after_kills_an_outage_and_changes_nobody_watched(
     assert image == "web:3.0"
 
 
-@pytest.mark.parametrize("election", ["without leader election", "with leader election"])
+@pytest.mark.parametrize(
+    ("election", "store"),
+    [
+        ("without leader election", "as written"),
+        ("with leader election", "as written"),
+        # An upgrade: the state file of the release before is migrated, not emptied.
+        ("without leader election", "of schema 2"),
+    ],
+)
 def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
     election: str,
+    store: str,
     kube: FakeKube,
     platform: FakePlatform,
     discovery_agents: Callable[[], subprocess.Popen[str]],
@@ -114,6 +124,8 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
     before = len(platform.received_records())
+    if store == "of schema 2":
+        rewrite_as_schema_2(Path(discovery_env["QUEUE_DIR"]) / "collector-state.sqlite")
 
     discovery_agents()
     # The restart lists every kind again: each list ends with a snapshot.

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from collector.snapshots import SNAPSHOT_PART_BYTES, snapshot_parts
 from collector.state import StateStore
+from runtime import sqlite_file
+from tests.state_schema_2 import create_schema_2
 
 
 def fill(store: StateStore) -> None:
@@ -69,6 +74,142 @@ def test_a_store_of_another_schema_version_starts_empty(tmp_path: Path) -> None:
     assert store.quarantined is None
     assert store.sent.get(("deployment", "shop/web")) is None
     fill(store)
+
+
+def records(store: StateStore) -> int:
+    """How many rows describe records (one per (kind, key))."""
+    ((count,),) = store.rows("SELECT COUNT(*) FROM records")
+    return int(count)  # type: ignore[call-overload]
+
+
+def test_a_store_of_schema_2_is_migrated_in_place_with_every_record_it_remembered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    with closing(create_schema_2(path)) as db:
+        db.executescript(
+            """
+            INSERT INTO produced
+                VALUES ('deployments', 'shop/web', 'deployment', 'shop/web', x'01');
+            INSERT INTO produced
+                VALUES ('replicasets', 'shop/web-1', 'revision', 'shop/web-1', NULL);
+            INSERT INTO sent VALUES ('deployment', 'shop/web', x'ff');
+            INSERT INTO sent VALUES ('cluster_metadata', 'cluster', x'ee');
+            INSERT INTO pods VALUES ('shop/web-1-x', 'shop/web-1', 1, x'02');
+            INSERT INTO event_series VALUES ('shop/oom.1', 'shop/Pod/web-1-x/-/OOMKilled');
+            INSERT INTO meta VALUES ('lease_transitions', '3');
+            INSERT INTO held VALUES ('deployments', 'shop/held', x'03');
+            """
+        )
+        db.commit()
+
+    store = StateStore(path)
+    assert store.quarantined is None
+    assert records(store) == 3  # one row per record, produced or sent or both
+    assert store.produced.kept("deployments", "shop/web") == [("deployment", "shop/web", b"\x01")]
+    assert store.produced.keys_of_kind("revision") == ["shop/web-1"]
+    assert store.produced.keys_of_kind("cluster_metadata") == []  # sent, produced by none
+    assert store.sent.get(("deployment", "shop/web")) == b"\xff"
+    assert store.sent.get(("revision", "shop/web-1")) is None
+    assert store.sent.get(("cluster_metadata", "cluster")) == b"\xee"
+    assert store.pods.counts("shop/web-1") == (1, 1)
+    assert store.events.known("shop/oom.1")
+    assert store.get_mark("lease_transitions") == "3"
+    assert store.held.pop("deployments", "shop/held") is None  # one term's, never carried
+    ((held,),) = store.rows("SELECT sql FROM sqlite_master WHERE name = 'held'")
+    assert "WITHOUT ROWID" not in str(held)  # its rows are large
+    store.close()
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert sqlite_file.tables(db) == [
+            "deployment_templates",
+            "event_series",
+            "held",
+            "meta",
+            "pods",
+            "records",
+            "replicasets",
+        ]
+
+
+def test_a_migration_that_fails_midway_leaves_the_schema_2_file_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    with closing(create_schema_2(path)) as db:
+        db.execute("INSERT INTO sent VALUES ('deployment', 'shop/web', x'ff')")
+        # A produced table the copy cannot read: the migration fails after its first steps.
+        db.execute("DROP TABLE produced")
+        db.execute("CREATE TABLE produced (source TEXT, source_key TEXT, kind TEXT, key TEXT)")
+        db.commit()
+    with pytest.raises(sqlite3.OperationalError):
+        StateStore(path)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert "records" not in sqlite_file.tables(db)
+        assert db.execute("SELECT * FROM sent").fetchall() == [("deployment", "shop/web", b"\xff")]
+
+
+def test_a_store_of_schema_2_without_its_tables_is_emptied_not_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE produced (source TEXT)")
+        db.execute("PRAGMA user_version = 2")
+    store = StateStore(path)
+    fill(store)
+    assert store.sent.get(("deployment", "shop/web")) == b"f" * 16
+
+
+def test_a_record_s_one_row_lives_from_produced_to_its_enqueued_delete() -> None:
+    store = StateStore()
+    web, metadata = ("deployment", "shop/web"), ("cluster_metadata", "cluster")
+    store.produced.add("deployments", "shop/web", web, b"kept")
+    store.sent.set(web, b"f" * 16)
+    store.produced.add("deployments", "shop/web", web, b"rebuilt")  # rebuilt: still sent
+    assert store.sent.get(web) == b"f" * 16
+    store.sent.set(metadata, b"m" * 16)  # produced by no object
+    assert records(store) == 2
+
+    # Gone: no longer produced, but its fingerprint waits for its delete to be enqueued.
+    assert store.produced.pop("deployments", "shop/web") == [web]
+    assert store.produced.keys_of_kind("deployment") == []
+    assert store.produced.kept("deployments", "shop/web") == []
+    assert store.sent.get(web) == b"f" * 16
+    store.sent.discard_many([web])
+    assert store.sent.get(web) is None
+    assert records(store) == 1
+
+    # Never enqueued: its delete goes out all the same, and takes the row.
+    new = ("deployment", "shop/new")
+    store.produced.add("deployments", "shop/new", new, None)
+    assert store.produced.pop("deployments", "shop/new") == [new]
+    store.sent.discard_many([new])
+    assert records(store) == 1
+
+    # Produced again before the delete was enqueued: the row stays, without a fingerprint.
+    store.produced.add("deployments", "shop/web", web, None)
+    store.sent.set(web, b"f" * 16)
+    store.produced.pop("deployments", "shop/web")
+    store.produced.add("deployments", "shop/web", web, None)
+    store.sent.discard_many([web])
+    assert store.produced.keys_of_kind("deployment") == ["shop/web"]
+    assert store.sent.get(web) is None
+
+
+def test_forgetting_fingerprints_keeps_what_objects_produced_and_drops_the_rest() -> None:
+    store = StateStore()
+    web, svc = ("deployment", "shop/web"), ("service", "shop/web")
+    store.produced.add("deployments", "shop/web", web, None)
+    store.produced.add("services", "shop/web", svc, None)
+    store.sent.set_many([(web, b"f" * 16), (svc, b"s" * 16), (("cluster_metadata", "c"), b"m")])
+    store.sent.clear("service")
+    assert store.sent.get(svc) is None
+    assert store.sent.get(web) == b"f" * 16
+    store.sent.clear()
+    assert store.sent.get_many([web, svc, ("cluster_metadata", "c")]) == {}
+    assert store.produced.keys_of_kind("deployment") == ["shop/web"]
+    assert store.produced.keys_of_kind("service") == ["shop/web"]
+    assert records(store) == 2
 
 
 def test_snapshot_parts_stay_under_the_byte_budget_and_keep_every_key() -> None:
