@@ -76,9 +76,11 @@ def build_roles(
         # ConfigError names its setting; the scaling role's globs raise plain ValueError.
         where = "" if isinstance(exc, ConfigError) else "IGNORE_RESOURCES: "
         raise exits.Failure(f"{where}{exc}", exits.CANNOT_START) from None
-    except (sqlite3.Error, UnusableFile) as exc:  # the scaling store: locked, read-only, disk full
+    except UnusableFile as exc:  # a store's file, locked or read-only: it names itself
+        raise exits.Failure(str(exc), exits.CANNOT_START) from None
+    except sqlite3.Error as exc:  # a store's file once open (its schema): disk full, I/O
         raise exits.Failure(
-            f"scaling store in {settings.outbox.queue_dir}: {exc}", exits.CANNOT_START
+            f"a store in {settings.outbox.queue_dir}: {exc}", exits.CANNOT_START
         ) from None
     return roles
 

@@ -80,7 +80,8 @@ def _taken_port() -> socket.socket:
 
 
 @pytest.mark.parametrize(
-    "failure", ["health port taken", "lock file unusable", "scaling store unusable"]
+    "failure",
+    ["health port taken", "lock file unusable", "scaling store unusable", "state file unusable"],
 )
 def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_2(
     platform: FakePlatform, tmp_path: Path, failure: str
@@ -96,9 +97,12 @@ def test_a_start_up_failure_after_the_queue_opened_is_one_line_and_exit_2(
         elif failure == "lock file unusable":  # what a root-owned claim or a read-only volume
             (queue / "agent.lock").mkdir()  # does to the lock file
             expected = "agent.lock"
-        else:  # the same, to the scaling role's store
+        elif failure == "scaling store unusable":  # the same, to the scaling role's store
             (queue / "scaling-state.db").mkdir()
             expected, role = "scaling-state.db", "scaling"
+        else:  # and to the collector's state: named as what it is
+            (queue / "collector-state.sqlite").mkdir()
+            expected = "moonin-agent: cannot open state file"
         result = run_cli("run", "--role", role, env=env)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "Exception in thread" not in result.stderr
