@@ -171,24 +171,24 @@ class Processor:
         if isinstance(delta, Call):
             delta.work()
         elif isinstance(delta, Listed):
-            if self._taken_in(delta):
-                self._listed(delta)
+            self._taken_in(delta)
         else:
             self._object(delta)
 
-    def _taken_in(self, delta: Listed) -> bool:
-        """Hand a list's key set to its sink; False when the state store could not take
-        what vanished (a full or failing disk): nothing else may count that list then."""
+    def _taken_in(self, delta: Listed) -> None:
+        """Hand a list's key set to its sink, then to what else a completed list concerns
+        (snapshots, a resync, the warm-up). A full or failing disk under the state store
+        (forgetting what vanished, or reading what a snapshot holds: a read may have to
+        write out the page cache) stops it there: the store rolled back, and
+        `AfterRollback` resyncs once writes go through, whose relist hands the key set
+        over again."""
         try:
             self._sinks[delta.resource].listed(delta.keys)
+            self._listed(delta)
         except Exception as exc:
             if not is_passing_storage_error(exc):
                 raise
-            # The store rolled back: `AfterRollback` resyncs once writes go through, and
-            # that relist hands the key set over again.
             self._informers[delta.resource].storage_failing(exc)
-            return False
-        return True
 
     def _object(self, delta: Applied | Removed) -> None:
         meta: ObjectMeta = delta.obj.metadata

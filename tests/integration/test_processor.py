@@ -209,6 +209,38 @@ def test_a_processor_that_crashes_says_so_for_liveness(stream: StreamOutbox) -> 
     assert "processor crashed" in (work.reporter.snapshot().health.reason or "")
 
 
+def _full_disk() -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("database or disk is full")
+    error.sqlite_errorcode = sqlite3.SQLITE_FULL  # as SQLite itself raises it
+    return error
+
+
+def test_a_full_disk_while_a_completed_list_is_taken_in_pauses_its_informer(
+    stream: StreamOutbox,
+) -> None:
+    failing: list[Exception] = []
+
+    class Informer(_Informer):
+        def storage_failing(self, exc: Exception) -> None:
+            failing.append(exc)
+
+    def listed(_: Listed) -> None:  # a snapshot's read, spilling the page cache to disk
+        raise _full_disk()
+
+    work = Processor(
+        DeltaQueue(),
+        {NAMESPACES: _Sink([])},  # type: ignore[dict-item]
+        {NAMESPACES: Informer()},  # type: ignore[dict-item]
+        coalescer=Coalescer(stream),
+        listed=listed,
+        settle=lambda: None,
+        resync=lambda: None,
+        flush_seconds=60.0,
+    )
+    work.process(Listed(NAMESPACES, "7", "now", frozenset({"a"})))
+    assert [getattr(exc, "sqlite_errorcode", None) for exc in failing] == [sqlite3.SQLITE_FULL]
+
+
 def test_a_full_disk_under_a_rebuild_leaves_the_processor_running_to_settle_again(
     stream: StreamOutbox,
 ) -> None:
@@ -217,9 +249,7 @@ def test_a_full_disk_under_a_rebuild_leaves_the_processor_running_to_settle_agai
     def rebuild_on_a_full_disk() -> None:
         settled.append(1)
         if len(settled) == 1:
-            error = sqlite3.OperationalError("database or disk is full")
-            error.sqlite_errorcode = sqlite3.SQLITE_FULL  # as SQLite itself raises it
-            raise error
+            raise _full_disk()
 
     work = processor(
         DeltaQueue(), Coalescer(stream), settle=rebuild_on_a_full_disk, flush_seconds=0.01
