@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Protocol
 
 import msgspec
@@ -44,6 +44,8 @@ from collector.state import Slot, StateStore
 from runtime.health import Health, HealthReporter
 from runtime.storage_errors import is_passing_storage_error
 from shipper.records import Record
+
+_Slot = Slot | tuple[str, int]  # a record's place in the window; an event's is its number
 
 log = structlog.get_logger("collector.coalesce")
 
@@ -93,7 +95,7 @@ class Coalescer:
         self.reporter = HealthReporter("collector.coalesce")
         self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()  # the buffer, against readers of `empty`
-        self._pending: dict[Slot | tuple[str, int], Record] = {}
+        self._pending: dict[_Slot, Record] = {}
         self._event_seq = 0
 
     # -- producers ---------------------------------------------------------------------
@@ -134,20 +136,10 @@ class Coalescer:
             return 0
 
     def _flush(self) -> int:
-        sent = self._state.sent
         with self._lock:
             pending, self._pending = self._pending, {}
-            worth: dict[Slot | tuple[str, int], tuple[Record, bytes]] = {}
             try:
-                # One read for the window's records, not one per record.
-                known = sent.get_many(
-                    (record.kind, record.key) for record in pending.values() if record.op != "event"
-                )
-                for slot, record in pending.items():
-                    mark = fingerprint(record)
-                    if record.op != "event" and known.get((record.kind, record.key)) == mark:
-                        continue
-                    worth[slot] = (record, mark)
+                worth = self._changed(pending)
             except BaseException:
                 self._requeue(pending)
                 raise
@@ -162,21 +154,40 @@ class Coalescer:
             self.cannot_write(exc)
             return 0
         with self._lock:
-            sent.set_many(
-                ((record.kind, record.key), mark)
-                for record, mark in worth.values()
-                if record.op == "upsert"
-            )
-            sent.discard_many(
-                (record.kind, record.key) for record, _ in worth.values() if record.op == "delete"
-            )
-            self._state.commit()
+            self._remember(worth.values())
         self.reporter.count("records_enqueued", len(worth))
         if self.reporter.set(Health.healthy()):
             log.info("outbox_writable")
         return len(worth)
 
-    def _requeue(self, records: dict[Slot | tuple[str, int], Record]) -> None:
+    def _changed(self, pending: dict[_Slot, Record]) -> dict[_Slot, tuple[Record, bytes]]:
+        """(`_lock` held.) The records worth sending, each with its fingerprint: every
+        event, and every other record whose fingerprint is not the one last enqueued."""
+        # One read for the window's records, not one per record.
+        known = self._state.sent.get_many(
+            (record.kind, record.key) for record in pending.values() if record.op != "event"
+        )
+        worth: dict[_Slot, tuple[Record, bytes]] = {}
+        for slot, record in pending.items():
+            mark = fingerprint(record)
+            if record.op != "event" and known.get((record.kind, record.key)) == mark:
+                continue
+            worth[slot] = (record, mark)
+        return worth
+
+    def _remember(self, enqueued: Collection[tuple[Record, bytes]]) -> None:
+        """(`_lock` held.) Commit, with the state, what was enqueued: an upsert's
+        fingerprint is kept, a deleted record's forgotten."""
+        sent = self._state.sent
+        sent.set_many(
+            ((record.kind, record.key), mark) for record, mark in enqueued if record.op == "upsert"
+        )
+        sent.discard_many(
+            (record.kind, record.key) for record, _ in enqueued if record.op == "delete"
+        )
+        self._state.commit()
+
+    def _requeue(self, records: dict[_Slot, Record]) -> None:
         """(`_lock` held.) Keep records for the next window; a newer state of a slot wins."""
         records.update(self._pending)
         self._pending = records
