@@ -112,6 +112,26 @@ def test_a_full_queue_holds_the_putting_informer_until_the_processor_takes_and_d
     assert taken[-1] is None
 
 
+def test_a_full_queue_takes_puts_again_only_once_taken_down_to_half() -> None:
+    deltas = DeltaQueue(bound=4)
+    sink = deltas.sink(NAMESPACES)
+    for name in "abcd":
+        sink.apply(obj(name))
+    fifth = threading.Thread(target=sink.apply, args=(obj("e"),))
+    fifth.start()
+    assert isinstance(deltas.take(1), Applied)
+    fifth.join(0.3)  # three queued, above half of four: the put still waits
+    assert fifth.is_alive()
+    assert isinstance(deltas.take(1), Applied)
+    fifth.join(5)
+    assert not fifth.is_alive()
+    names = []
+    while (delta := deltas.take_now()) is not None:
+        assert isinstance(delta, Applied)
+        names.append(delta.obj.metadata.name)
+    assert names == ["c", "d", "e"]
+
+
 def test_a_closed_queue_lets_a_blocked_informer_go_on_to_its_stop() -> None:
     deltas = DeltaQueue(bound=1)
     deltas.put(Applied(NAMESPACES, obj("a")))
