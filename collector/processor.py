@@ -193,7 +193,9 @@ class Processor:
     def _object(self, delta: Applied | Removed) -> None:
         meta: ObjectMeta = delta.obj.metadata
         informer = self._informers[delta.resource]
-        retried = self._retries.pop((delta.resource, meta.key), None) is not None
+        retried = bool(self._retries) and (
+            self._retries.pop((delta.resource, meta.key), None) is not None
+        )
         sink = self._sinks[delta.resource]
         try:
             if isinstance(delta, Removed):
@@ -218,6 +220,8 @@ class Processor:
             informer.object_recovered()
 
     def _next_retry(self) -> float:
+        if not self._retries:
+            return float("inf")
         return min((due for _, due in self._retries.values()), default=float("inf"))
 
     def _retry_due(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # What kube-apiserver answers with metadata only (names, labels, versions; no spec, status or
 # data): a list asks for the list form, a watch and a GET for the object form.
@@ -25,6 +25,15 @@ class Resource:
     """Its watches get bookmarks. kube-apiserver serves them from its watch cache, which
     sends one about once a minute; Events are kept out of that cache and watched straight
     from etcd, which sends none (only the one ending a streaming list's initial events)."""
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Every delta looks its resource up in a few maps: hashed once, not each time.
+        identity = (self.plural, self.group_version, self.label_selector, self.field_selector)
+        object.__setattr__(self, "_hash", hash(identity))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def list_accept(self) -> str | None:

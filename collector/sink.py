@@ -10,9 +10,8 @@ indexes and normalizer state change one object at a time without a lock.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -39,13 +38,21 @@ T = TypeVar("T", bound=Object)
 _UNSTORABLE = (OverflowError, sqlite3.InterfaceError, msgspec.EncodeError)
 
 
-@contextlib.contextmanager
-def _storing() -> Iterator[None]:
-    """An object whose values the state store cannot hold is skipped (`SkippedObject`)."""
-    try:
-        yield
-    except _UNSTORABLE as exc:
-        raise SkippedObject(UNSTORABLE, type(exc).__name__) from None
+class _Storing:
+    """`with _STORING:` an object whose values the state store cannot hold is skipped
+    (`SkippedObject`). A class rather than a generator: it wraps every object."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if isinstance(exc, _UNSTORABLE):
+            raise SkippedObject(UNSTORABLE, type(exc).__name__) from None
+
+
+_STORING = _Storing()
 
 
 class Stale:
@@ -123,7 +130,7 @@ class SourceSink(Generic[T]):
 
     def apply(self, obj: T) -> None:
         """Raises `SkippedObject` for an object it cannot normalize or store."""
-        with _storing():
+        with _STORING:
             meta = obj.metadata
             if self._ignored(meta):
                 return
@@ -236,7 +243,7 @@ class SourceSink(Generic[T]):
         (once per resourceVersion: `Skips`) and keeps what it produced before."""
         meta = obj.metadata
         try:
-            with _storing():
+            with _STORING:
                 self.emit(obj)
         except SkippedObject as skip:
             if self.skips is not None:
@@ -255,7 +262,7 @@ class SourceSink(Generic[T]):
 
     def remove(self, obj: T) -> None:
         """Raises `SkippedObject` for an object whose values it cannot handle."""
-        with _storing():
+        with _STORING:
             meta = obj.metadata
             if self._ignored(meta):
                 return  # never collected (see `apply`), so nothing to delete

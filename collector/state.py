@@ -292,6 +292,9 @@ class _Guarded:
         self._store.lock.acquire()
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        if exc is None:
+            self._store.lock.release()
+            return
         try:
             self._store._roll_back_after(exc)
         finally:

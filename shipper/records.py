@@ -104,7 +104,11 @@ def _utc_second(seconds: int) -> str:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+# Two characters (10 bits) at a time: every record gets an id, even one coalesced away.
+_CROCKFORD_PAIRS = [first + second for first in _CROCKFORD for second in _CROCKFORD]
+
+
 def new_id() -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by creation time."""
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join([_CROCKFORD_PAIRS[(value >> shift) & 1023] for shift in range(120, -1, -10)])
