@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agent import allocator, exits, heap
+from agent import allocator, exits, gil, heap
 from agent.config import Settings, misspelt_variables, split_host_port
 from agent.delivery import Delivery, open_delivery
 from agent.health_server import HealthServer
@@ -51,6 +51,7 @@ def run(
         target = _cluster(kubeconfig=kubeconfig, context=context)
         stop = StopSignal.install()
         heap.tune()  # the process is configured and no role's thread has started yet
+        gil.tune()
         process = _start(settings, token, target=target, dry_run=dry_run)
     except exits.Failure as exc:
         if exc.code != exits.CANNOT_START:
