@@ -265,7 +265,7 @@ class StateStore:
         with self._guarded:
             self._db.commit()
 
-    def _roll_back_after(self, exc: BaseException | None) -> None:
+    def _roll_back_after(self, exc: BaseException) -> None:
         """(Lock held.) On a full or failing disk, roll back to the last commit (SQLite may
         have kept part of the transaction) and say so; the error goes on to the writer."""
         if isinstance(exc, sqlite3.Error) and is_passing_storage_error(exc):
@@ -292,11 +292,9 @@ class _Guarded:
         self._store.lock.acquire()
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
-        if exc is None:
-            self._store.lock.release()
-            return
         try:
-            self._store._roll_back_after(exc)
+            if exc is not None:
+                self._store._roll_back_after(exc)
         finally:
             self._store.lock.release()
 
