@@ -10,7 +10,16 @@ owned by another manager (by apply or by update), is a conflict: 409 `Conflict`,
 conflict with "kubectl-create" using v1: .data.mode`; `using v1` only for a manager that
 updated); with `force=true` the fields move to the applier instead. A field applied with
 the value it has is shared. The manager's entry in `managedFields` has `operation: Apply`
-and the fields it applied; it keeps its time when they did not change.
+and the fields it applied, and the time of the apply only when the apply changed the object
+(otherwise the time it had: none, for a new entry, as upstream's managedFieldsUpdater);
+the entries are sorted as `managed_fields.ordered` says. A configuration that carries
+`metadata.managedFields` (even `[]`) is refused: 400 `metadata.managedFields must be nil`.
+A `metadata.resourceVersion` in it is a precondition, as for any update (`Store.modify`:
+409 `Conflict` when stale, checked after the field conflicts, dryRun or force alike; it is
+ignored when the apply creates the object). An object a request left without
+managedFields (`managed_fields.Tracking`) gets, before the apply, an `Update` entry of
+`before-first-apply` owning every field it has, as upstream's skipNonAppliedManager gives
+it, so the apply conflicts with it on fields it sets to other values.
 
 Simplified as `managed_fields` is: a list is one field, so applying a list replaces it
 whole (upstream merges the items of associative lists such as containers by their key and
@@ -48,12 +57,21 @@ def apply(
     name: str,
     *,
     force: bool,
+    untracked: bool = False,
 ) -> dict[str, Any]:
     """The object once `name` applied `config` to `current` (None: it does not exist yet),
-    with its managedFields; ApiError 409 for conflicts unless `force`."""
+    with its managedFields; ApiError 409 for conflicts unless `force`, 400 for a config
+    that carries managedFields. `untracked`: `current` is an object a request left without
+    managedFields, whose fields go to `before-first-apply` first."""
+    if (config.get("metadata") or {}).get("managedFields") is not None:
+        raise status.bad_request("metadata.managedFields must be nil")
     wanted = managed_fields.leaves(config, status_only=False)
     live = managed_fields.leaves(current, status_only=False) if current else {}
     entries: list[dict[str, Any]] = (current or {}).get("metadata", {}).get("managedFields") or []
+    if current is not None and not entries and untracked:
+        # skipnonapplied.go: an update from nothing to the object by that manager first.
+        first = managed_fields.entry(resource, managed_fields.BEFORE_FIRST_APPLY, None, live)
+        entries = [first] if live else []
     mine = next((e for e in entries if _is_mine(e, name)), None)
     others = [e for e in entries if e is not mine]
     conflicts = [
@@ -69,19 +87,27 @@ def apply(
     kept = []
     still_owned: set[Path] = set()
     for entry in others:
-        owned = managed_fields.paths(entry.get("fieldsV1") or {}) - taken
-        if owned:
-            kept.append({**entry, "fieldsV1": managed_fields.fields_v1(owned)})
-            still_owned |= owned
+        fields = managed_fields.pruned(entry.get("fieldsV1") or {}, taken)
+        if fields:
+            kept.append({**entry, "fieldsV1": fields})
+            still_owned |= managed_fields.paths(fields)
     before = managed_fields.paths(mine.get("fieldsV1") or {}) if mine else set()
     new = _merged(copy.deepcopy(current) if current else {}, config)
     for path in sorted(before - set(wanted) - still_owned, reverse=True):
         _remove(new, path)
-    if mine is not None and before == set(wanted):
+    # managedfieldsupdater.go: the applier's entry has the time of an apply that changed the
+    # object; otherwise it keeps the one it had (none, for a new entry).
+    changed = current is None or managed_fields.leaves(new, status_only=False) != live
+    if changed:
+        entry = managed_fields.entry(resource, name, None, set(wanted), OPERATION)
+    elif mine is not None and before == set(wanted):
         entry = mine
     else:
-        entry = managed_fields.entry(resource, name, None, set(wanted), OPERATION)
-    new.setdefault("metadata", {})["managedFields"] = [*kept, entry] if wanted else kept
+        time = mine.get("time") if mine else None
+        entry = managed_fields.entry(resource, name, None, set(wanted), OPERATION, time=time)
+    new.setdefault("metadata", {})["managedFields"] = managed_fields.ordered(
+        [*kept, entry] if wanted else kept
+    )
     if not new["metadata"]["managedFields"]:
         del new["metadata"]["managedFields"]
     return new

@@ -385,7 +385,8 @@ class FakeKube:
         return count
 
     def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Replace an object; a `metadata.resourceVersion` it carries must be current (409)."""
+        """Replace an object; a `metadata.resourceVersion` it carries must be current (409),
+        and a Lease must carry one (422), as for a PUT (`Store.modify`)."""
         resource = resources.for_object(obj)
         metadata = obj.get("metadata") or {}
         replacement = _defaulted(resource, _copy(obj))

@@ -44,6 +44,9 @@ class Resource:
     status: bool = False  # has a status subresource; main-resource writes keep .status
     returns_deleted: bool = False  # DELETE answers the object instead of a Status
     scale: bool = False  # has a scale subresource (an autoscaling/v1 Scale)
+    # An update without a resourceVersion is allowed (AllowUnconditionalUpdate); a Lease's
+    # strategy allows none, so a PUT must carry one.
+    unconditional_update: bool = True
     # In kube-apiserver's watch cache, whose watches get bookmarks. Events are not (watched
     # straight from etcd): their watches get none but the one ending a streaming list.
     watch_cache: bool = True
@@ -282,7 +285,9 @@ RESOURCES: tuple[Resource, ...] = (
         "clusterrolebinding",
     ),
     # coordination.k8s.io/v1
-    Resource("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    Resource(
+        "coordination.k8s.io", "v1", "leases", "Lease", True, "lease", unconditional_update=False
+    ),
     # events.k8s.io/v1: kept apart from core events (the real server shares one storage and
     # converts; nothing here needs both views of the same event).
     Resource(

@@ -80,7 +80,7 @@ from sandbox.kube.requestinfo import request_info
 from sandbox.kube.resources import Resource
 from sandbox.kube.selectors import FieldSelector, LabelSelector
 from sandbox.kube.status import ApiError
-from sandbox.kube.store import Store
+from sandbox.kube.store import Entry, Store
 from sandbox.kube.watch import WatchSpec, WatchStream, event_line
 from sandbox.serving import HOST, InvalidLength, LoopbackServer, read_request_body
 
@@ -557,7 +557,11 @@ class Router:
             raise status.resource_version_on_create()
         warnings = self._admit_new(route, body, options, _duplicates(raw, options))
         managed_fields.on_create(resource, body, _manager(handler, query))
-        entry = self.backend.store.create(resource, body, dry_run=options.dry_run)
+        tracked = "managedFields" in body["metadata"]
+        store = self.backend.store
+        entry = store.create(resource, body, dry_run=options.dry_run)
+        if not options.dry_run and not tracked:
+            store.untracked.add(entry.uid)  # created with no field: upstream tracks it not
         answer = choice.for_object(resource).entry(resource, entry)
         handler.reply(201, answer, headers=admission.warning_headers(warnings))
 
@@ -610,7 +614,10 @@ class Router:
         else:
 
             def merge(current: dict[str, Any]) -> dict[str, Any]:
-                new = applying.apply(resource, config, current, manager, force=force)
+                untracked = current["metadata"].get("uid") in store.untracked
+                new = applying.apply(
+                    resource, config, current, manager, force=force, untracked=untracked
+                )
                 if resource.status:  # an apply to the object leaves its status alone
                     _set_status(new, current.get("status"))
                 warnings.extend(self._admit(resource, new, current, options))
@@ -620,6 +627,11 @@ class Router:
                 resource, route.namespace, route.name, merge, dry_run=options.dry_run
             )
             code = 200
+        if not options.dry_run:  # an apply tracks the object again, unless it left no entry
+            if entry.decode()["metadata"].get("managedFields"):
+                store.untracked.discard(entry.uid)
+            else:
+                store.untracked.add(entry.uid)
         answer = choice.for_object(resource).entry(resource, entry)
         handler.reply(code, answer, headers=admission.warning_headers(warnings))
 
@@ -675,11 +687,7 @@ class Router:
             return new
 
         assert route.name is not None
-        replace = managed_fields.tracking(resource, _manager(handler, query), status_only, replace)
-        entry = self.backend.store.modify(
-            resource, route.namespace, route.name, replace, dry_run=options.dry_run
-        )
-        return entry, warnings
+        return self._tracked(handler, route, query, status_only, replace, options), warnings
 
     def _patch(
         self,
@@ -720,11 +728,30 @@ class Router:
             return patched
 
         assert route.name is not None
-        apply = managed_fields.tracking(resource, _manager(handler, query), status_only, apply)
-        entry = self.backend.store.modify(
-            resource, route.namespace, route.name, apply, dry_run=options.dry_run
+        return self._tracked(handler, route, query, status_only, apply, options), warnings
+
+    def _tracked(
+        self,
+        handler: _Handler,
+        route: Route,
+        query: dict[str, str],
+        status_only: bool,
+        mutate: Callable[[dict[str, Any]], dict[str, Any]],
+        options: WriteOptions,
+    ) -> Entry:
+        """An update or patch stored with its managedFields (`managed_fields.Tracking`)."""
+        store = self.backend.store
+        manager = _manager(handler, query)
+        tracking = managed_fields.Tracking(
+            route.resource, manager, status_only, mutate, store.untracked
         )
-        return entry, warnings
+        assert route.name is not None
+        entry = store.modify(
+            route.resource, route.namespace, route.name, tracking, dry_run=options.dry_run
+        )
+        if not options.dry_run:
+            tracking.record()
+        return entry
 
     def _delete(
         self, handler: _Handler, route: Route, query: dict[str, str], raw: bytes, choice: Choice

@@ -34,11 +34,11 @@ def is_namespace(resource: Resource) -> bool:
 
 
 # ObjectMeta's lists and maps are `omitempty`: an empty one is not stored.
-_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
 
 
 def _omit_empty(metadata: dict[str, Any]) -> None:
-    for field in _OMITTED_WHEN_EMPTY:
+    for field in OMITTED_WHEN_EMPTY:
         if field in metadata and metadata[field] in ({}, []):
             del metadata[field]
 
