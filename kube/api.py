@@ -40,7 +40,7 @@ from kube import errors
 from kube.cluster import KubeTarget
 from kube.errors import AnswerTooLarge, KubeError, TimedOut
 from kube.permission import of_request
-from kube.writes import MERGE_PATCH, STRICT, Preconditions, WriteOptions
+from kube.writes import APPLY_PATCH, MERGE_PATCH, STRICT, Preconditions, WriteOptions
 from runtime import backoff, deadline
 from runtime.bounded import ACCEPT_ENCODING, UndecodableAnswer, describe_size, read_bounded
 from runtime.bounded import AnswerTooLarge as _OverLimit
@@ -160,15 +160,24 @@ class KubeApi:
         """A JSON merge patch (RFC 7386: the keys given replace, a null removes). A
         resourceVersion in the patch's metadata is a precondition: a change since it was read
         is a `Conflict`."""
-        return self._send(
-            "PATCH",
-            path,
-            params=options.params(),
-            json_body=patch,
-            content_type=MERGE_PATCH,
-            within=within,
-            what=what,
-        )
+        return self._patch(path, patch, MERGE_PATCH, options, within, what)
+
+    def apply(
+        self,
+        path: str,
+        config: Any,
+        *,
+        options: WriteOptions,
+        within: float | None = None,
+        what: str | None = None,
+    ) -> bytes | bytearray:
+        """A server-side apply of `config` (apiVersion, kind, metadata and the fields the
+        manager wants to own) under `options.field_manager`, which it requires. The fields it
+        applied before and leaves out now are removed unless another manager owns them; a
+        resourceVersion in the config's metadata is a precondition, as in `patch`."""
+        if not options.field_manager:
+            raise ValueError("a server-side apply needs a field manager")
+        return self._patch(path, config, APPLY_PATCH, options, within, what)
 
     def delete(
         self,
@@ -260,6 +269,25 @@ class KubeApi:
                 response.close()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _patch(
+        self,
+        path: str,
+        body: Any,
+        content_type: str,
+        options: WriteOptions,
+        within: float | None,
+        what: str | None,
+    ) -> bytes | bytearray:
+        return self._send(
+            "PATCH",
+            path,
+            params=options.params(),
+            json_body=body,
+            content_type=content_type,
+            within=within,
+            what=what,
+        )
 
     def _error(self, response: httpx.Response, path: str, what: str) -> KubeError:
         if response.status_code == 401:

@@ -2,12 +2,13 @@
 Structs decoded straight from the API server's bytes, holding only the fields scaling uses.
 
 This is the one module that knows where those fields sit in an object (`metadata`, `spec`,
-`scaleTargetRef`); everything else reads attributes. A field is added by adding it here
-(an HPA's `metadata.managedFields`, say, as a Struct of its own). Nothing is ever written
-back from these Structs: a write sends only the patch its caller built, so a field the
-agent did not read is never dropped. The one exception to "only what is used" is an HPA's
-whole `spec`, kept as the JSON text the server sent (`Hpa.spec_json`), because a window
-keeps it as its original for an operator to read.
+`scaleTargetRef`); everything else reads attributes. A field is added by adding it here.
+Nothing is ever written back from these Structs: a write sends only the patch its caller
+built, so a field the agent did not read is never dropped. Two exceptions to "only what is
+used": an HPA's whole `spec`, kept as the JSON text the server sent (`Hpa.spec_json`),
+because a window keeps it as its original for an operator to read; and every field of each
+`metadata.managedFields` entry, because handing fields back (`scheduler.ownership`)
+rewrites that list.
 
 An absent field reads as the API's default (no `minReplicas`: None, which the API takes as
 1, as `HpaSpec.bounds` does; no `replicas`: 1; no annotations: none). The metadata read is
@@ -29,6 +30,23 @@ import msgspec
 from kube.resources import DEPLOYMENTS, HPAS, Resource
 
 
+class ManagedFieldsEntry(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
+    """One entry of `metadata.managedFields`: the fields one manager set by one operation.
+
+    Every field the API defines is kept, so an entry written back (`scheduler.ownership`
+    hands fields back by rewriting the list) is the entry that was read."""
+
+    manager: str = ""
+    operation: str = ""  # "Apply" (server-side apply) or "Update" (any other write)
+    api_version: str = ""
+    time: str | None = None
+    fields_type: str = ""
+    fields_v1: dict[str, Any] = msgspec.field(default_factory=dict, name="fieldsV1")
+    subresource: str = ""
+
+
 class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What scaling reads of any object's metadata: also which object a write is about, and
     the preconditions that write carries from the read."""
@@ -40,6 +58,7 @@ class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     deletion_timestamp: str | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    managed_fields: list[ManagedFieldsEntry] = msgspec.field(default_factory=list)
 
     @property
     def terminating(self) -> bool:

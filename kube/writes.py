@@ -4,6 +4,9 @@ Every write is strictly validated (`fieldValidation=Strict`): a field the server
 (a typo in a body built here) is a 400 `BadRequest` naming it, not silently dropped. On top of
 that a caller may write under its own name in managedFields (`fieldManager`, so GitOps tools
 can tell our changes apart) or ask the server to validate without persisting (`dryRun=All`).
+A server-side apply (`APPLY_PATCH`) may take fields another manager owns (`force`); without
+it, applying a value other than the one such a field holds is a `Conflict` naming the
+manager.
 
 A write that must not overwrite a change made since its read carries a precondition: the
 resourceVersion in a patch's metadata, or `Preconditions` (uid and resourceVersion) on a
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the body is sent as JSON
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +32,9 @@ class WriteOptions:
     dry_run: bool = False
     """Validated and admitted by the server, answered with the object as it would be, never
     stored."""
+    force: bool = False
+    """A server-side apply takes the fields it sets from whoever owns them (the server
+    refuses `force` on any other write)."""
 
     def params(self) -> dict[str, str]:
         params = {"fieldValidation": "Strict"}
@@ -35,6 +42,8 @@ class WriteOptions:
             params["fieldManager"] = self.field_manager
         if self.dry_run:
             params["dryRun"] = "All"
+        if self.force:
+            params["force"] = "true"
         return params
 
     def delete_params(self) -> dict[str, str]:
