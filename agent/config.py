@@ -54,6 +54,7 @@ from agent.values import Raw, describe
 from collector.leader import LeaseSettings
 from collector.settings import CollectorSettings, DiscoverySettings, FilterSettings
 from kube.api import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
+from scheduler.gitops import Conflicts
 from shipper.client import ApiSettings, checked_base_url, shown_url
 from shipper.outbox import Bounds
 from shipper.shipper import ShipperSettings
@@ -163,6 +164,11 @@ class OutboxSettings:
 class ScalingSettings:
     reconcile_interval_seconds: float = 30.0
     """The scaling reconcile period."""
+    gitops_conflicts: Conflicts = "yield"
+    """What a GitOps tool syncing a window's bounds back does: `yield` (the window is over,
+    reverted as overridden) or `reassert` (the window is applied again)."""
+    reassert_seconds: float = 300.0
+    """`reassert`: the least time between two re-asserts of one window."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,6 +286,7 @@ _QUEUE_RECORDS = values.integer(minimum=1000, maximum=10_000_000)
 _QUEUE_BYTES = values.integer(minimum=1024 * 1024, maximum=64 * 1024**3)
 # Tests and demos reconcile every fraction of a second; a cluster every few seconds.
 _RECONCILE_PERIOD = values.seconds(minimum=0.1, maximum=3600)
+_REASSERT_PERIOD = values.seconds(minimum=1, maximum=86400)
 _HEARTBEAT_PERIOD = values.seconds(minimum=1, maximum=3600)
 # Each round lists every resource again.
 _ANTI_ENTROPY_PERIOD = values.seconds(minimum=600, maximum=30 * 86400, zero_is_off=True)
@@ -413,6 +420,15 @@ SETTINGS: tuple[Setting, ...] = (
         "reconcile_interval_seconds",
         _RECONCILE_PERIOD,
     ),
+    # a GitOps tool syncing a window's bounds back: the window yields, or is applied again
+    Setting(
+        "scaling.gitops_conflicts",
+        "GITOPS_CONFLICTS",
+        "gitops_conflicts",
+        values.choice("yield", "reassert"),
+    ),
+    # reassert: the least time between two re-asserts of one window
+    Setting("scaling.reassert_seconds", "REASSERT_SECONDS", "reassert_seconds", _REASSERT_PERIOD),
     # ask the cloud's metadata endpoints (unset or auto: in a pod)
     Setting("discovery.cloud_metadata", "CLOUD_METADATA", "cloud_metadata", values.auto_flag),
     # discovery heartbeat (and cluster metadata) period

@@ -25,6 +25,7 @@ from kube.errors import KubeError
 from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
 from scheduler.dryrun import IN_MEMORY, DryRunEvents, DryRunKube
+from scheduler.gitops import GitopsPolicy
 from scheduler.job import ScalingJob
 from scheduler.kubeapi import ScalingKube
 from scheduler.revertall import revert_all
@@ -135,6 +136,7 @@ class ScalingRole:
             cluster_id=cluster_id,
             ignore_resources=filters.ignore_resources,
             interval=settings.reconcile_interval_seconds,
+            gitops_policy=GitopsPolicy(settings.gitops_conflicts, settings.reassert_seconds),
         )
 
     def start(self) -> None:

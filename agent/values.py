@@ -72,7 +72,8 @@ def describe(value: object) -> str:
 
 @dataclass(frozen=True)
 class Bounded:
-    """A parser of numbers between two bounds; `shown_range` is how the README writes them,
+    """A parser of numbers between two bounds (or of one of a few words, `choice`);
+    `shown_range` is how the README writes them,
     `show` how it writes a value of the setting (its default), `schema` how the chart's
     values schema bounds them."""
 
@@ -137,6 +138,21 @@ def seconds(*, minimum: float, maximum: float, zero_is_off: bool = False) -> Bou
     if zero_is_off:
         schema = {"anyOf": [{"const": 0}, schema]}
     return Bounded(parse, shown, schema)
+
+
+def choice(*options: str) -> Bounded:
+    """One of `options`, as written (case aside)."""
+    shown = ", ".join(options)
+
+    def parse(raw: Raw) -> str:
+        value = raw.value.strip().lower() if isinstance(raw.value, str) else None
+        if value not in options:
+            raise error(raw, f"expected one of {shown}, got {describe(raw.value)}")
+        return value
+
+    return Bounded(
+        parse, shown, {"type": "string", "enum": list(options)}, show=lambda value: f"`{value}`"
+    )
 
 
 def doubled_range(*, minimum: int, maximum: int) -> Bounded:

@@ -26,6 +26,8 @@ from urllib.parse import quote
 
 from kube.workloads import Hpa
 from scheduler.actions import Action
+from scheduler.kubeapi import FIELD_MANAGER
+from scheduler.ownership import Owners
 from scheduler.window import ActiveWindow
 
 PREFIX = "scaling.moonin.app/"
@@ -43,6 +45,12 @@ ORIGINAL_REPLICAS = PREFIX + "original-replicas"
 ORIGINAL_MIN = PREFIX + "original-min"
 ORIGINAL_MAX = PREFIX + "original-max"
 MANAGED_HASH = PREFIX + "managed-hash"
+# Who owned min and max before the first window took them (`scheduler.ownership.Owners`).
+# A revert removes it last, with the write that hands the bounds back: found on an HPA no
+# longer managed, it says that write is still to be made.
+ORIGINAL_MANAGERS = PREFIX + "original-managers"
+# When a GitOps sync's undoing of the window was last undone (`scheduler.gitops`).
+REASSERTED_AT = PREFIX + "reasserted-at"
 # Set on a Deployment by its owner: the scaling role never touches it.
 IGNORE = PREFIX + "ignore"
 # Left behind by an `overridden` or `manual` revert: these windows are not applied again.
@@ -52,7 +60,8 @@ RELEASED = PREFIX + "released"
 # is lost (`scheduler.restores.read_restore_journal`).
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
 
-# Everything a revert removes (RELEASED stays: it outlives the window on purpose).
+# Everything a revert's first write removes (RELEASED stays: it outlives the window on
+# purpose; ORIGINAL_MANAGERS goes with the hand-back that follows).
 WINDOW_KEYS = (
     MANAGED,
     TEMPLATE_ID,
@@ -68,6 +77,7 @@ WINDOW_KEYS = (
     ORIGINAL_MIN,
     ORIGINAL_MAX,
     MANAGED_HASH,
+    REASSERTED_AT,
 )
 # Released windows kept per object: enough for the few templates that can share an HPA.
 RELEASED_KEPT = 8
@@ -84,6 +94,7 @@ class Originals:
     min_replicas: int | None  # the HPA's spec (pre-existing HPAs); None: the field was absent
     max_replicas: int | None
     spec: str | None  # the HPA's whole spec as JSON (pre-existing HPAs), for an operator
+    owners: Owners | None = None  # who owned min and max (pre-existing HPAs); None: unknown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +202,7 @@ class Window:
             ORIGINAL_REPLICAS: _text(originals.replicas),
             ORIGINAL_MIN: _text(originals.min_replicas),
             ORIGINAL_MAX: _text(originals.max_replicas),
+            ORIGINAL_MANAGERS: None if originals.owners is None else originals.owners.note(),
             MANAGED_HASH: self.managed_hash,
         }
 
@@ -221,8 +233,20 @@ def read_window(hpa: Hpa) -> Window | None:
             min_replicas=_int(notes.get(ORIGINAL_MIN)),
             max_replicas=_int(notes.get(ORIGINAL_MAX)),
             spec=notes.get(ORIGINAL_SPEC) or None,
+            owners=Owners.read(notes.get(ORIGINAL_MANAGERS)),
         ),
     )
+
+
+def hand_back_pending(hpa: Hpa) -> bool:
+    """Whether a revert restored the HPA but has yet to hand its bounds back: it is no
+    longer managed, and still carries ORIGINAL_MANAGERS or a managedFields entry of ours
+    (as agents before the hand-back left every HPA they reverted)."""
+    meta = hpa.metadata
+    if meta.annotations.get(MANAGED) == TRUE:
+        return False
+    ours = any(entry.manager == FIELD_MANAGER for entry in meta.managed_fields)
+    return ours or ORIGINAL_MANAGERS in meta.annotations
 
 
 def managed_hash(template_id: str, action_id: str, window_start: str, low: int, high: int) -> str:

@@ -14,7 +14,8 @@ annotated `scaling.moonin.app/ignore: "true"`: `ignored`), then the autoscaling/
   other annotations match (a re-apply is a no-op and emits nothing); a changed min:max is
   written with a new apply event; a changed `run_until`, name or priority only updates the
   annotations; min or max changed by someone else: left alone (the revert scan releases it
-  as `overridden`);
+  as `overridden`), unless a GitOps tool synced them back and `gitops` re-asserts
+  (`scheduler.gitops`);
 - managed by another owner whose window is still on: `conflict`, nothing is written;
 - being deleted (`metadata.deletionTimestamp`, held by a finalizer): nothing is written and
   no provisional HPA is made beside it; a later cycle applies once it is gone (a Deployment
@@ -51,6 +52,7 @@ from scheduler.annotations import Window
 from scheduler.apply_plan import ApplyView, ReasonFor, plan_apply
 from scheduler.cycle import Cycle
 from scheduler.executor import Retry, action_error, perform
+from scheduler.gitops import YIELD, GitopsPolicy
 from scheduler.window import ActiveWindow
 
 log = structlog.get_logger("scheduler.apply")
@@ -81,11 +83,16 @@ def invalid_action_error(
 
 
 def apply_action(
-    cycle: Cycle, planned: Window, *, ignore: ResourceGlobs, reason_for: ReasonFor
+    cycle: Cycle,
+    planned: Window,
+    *,
+    ignore: ResourceGlobs,
+    reason_for: ReasonFor,
+    gitops: GitopsPolicy = YIELD,
 ) -> Outcome:
     where = {"template": planned.template_id, "action": planned.action_id, "target": planned.target}
     try:
-        return _apply(cycle, planned, ignore, reason_for, where)
+        return _apply(cycle, planned, ignore, reason_for, gitops, where)
     except Forbidden as exc:
         action_error(cycle, planned, "forbidden", str(exc))
         return "error"
@@ -105,6 +112,7 @@ def _apply(
     planned: Window,
     ignore: ResourceGlobs,
     reason_for: ReasonFor,
+    gitops: GitopsPolicy,
     where: dict[str, str],
 ) -> Outcome:
     if ignore.matches(DEPLOYMENT, planned.namespace, planned.deployment):
@@ -155,6 +163,7 @@ def _apply(
         journalled_replicas=_journalled(cycle, planned) if hpa is None else None,
         cluster_id=cycle.cluster_id,
         reason_for=reason_for,
+        gitops=gitops,
     )
     steps = plan_apply(view, cycle.now)
     done = perform(cycle, steps, window=planned, deployment=deployment, loop="apply", where=where)

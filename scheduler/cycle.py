@@ -63,6 +63,8 @@ class Cycle:
     now: datetime
     reporter: HealthReporter
     tally: Counter[str] = field(default_factory=Counter)
+    # Targets a GitOps tool deploys that were advised on (the process's, across cycles).
+    advised: set[str] = field(default_factory=set)
 
     def emit(self, event: ScalingEvent) -> bool:
         """Put `event` into the outbox unless its id was put before; True when put."""

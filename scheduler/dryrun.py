@@ -10,7 +10,8 @@ a write it would refuse (an invalid bound, a missing permission, a stale resourc
 is refused now, and shows as the real run would show it (an error event, a
 `scaling_write_refused` line). Kubernetes Events are sent the same way. `DryRunEvents`
 stands where the scaling outbox would: the events a real run would queue are logged
-(`dry_run_event`) and dropped. The caller gives the reconciler an in-memory store
+(`dry_run_event`, an apply's with the tool that deploys its target: `managed_by`) and
+dropped. The caller gives the reconciler an in-memory store
 (`IN_MEMORY`), so no file is written either.
 
 How it fails: as `ScalingKube` does; nothing is ever stored on the server.
@@ -22,6 +23,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import structlog
 
 from kube.api import KubeApi
@@ -47,6 +49,10 @@ class DryRunKube(ScalingKube):
     def create_hpa(self, namespace: str, name: str, body: Obj) -> Hpa:
         _intend("create", "horizontalpodautoscaler", namespace, name, spec=body.get("spec"))
         return super().create_hpa(namespace, name, body)
+
+    def apply_hpa(self, namespace: str, name: str, config: Obj) -> Hpa:
+        _intend("apply", "horizontalpodautoscaler", namespace, name, config=_shown(config))
+        return super().apply_hpa(namespace, name, config)
 
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
         _intend("patch", "horizontalpodautoscaler", namespace, name, patch=_shown(patch))
@@ -87,6 +93,7 @@ class DryRunEvents:
                 template=event.template_id,
                 action=event.action_id,
                 reason=event.reason,
+                **({} if event.details is msgspec.UNSET else event.details),
             )
 
     def clear_resync_needed(self) -> None:
@@ -94,9 +101,20 @@ class DryRunEvents:
 
 
 def _shown(patch: Obj) -> Obj:
-    """The patch as logged: the resourceVersion precondition says nothing to a reader."""
+    """The patch as logged: the resourceVersion precondition says nothing to a reader, and of
+    a managedFields list (a hand-back) the managers and what each owns of the spec say it."""
     shown = copy.deepcopy(patch)
-    (shown.get("metadata") or {}).pop("resourceVersion", None)
+    meta = shown.get("metadata") or {}
+    meta.pop("resourceVersion", None)
+    if "managedFields" in meta:
+        meta["managedFields"] = [
+            {
+                "manager": entry.get("manager"),
+                "operation": entry.get("operation"),
+                "spec": sorted((entry.get("fieldsV1") or {}).get("f:spec") or {}),
+            }
+            for entry in meta["managedFields"]
+        ]
     return shown
 
 

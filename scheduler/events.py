@@ -19,6 +19,7 @@ import msgspec
 
 from scheduler.actions import InvalidAction
 from scheduler.annotations import Window
+from scheduler.ownership import ManagedBy
 from shipper.records import ScalingEvent, utc_timestamp
 
 EventType = Literal["apply", "revert", "error"]
@@ -38,10 +39,19 @@ def event_id(
 
 
 def apply_event(
-    *, cluster_id: str, window: Window, provisional: bool, now: datetime
+    *,
+    cluster_id: str,
+    window: Window,
+    provisional: bool,
+    managed_by: ManagedBy | None = None,
+    now: datetime,
 ) -> ScalingEvent:
-    """The window's bounds are on its HPA (`provisional`: on an HPA made for it)."""
-    return _window_event("apply", cluster_id, window, now, provisional=provisional)
+    """The window's bounds are on its HPA (`provisional`: on an HPA made for it), with the
+    tool that deploys the target in `details.managed_by` when known (not part of the id)."""
+    event = _window_event("apply", cluster_id, window, now, provisional=provisional)
+    if managed_by is None:
+        return event
+    return msgspec.structs.replace(event, details={"managed_by": managed_by.details()})
 
 
 def revert_event(

@@ -28,6 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from kube.globs import SCALED_KINDS, ResourceGlobs
 from runtime.health import HealthReporter
 from scheduler.cycle import EventSink
+from scheduler.gitops import YIELD, GitopsPolicy
 from scheduler.kubeapi import ScalingKube
 from scheduler.reconcile import APPLY, COMPONENT, REVERTS, Reconciler, TemplateSource
 from scheduler.store import Store
@@ -135,6 +136,7 @@ class ScalingJob:
         ignore_resources: Iterable[str] = (),
         interval: float,
         reporter: HealthReporter | None = None,
+        gitops_policy: GitopsPolicy = YIELD,
     ) -> None:
         # Ten missed cycles mean a stuck loop. A run waits on the network for at most half
         # that (its budget), so a slow platform or API server alone never looks stuck.
@@ -154,6 +156,7 @@ class ScalingJob:
             ignore=ignore,
             reporter=self.reporter,
             budget_seconds=stalled_after / 2,
+            gitops_policy=gitops_policy,
         )
         self._stopped = False
         # Reverts first: at start-up, windows that ended while no agent ran are reverted

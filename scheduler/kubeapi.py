@@ -1,9 +1,9 @@
 """The few Kubernetes calls the scaling role makes, over `kube.api`.
 
 Objects are read as the typed views of `kube.workloads` (the handful of fields the reconciler
-touches, frozen), and a write sends exactly the merge patch or body its caller built, so
-fields the agent never read are never dropped. Every write that changes an
-existing object carries its resourceVersion (in the merge patch, or as a delete
+touches, frozen), and a write sends exactly the merge patch, server-side apply config or
+body its caller built, so fields the agent never read are never dropped. Every write that changes an
+existing object carries its resourceVersion (in the patch or apply config, or as a delete
 precondition), so a change made by someone else since the read is a `Conflict`, never
 overwritten. Writes go under the field manager `moonin-agent` (GitOps tools tell our changes
 apart in managedFields).
@@ -20,6 +20,7 @@ How it fails: every method raises `kube.errors.KubeError` and its kinds.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -90,6 +91,14 @@ class ScalingKube:
         """Create the HPA `name` whose whole object is `body`."""
         what = f"create horizontalpodautoscaler {namespace}/{name}"
         answer = self.api.post(HPAS.path(namespace), body, options=self.options, what=what)
+        return decoded(decode_hpa, answer, what)
+
+    def apply_hpa(self, namespace: str, name: str, config: Obj) -> Hpa:
+        """Server-side apply `config` to the HPA `name` under our field manager, forced: the
+        fields it sets are taken from whoever owns them."""
+        what = f"apply horizontalpodautoscaler {namespace}/{name}"
+        options = dataclasses.replace(self.options, force=True)
+        answer = self.api.apply(HPAS.path(namespace, name), config, options=options, what=what)
         return decoded(decode_hpa, answer, what)
 
     def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:

@@ -63,13 +63,14 @@ from runtime.health import Health, HealthReporter
 from runtime.storage_errors import is_passing_storage_error
 from scheduler import actions as action_rules
 from scheduler import annotations as notes
-from scheduler import events
+from scheduler import events, gitops, ownership
 from scheduler.annotations import Window
 from scheduler.apply import apply_action, invalid_action_error
 from scheduler.cycle import Cycle, EventSink
+from scheduler.gitops import YIELD, GitopsPolicy
 from scheduler.kubeapi import ScalingKube
 from scheduler.restores import finish_restores, read_restore_journal
-from scheduler.revert import revert
+from scheduler.revert import finish_hand_backs, revert
 from scheduler.store import Store
 from scheduler.templates import Template
 from scheduler.view import Answer, TemplateState, TemplateView, decode_answer, revert_reason
@@ -163,8 +164,10 @@ class Reconciler:
         budget_seconds: float = BUDGET_SECONDS,
         clock: Callable[[], datetime] = _utc_now,
         storage_backoff: Backoff | None = None,
+        gitops_policy: GitopsPolicy = YIELD,
     ) -> None:
         self.kube = kube
+        self.gitops = gitops_policy  # what a GitOps tool syncing the bounds back does
         # The most one run of either loop waits on the network, however many calls hang.
         self.budget_seconds = budget_seconds
         self._clock = clock
@@ -199,6 +202,8 @@ class Reconciler:
         # Windows skipped for their released marker that this process has logged: the
         # marker skips them on every cycle, the log says so once.
         self._released_noted: set[str] = set()  # their release markers
+        # Targets deployed by a GitOps tool whose first window this process advised on.
+        self._advised: set[str] = set()
 
     def stop(self) -> None:
         """End a running apply cycle's platform call now and skip the ones not made yet:
@@ -376,7 +381,9 @@ class Reconciler:
             return revert_reason(window, cycle.now, view)
 
         try:
-            outcome = apply_action(cycle, planned, ignore=self.ignore, reason_for=reason_for)
+            outcome = apply_action(
+                cycle, planned, ignore=self.ignore, reason_for=reason_for, gitops=self.gitops
+            )
         except Exception as exc:
             if is_passing_storage_error(exc):
                 raise  # the cycle holds its place (`_storage`)
@@ -457,8 +464,9 @@ class Reconciler:
             read = hpa.metadata
             where = {"namespace": read.namespace, "hpa": read.name}
             try:
-                reenqueue_apply(cycle, managed)
-                reason = revert_reason(managed, cycle.now, view)
+                reenqueue_apply(cycle, hpa, managed)
+                synced = self.gitops.reasserts and gitops.synced_back(hpa, managed) is not None
+                reason = revert_reason(managed, cycle.now, view, synced=synced)
                 if reason is None:
                     continue
                 if revert(cycle, hpa, managed, reason) is None:
@@ -477,6 +485,9 @@ class Reconciler:
                     raise  # the scan holds its place (`_storage`)
                 cycle.count("revert_failures")
                 log.exception("scaling_revert_crashed", **where)
+        for key, failure in finish_hand_backs(cycle, hpas).items():
+            cycle.count("revert_failures")
+            self._failed(f"hand back {key}", "scaling_hand_back_failed", failure, hpa=key)
         if not self._journal_read:
             try:
                 read_restore_journal(cycle)
@@ -536,6 +547,7 @@ class Reconciler:
             cluster_id=self.cluster_id,
             now=self._clock() if now is None else _instant(now),
             reporter=self.reporter,
+            advised=self._advised,
         )
 
     def _failed(
@@ -608,16 +620,21 @@ def managed_hpas(hpas: Iterable[Hpa]) -> list[tuple[Hpa, Window]]:
     return found
 
 
-def reenqueue_apply(cycle: Cycle, window: Window) -> None:
+def reenqueue_apply(cycle: Cycle, hpa: Hpa, window: Window) -> None:
     """Put the window's apply event again unless the store says it is in the outbox: the
     apply write may have committed just before a crash that took the event with it."""
     if window.overridden or window.max_replicas is None:
         return  # what the window applied is no longer on the HPA to tell
+    originals = window.kept
+    managed_by = ownership.target_managed_by(
+        hpa.metadata, None, provisional=originals.provisional, noted=originals.owners
+    )
     cycle.emit(
         events.apply_event(
             cluster_id=cycle.cluster_id,
             window=window,
-            provisional=window.kept.provisional,
+            provisional=originals.provisional,
+            managed_by=managed_by,
             now=cycle.now,
         )
     )

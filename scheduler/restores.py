@@ -8,7 +8,9 @@ or a failed request in between leaves the entries, and `finish_restores` (every 
 and `revert-all`) ends them. A store that was lost (damaged, emptied, deleted) forgets its
 entries; `read_restore_journal`, once per process, takes them back from the labels. The
 restore itself meets the Deployment controller's own writes: a 409 is read afresh and tried
-again a few times (`RESTORE_ATTEMPTS`).
+again a few times (`RESTORE_ATTEMPTS`). After it, the replicas (and the journal label and
+marker written with them) are handed back (`scheduler.handback.deployment_replicas`): no
+managedFields entry of ours stays on the Deployment.
 
 How it fails: `delete_provisional` raises `kube.errors.KubeError` when the journal or the
 delete fails (the entries stay for `finish_restores`); `read_restore_journal` raises it when
@@ -26,6 +28,7 @@ import structlog
 from kube.errors import Conflict, KubeError, NotFound
 from kube.workloads import Deployment
 from scheduler import annotations as notes
+from scheduler import handback, ownership
 from scheduler.cycle import REVERTED, Cycle
 from scheduler.steps import DeleteProvisional
 from scheduler.store import PendingRestore
@@ -178,6 +181,7 @@ def _restore_replicas(cycle: Cycle, pending: PendingRestore) -> Deployment:
 
 def _write_restore(cycle: Cycle, pending: PendingRestore) -> Deployment:
     current = cycle.kube.get_deployment(pending.namespace, pending.deployment)
+    before = ownership.owners_of(current.metadata, fields=handback.REPLICAS)
     metadata: dict[str, Any] = {
         **current.metadata.precondition(),
         "labels": {notes.RESTORE_REPLICAS: None},
@@ -186,4 +190,13 @@ def _write_restore(cycle: Cycle, pending: PendingRestore) -> Deployment:
         released = notes.with_released(current.metadata.annotations, pending.released)
         metadata["annotations"] = {notes.RELEASED: released}
     patch = {"metadata": metadata, "spec": {"replicas": pending.replicas}}
-    return cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
+    restored = cycle.kube.patch_deployment(pending.namespace, pending.deployment, patch)
+    try:
+        handback.deployment_replicas(cycle, restored, before)
+    except Conflict:
+        # Restored all the same; our entry stays until the next write of ours hands it back.
+        cycle.count("conflicts")
+        log.info(
+            "replicas_hand_back_conflict", namespace=pending.namespace, name=pending.deployment
+        )
+    return restored

@@ -12,6 +12,12 @@
   `original-spec`; when those will not do either, the HPA is released as it is, with an
   error log line.
 
+Each HPA write is followed by the hand-back of its bounds (`scheduler.handback`): no
+managedFields entry of ours is left. A revert stopped between the two (a crash, a 409) is
+finished by `finish_hand_backs`, which each scan and revert-all run over the HPAs no longer
+managed that still carry the ORIGINAL_MANAGERS annotation or an entry of ours (HPAs that
+agents before the hand-back reverted are handed back that way too, their bounds to no one).
+
 The revert event is put into the outbox before the first write, so a crash after the write
 cannot lose it; its id has no detail, so retrying a failed revert on the next cycle never
 makes a second distinct event. Every write carries the resourceVersion that was read: a 409
@@ -23,13 +29,18 @@ the outbox) when a write fails; the caller logs it and moves on to the next HPA.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import structlog
 
+from kube.errors import Conflict, KubeError
 from kube.workloads import Hpa
-from scheduler import events
+from scheduler import annotations as notes
+from scheduler import events, handback
 from scheduler.annotations import Window
 from scheduler.cycle import Cycle
 from scheduler.executor import Retry, perform
+from scheduler.ownership import Owners
 from scheduler.revert_plan import RevertView, plan_revert
 
 log = structlog.get_logger("scheduler.revert")
@@ -62,3 +73,23 @@ def revert(
         reason=reason,
     )
     return None
+
+
+def finish_hand_backs(cycle: Cycle, hpas: Iterable[Hpa]) -> dict[str, KubeError]:
+    """Make the hand-back that reverts of these HPAs left to do; what failed, by HPA (a 409
+    is counted and left to the next scan)."""
+    failed: dict[str, KubeError] = {}
+    for hpa in hpas:
+        if not notes.hand_back_pending(hpa) or hpa.metadata.terminating:
+            continue
+        owners = Owners.read(hpa.metadata.annotations.get(notes.ORIGINAL_MANAGERS))
+        try:
+            handback.hpa_bounds(cycle, hpa, owners)
+        except Conflict:
+            cycle.count("conflicts")
+        except KubeError as exc:
+            failed[hpa.metadata.key] = exc
+        else:
+            cycle.count("hand_backs")
+            log.info("scaling_handed_back", namespace=hpa.metadata.namespace, hpa=hpa.metadata.name)
+    return failed

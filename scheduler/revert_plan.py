@@ -12,6 +12,11 @@ The plan, by case (the safety model of `scheduler.revert`):
   originals (`original_bounds`) and removing our annotations; when no originals would make
   a valid HPA, the patch only releases it (`unusable` says so, for the log).
 
+Each HPA patch is followed by the hand-back (`scheduler.ownership`): a second patch that
+drops every managedFields entry of ours and returns the bounds to the owners the window
+noted, so no field is left owned by `moonin-agent`. Until it is made the HPA keeps the
+ORIGINAL_MANAGERS annotation, by which a later scan finishes it.
+
 The revert event always comes first, so it is in the outbox before any write. Every HPA
 write carries the resourceVersion that was read (`kube.workloads.ObjectMeta.precondition`).
 
@@ -31,7 +36,7 @@ from kube.workloads import Hpa, ObjectMeta
 from scheduler import annotations as notes
 from scheduler import events
 from scheduler.annotations import Window
-from scheduler.steps import DeleteProvisional, Enqueue, PatchHpa, Reverted, Step
+from scheduler.steps import DeleteProvisional, Enqueue, HandBack, PatchHpa, Reverted, Step
 from scheduler.store import PendingRestore
 
 
@@ -63,7 +68,7 @@ def plan_revert(view: RevertView, now: datetime) -> list[Step]:
         restore = None
         if deployment and replicas is not None:
             restore = PendingRestore(read.namespace, deployment, replicas, marker)
-        steps.append(DeleteProvisional(read, restore, said))
+        return [*steps, DeleteProvisional(read, restore, said)]
     elif (restorable := original_bounds(originals)) is None:
         # Nothing a server would take (a missing max, min > max, max < 1 are a 422 every
         # cycle): leave the spec, hand the HPA back.
@@ -76,7 +81,7 @@ def plan_revert(view: RevertView, now: datetime) -> list[Step]:
         spec = {"minReplicas": low, "maxReplicas": high}
         patch = {**_released(hpa, read, marker), "spec": spec}
         steps.append(PatchHpa(read, patch, Reverted(said)))
-    return steps
+    return [*steps, HandBack(originals.owners)]
 
 
 def original_bounds(originals: notes.Originals) -> tuple[int | None, int] | None:

@@ -32,7 +32,7 @@ from scheduler.events import RevertReason
 from scheduler.kubeapi import ScalingKube
 from scheduler.reconcile import COMPONENT, managed_hpas, reenqueue_apply
 from scheduler.restores import finish_restores, read_restore_journal
-from scheduler.revert import revert
+from scheduler.revert import finish_hand_backs, revert
 from scheduler.store import Store
 
 log = structlog.get_logger("scheduler.revert_all")
@@ -80,6 +80,13 @@ def revert_all(
                 failed[key] = error
                 log.warning("revert_all_failed", hpa=key, error=error)
         try:
+            # Hand-backs a revert (this one's, after a 409, or the running role's) left to do.
+            for key, exc in finish_hand_backs(cycle, api.list_hpas()).items():
+                failed[key] = str(exc)
+                log.warning("revert_all_failed", hpa=key, error=str(exc))
+        except KubeError as exc:
+            log.warning("hand_backs_unread", status=exc.status, error=str(exc))
+        try:
             read_restore_journal(cycle)  # restores the running role left half done
         except KubeError as exc:
             log.warning("restore_journal_unread", status=exc.status, error=str(exc))
@@ -107,7 +114,7 @@ def _revert_one(
                 return None  # released meanwhile
             window = current
         try:
-            reenqueue_apply(cycle, window)
+            reenqueue_apply(cycle, hpa, window)
             reason: RevertReason = "overridden" if window.overridden else "manual"
             retry = revert(cycle, hpa, window, reason, release=True)
         except KubeError as exc:

@@ -13,6 +13,7 @@ from typing import Literal
 from kube.workloads import Hpa, ObjectMeta
 from scheduler.annotations import Originals
 from scheduler.kubeapi import Obj
+from scheduler.ownership import Owners
 from scheduler.store import PendingRestore
 from shipper.records import ScalingEvent
 
@@ -52,7 +53,7 @@ class Report:
 class Skip:
     """Nothing to write, for a reason the cycle counts."""
 
-    outcome: Literal["overridden"]
+    outcome: Literal["overridden", "reassert_later"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,28 @@ class CreateHpa:
     name: str
     body: Obj
     then: Applied
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyHpa:
+    """A server-side apply of a window's bounds and annotations to the HPA read, as
+    `moonin-agent`, taking the bounds from whoever owns them; the config carries the read's
+    resourceVersion."""
+
+    hpa: ObjectMeta
+    config: Obj
+    then: Applied
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """After a revert's write (or, with `hpa`, on an HPA a revert left half done): every
+    managedFields entry of ours dropped, the bounds returned to `owners`, and the
+    ORIGINAL_MANAGERS annotation removed, in one patch carrying the resourceVersion of the
+    HPA as that write left it."""
+
+    owners: Owners | None
+    hpa: Hpa | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,5 +123,14 @@ class TakenOver:
 
 
 Step = (
-    Enqueue | Report | Skip | CreateHpa | PatchHpa | DeleteProvisional | RaiseReplicas | TakenOver
+    Enqueue
+    | Report
+    | Skip
+    | CreateHpa
+    | ApplyHpa
+    | PatchHpa
+    | HandBack
+    | DeleteProvisional
+    | RaiseReplicas
+    | TakenOver
 )

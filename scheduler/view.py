@@ -114,9 +114,13 @@ def decode_answer(raw_templates: list[Any]) -> Answer:
     return Answer(tuple(decoded.values()), tuple(unreadable))
 
 
-def revert_reason(window: Window, now: datetime, view: TemplateView | None) -> RevertReason | None:
-    """Why `window` (as read from its HPA) is over, or None while it is on."""
-    if window.overridden:
+def revert_reason(
+    window: Window, now: datetime, view: TemplateView | None, *, synced: bool = False
+) -> RevertReason | None:
+    """Why `window` (as read from its HPA) is over, or None while it is on. `synced`: its
+    bounds were changed by a GitOps sync that the window re-asserts (`scheduler.gitops`),
+    which does not end it."""
+    if window.overridden and not synced:
         return "overridden"
     if view is None:
         return "expired" if window.ended(now) else None

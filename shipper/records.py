@@ -65,6 +65,8 @@ class ScalingEvent(msgspec.Struct, frozen=True, kw_only=True):
     provisional: bool = False
     reason: str | None = None
     message: str | None = None
+    details: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    """What else an event says (an apply's `managed_by`); left out of the JSON when unset."""
 
     @property
     def record_class(self) -> RecordClass:

@@ -19,11 +19,13 @@ import pytest
 
 from sandbox import controlplane
 from sandbox.controlplane import ControlPlane, ControlPlaneError
+from sandbox.kube.auth import service_account
 from sandbox.platform import FakePlatform
 from tests.chart_install import Installed, accounts, rbac_objects
 from tests.chart_render import NAMESPACE, Rendered
 
 _names = itertools.count(1)
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 @pytest.fixture(scope="session")
@@ -110,3 +112,17 @@ def real_install(
         control_plane.delete(
             "coordination.k8s.io/v1", "Lease", NAMESPACE, lease["metadata"]["name"]
         )
+
+
+def writes_since(
+    plane: ControlPlane, mark: int, account: str, *, dry_run: bool = False
+) -> list[str]:
+    """The writes `account` (a ServiceAccount of the chart's namespace) made after the audit
+    log's `mark`, as verb and path: those the server stored, or with `dry_run` those sent
+    as a dry run (validated, never stored)."""
+    made = plane.requests(mark, user=service_account(NAMESPACE, account))
+    return [
+        f"{r.info.verb} {r.path}"
+        for r in made
+        if r.info and r.info.verb in WRITES and (r.query.get("dryRun") == "All") == dry_run
+    ]

@@ -8,6 +8,7 @@ import json
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sandbox.kube import FakeKube
 from sandbox.platform import FakePlatform
@@ -40,15 +41,14 @@ def test_a_manual_window_is_applied_reverted_and_reported_through_an_outage(
         wait_until(lambda: any(e["type"] == "apply" for e in platform.events().values()))
 
         platform.down()  # the revert happens on time anyway; its event waits on disk
-        wait_until(
-            lambda: kube.get("horizontalpodautoscalers", h.NS, "web")["spec"]["minReplicas"] == 2,
-            timeout=30,
-        )
-        reverted = kube.get("horizontalpodautoscalers", h.NS, "web")
-        assert reverted["spec"]["maxReplicas"] == 5
-        assert not any(
-            k.startswith("scaling.moonin.app/") for k in reverted["metadata"]["annotations"]
-        )
+
+        def reverted() -> dict[str, Any]:
+            return kube.get("horizontalpodautoscalers", h.NS, "web")
+
+        wait_until(lambda: reverted()["spec"]["minReplicas"] == 2, timeout=30)
+        assert reverted()["spec"]["maxReplicas"] == 5
+        # Its second write, the hand-back, follows at once: then nothing of ours is left.
+        wait_until(lambda: h.ours(reverted()) == {}, timeout=30)
         platform.up()
         wait_until(lambda: any(e["type"] == "revert" for e in platform.events().values()))
         events = platform.events().values()
@@ -119,7 +119,10 @@ def test_dry_runs_log_each_change_send_it_as_a_dry_run_and_store_nothing(
     # Nothing changes, so every cycle means the same create again: the first says it all.
     create = next(c for c in changes if c["verb"] == "create")
     assert (create["spec"]["minReplicas"], create["spec"]["maxReplicas"]) == (4, 20)
-    assert any(line["event"] == "dry_run_event" and line["type"] == "apply" for line in lines)
+    applies = [e for e in lines if e["event"] == "dry_run_event" and e["type"] == "apply"]
+    # Who deploys the target, as the apply event would say it (made by the fake's Python
+    # side, the Deployment's replicas have no owner).
+    assert applies and applies[0]["managed_by"] == {"tool": "unmanaged", "managers": []}
     # Nothing written: every Kubernetes write went as a dry run the server validated and
     # did not store, no event sent, no scaling store.
     sent = [r for r in kube.requests if r.method != "GET"]

@@ -84,6 +84,7 @@ def test_a_pre_existing_hpa_gets_the_window_and_its_own_spec_back_when_the_windo
         notes.ORIGINAL_REPLICAS: "3",
         notes.ORIGINAL_MIN: "2",
         notes.ORIGINAL_MAX: "5",
+        notes.ORIGINAL_MANAGERS: "{}",  # made through the fake's Python side: no owner
         notes.MANAGED_HASH: notes.managed_hash("t-1", "a-1", WINDOW, 4, 20),
     }
     original = json.loads(annotations[notes.ORIGINAL_SPEC])
@@ -110,6 +111,8 @@ def test_a_pre_existing_hpa_gets_the_window_and_its_own_spec_back_when_the_windo
         "reason": None,
         "message": None,
         "occurred_at": "2026-12-02T09:00:00.000Z",
+        # The tool that deploys the target: none (made through the fake's Python side).
+        "details": {"managed_by": {"tool": "unmanaged", "managers": []}},
     }
 
     report = h.run(at(18, 1))
@@ -759,12 +762,19 @@ class ChangesBeforeTheWrite(ScalingKube):
         self.fake = kube
         self.armed = True
 
-    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
+    def _someone_writes(self, namespace: str, name: str) -> None:
         if self.armed:
             self.armed = False
             self.fake.patch(
                 "horizontalpodautoscalers", namespace, name, {"metadata": {"labels": {"x": "1"}}}
             )
+
+    def apply_hpa(self, namespace: str, name: str, config: Obj) -> Hpa:
+        self._someone_writes(namespace, name)
+        return super().apply_hpa(namespace, name, config)
+
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
+        self._someone_writes(namespace, name)
         return super().patch_hpa(namespace, name, patch)
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import httpx
+import msgspec
 import pytest
 import structlog.testing
 
+from kube.workloads import Hpa
 from sandbox.kube import FakeKube
 from scheduler import annotations as notes
+from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.names import is_subdomain
 from tests.scaling_harness import (
     NS,
@@ -193,3 +197,129 @@ def test_a_window_scales_the_deployment_up_and_its_revert_brings_it_back_within_
     assert (h.hpa()["spec"]["minReplicas"], h.hpa()["spec"]["maxReplicas"]) == (2, 5)
     assert h.deployment()["spec"]["replicas"] == 5
     assert h.hpa()["status"]["desiredReplicas"] == 5
+
+
+# --- who owns the bounds: managedFields ------------------------------------------------------
+
+
+def applied_as(h: Harness, manager: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` server-side applied over HTTP by `manager`, as a GitOps tool does."""
+    meta = obj["metadata"]
+    path = f"/apis/autoscaling/v2/namespaces/{meta['namespace']}/{HPAS}/{meta['name']}"
+    with httpx.Client(base_url=h.kube.url, headers=h.kube.headers) as http:
+        answer = http.patch(
+            path,
+            params={"fieldManager": manager, "force": "true"},
+            content=msgspec.json.encode(obj),
+            headers={"Content-Type": "application/apply-patch+yaml"},
+        )
+    assert answer.status_code in (200, 201), answer.text
+    return answer.json()  # type: ignore[no-any-return]
+
+
+def owners(obj: dict[str, Any]) -> dict[str, set[str]]:
+    """Manager/operation -> the spec fields it owns."""
+    return {
+        f"{e['manager']}/{e['operation']}": set((e.get("fieldsV1") or {}).get("f:spec") or {})
+        for e in obj["metadata"].get("managedFields") or []
+    }
+
+
+ARGO_HPA = {
+    **hpa(low=2, high=5),
+    "metadata": {
+        "name": "web",
+        "namespace": NS,
+        "annotations": {"argocd.argoproj.io/tracking-id": "shop:autoscaling/x:shop/web"},
+    },
+}
+BOUNDS = {"f:minReplicas", "f:maxReplicas"}
+
+
+def test_a_window_owns_the_bounds_and_its_revert_hands_them_back(h: Harness) -> None:
+    h.kube.create(deployment(replicas=3))
+    applied_as(h, "argocd-controller", ARGO_HPA)
+    with structlog.testing.capture_logs() as logs:
+        h.run(at(9))
+        h.run(at(9, 1))
+    during = h.hpa()
+    assert owners(during)["moonin-agent/Apply"] >= BOUNDS
+    # Its Deployment raised to the new min, and its replicas left to the HPA controller.
+    assert h.deployment()["spec"]["replicas"] == 4
+    assert not [name for name in owners(h.deployment()) if name.startswith("moonin-agent")]
+    assert not BOUNDS & owners(during)["argocd-controller/Apply"]
+    [event] = h.events()
+    assert event["details"] == {"managed_by": {"tool": "argocd", "managers": ["argocd-controller"]}}
+    [advice] = [line for line in logs if line["event"] == "scaling_gitops_target"]
+    assert (advice["tool"], advice["target"]) == ("argocd", f"{NS}/web")
+    h.kube.clear_requests()
+    h.run(at(18, 1))
+    after = h.hpa()
+    assert (after["spec"]["minReplicas"], after["spec"]["maxReplicas"]) == (2, 5)
+    assert ours(after) == {}
+    assert [name for name in owners(after) if name.startswith("moonin-agent")] == []
+    assert owners(after)["argocd-controller/Apply"] >= BOUNDS
+    hpa_path = f"/apis/autoscaling/v2/namespaces/{NS}/{HPAS}/web"
+    assert [w for w in h.writes() if w[1] == hpa_path] == [("PATCH", hpa_path)] * 2
+    h.kube.clear_requests()
+    h.run(at(18, 2))
+    assert h.writes() == []
+
+
+def test_an_hpa_an_earlier_agent_reverted_is_handed_back_once(h: Harness) -> None:
+    """Agents before the hand-back reverted with a merge patch alone, which left an entry
+    of ours owning both bounds."""
+    applied_as(h, "argocd-controller", ARGO_HPA)
+    path = f"/apis/autoscaling/v2/namespaces/{NS}/{HPAS}/web"
+    with httpx.Client(base_url=h.kube.url, headers=h.kube.headers) as http:
+        for low, high in ((4, 20), (2, 5)):
+            http.patch(
+                path,
+                params={"fieldManager": "moonin-agent"},
+                json={"spec": {"minReplicas": low, "maxReplicas": high}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            ).raise_for_status()
+    assert owners(h.hpa())["moonin-agent/Update"] >= BOUNDS
+    h.kube.clear_requests()
+    h.run(at(7))  # no template active: only the scan's work
+    assert h.writes() == [("PATCH", path)]
+    left = h.hpa()
+    assert [name for name in owners(left) if name.startswith("moonin-agent")] == []
+    assert (left["spec"]["minReplicas"], left["spec"]["maxReplicas"]) == (2, 5)  # untouched
+    h.kube.clear_requests()
+    h.run(at(7, 1))
+    assert h.writes() == []
+
+
+def test_a_hand_back_that_meets_a_write_reads_again_and_is_made_in_the_same_cycle(
+    h: Harness,
+) -> None:
+    h.kube.create(deployment(replicas=3))
+    applied_as(h, "argocd-controller", ARGO_HPA)
+    h.run(at(9))
+    h.events()
+    kube = StatusBeforeHandBack(h.kube, h.kube_api)
+    h.reconciler = h.make_reconciler(kube=kube)
+    report = h.run(at(18, 1))
+    assert report.reverts == 1
+    assert kube.patches == 3  # the revert, the hand-back's 409, the hand-back again
+    after = h.hpa()
+    assert after["status"]["desiredReplicas"] == 7  # the controller's write stays
+    assert [name for name in owners(after) if name.startswith("moonin-agent")] == []
+    assert ours(after) == {}
+
+
+class StatusBeforeHandBack(ScalingKube):
+    """The HPA controller writes the status between a revert's patch and its hand-back."""
+
+    def __init__(self, kube: FakeKube, inner: ScalingKube) -> None:
+        super().__init__(inner.api)
+        self.fake = kube
+        self.patches = 0
+
+    def patch_hpa(self, namespace: str, name: str, patch: Obj) -> Hpa:
+        self.patches += 1
+        if self.patches == 2:  # the hand-back
+            status = {"status": {"currentReplicas": 3, "desiredReplicas": 7}}
+            self.fake.patch(HPAS, namespace, name, status)
+        return super().patch_hpa(namespace, name, patch)

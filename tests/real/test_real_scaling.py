@@ -36,7 +36,7 @@ from tests.admission_webhook import AdmissionWebhook, Request
 from tests.agent_process import log_until, run_cli, stop_within
 from tests.chart_install import SCALING, UNINSTALL, Installed, rendered_variants
 from tests.chart_render import NAMESPACE, Rendered
-from tests.real_cluster import NewNamespace, RealInstall
+from tests.real_cluster import NewNamespace, RealInstall, writes_since
 from tests.scaling_harness import ours
 from tests.scaling_windows import events_of, start_scaling, window
 from tests.waiting import wait_until
@@ -44,7 +44,6 @@ from tests.waiting import wait_until
 HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
 DEPLOYMENT = ("apps/v1", "Deployment")
 WEBHOOK_CONFIGURATION = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
-WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # What the real controllers provoke: the Deployment controller writes the Deployment's
 # status and the HPA controller the HPA's status and the Deployment's scale (raising it to a
 # new minimum as the agent does), so a write carrying the resourceVersion the agent read may
@@ -131,19 +130,6 @@ def written(hpa: dict[str, Any]) -> tuple[str, dict[str, str]]:
 def without_ours(obj: dict[str, Any]) -> dict[str, str]:
     found = obj["metadata"].get("annotations") or {}
     return {key: value for key, value in found.items() if not key.startswith(notes.PREFIX)}
-
-
-def writes_since(
-    plane: ControlPlane, mark: int, account: str, *, dry_run: bool = False
-) -> list[str]:
-    """The writes `account` made after the audit log's `mark`, as verb and path: those the
-    server stored, or with `dry_run` those sent as a dry run (validated, never stored)."""
-    made = plane.requests(mark, user=service_account(NAMESPACE, account))
-    return [
-        f"{r.info.verb} {r.path}"
-        for r in made
-        if r.info and r.info.verb in WRITES and (r.query.get("dryRun") == "All") == dry_run
-    ]
 
 
 @pytest.fixture
@@ -344,7 +330,8 @@ def test_a_dry_run_shows_a_write_the_server_refuses_as_refused_and_changes_nothi
         if text.startswith("{") and json.loads(text)["event"] == "scaling_write_refused"
     ]
     assert line["status"] == 422 and "at most 6" in line["error"]
-    assert line["error"].startswith(f"patch horizontalpodautoscaler {cluster.ns}/web: 422")
+    # The window's bounds go on by server-side apply.
+    assert line["error"].startswith(f"apply horizontalpodautoscaler {cluster.ns}/web: 422")
     assert writes_since(control_plane, mark, SCALING) == []
     assert f"patch /apis/autoscaling/v2/namespaces/{cluster.ns}/horizontalpodautoscalers/web" in (
         writes_since(control_plane, mark, SCALING, dry_run=True)
@@ -551,9 +538,11 @@ def test_a_write_between_the_agents_read_and_its_revert_is_kept_and_the_hpa_rele
     conflicts = [(r.info.verb, r.info.resource, r.info.name) for r in made if r.status == 409]
     # The Deployment controller writes api's status after the journal label, so the replicas
     # restore may meet a 409 of its own; it reads again and goes through in the same run.
-    assert [c for c in conflicts if c != ("patch", "deployments", "api")] == [
-        ("patch", "horizontalpodautoscalers", "web")
-    ]
+    # So may the hand-back after the release (the HPA controller writes the status at once
+    # after a revert): it too reads again at once.
+    others = [c for c in conflicts if c != ("patch", "deployments", "api")]
+    assert others[:1] == [("patch", "horizontalpodautoscalers", "web")]
+    assert set(others) == {("patch", "horizontalpodautoscalers", "web")}
     # The revert event was put before the write that met the 409 (one revert event a
     # window); the next revert scan found the bounds changed and released the HPA as is.
     wait_until(lambda: len(events_of(platform, "revert")) == 1)

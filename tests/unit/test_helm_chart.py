@@ -213,6 +213,7 @@ def test_values_without_credentials_are_refused_naming_what_is_missing(chart: he
             "clusterToken",
         ),
         (chart_values(scaling={"reconcileIntervalSeconds": 0.001}), "reconcileIntervalSeconds"),
+        (chart_values(scaling={"gitopsConflicts": "fight"}), "gitopsConflicts"),
         (chart_values(queue={"maxBytes": 10**12}), "maxBytes"),
         (chart_values(config={"extra": {"lease_duration_seconds": 1}}), "lease_duration"),
         (chart_values(config={"extra": {"list_page_size": "500"}}), "list_page_size"),
@@ -593,8 +594,10 @@ def test_config_extra_takes_every_file_setting_the_chart_sets_no_other_way(
 def test_the_values_of_their_own_have_the_agents_bounds() -> None:
     declared = {s.env: getattr(s.parse, "schema", None) for s in agent_config.SETTINGS}
     properties = _schema()["properties"]
-    scaling = properties["scaling"]["properties"]["reconcileIntervalSeconds"]
-    assert scaling == declared["RECONCILE_INTERVAL_SECONDS"]
+    scaling = properties["scaling"]["properties"]
+    assert scaling["reconcileIntervalSeconds"] == declared["RECONCILE_INTERVAL_SECONDS"]
+    assert scaling["gitopsConflicts"] == declared["GITOPS_CONFLICTS"]
+    assert scaling["reassertSeconds"] == declared["REASSERT_SECONDS"]
     assert properties["queue"]["properties"]["maxBytes"] == declared["QUEUE_MAX_BYTES"]
 
 

@@ -18,12 +18,16 @@ from scheduler.actions import Action
 from scheduler.apply import find_hpa
 from scheduler.apply_plan import PROVISIONAL_METRICS, ApplyView, plan_apply
 from scheduler.events import RevertReason, event_id
+from scheduler.gitops import YIELD, GitopsPolicy, synced_back
+from scheduler.ownership import FieldOwner, Owners
 from scheduler.revert_plan import RevertView, plan_revert
 from scheduler.steps import (
     Applied,
+    ApplyHpa,
     CreateHpa,
     DeleteProvisional,
     Enqueue,
+    HandBack,
     PatchHpa,
     RaiseReplicas,
     Report,
@@ -33,6 +37,7 @@ from scheduler.steps import (
     TakenOver,
 )
 from scheduler.store import PendingRestore
+from scheduler.view import revert_reason
 from scheduler.window import ActiveWindow
 from tests.scaling_harness import CLUSTER, WINDOW, at
 
@@ -51,6 +56,17 @@ READ = ObjectMeta(namespace="shop", name="web", uid="u-1", resource_version="41"
 REVERT_ID = event_id(CLUSTER, "t-1", "a-1", WINDOW, "revert", "")
 # What every revert patch removes: all of our window's annotations.
 REMOVED = notes.removal()
+# Who owned the bounds before the window: a declared HPA, applied by Argo CD.
+ARGO = FieldOwner("argocd-controller", "Apply", "autoscaling/v2")
+OWNERS = Owners({"maxReplicas": (ARGO,), "minReplicas": (ARGO,)})
+ARGO_ENTRY = {
+    "manager": "argocd-controller",
+    "operation": "Apply",
+    "apiVersion": "autoscaling/v2",
+    "time": "2026-12-01T10:00:00Z",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:spec": {"f:minReplicas": {}, "f:maxReplicas": {}, "f:metrics": {}}},
+}
 
 
 def read_as(steps: list[Step]) -> list[Step]:
@@ -67,7 +83,7 @@ def read_as(steps: list[Step]) -> list[Step]:
 
     return [
         replace(step, hpa=identity(step.hpa))
-        if isinstance(step, PatchHpa | DeleteProvisional)
+        if isinstance(step, PatchHpa | ApplyHpa | DeleteProvisional)
         else step
         for step in steps
     ]
@@ -82,19 +98,34 @@ def managed_hpa(
     original_spec: str | None = '{"minReplicas": 2, "maxReplicas": 5}',
     replicas: int | None = 3,
     run_until: str = RUN_UNTIL,
+    writers: tuple[str, ...] = (),
+    extra: dict[str, str] | None = None,
 ) -> Hpa:
-    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`, as read."""
+    """An HPA the window 4:20 of t-1/a-1 manages, now at `low`:`high`, as read; `writers`
+    own both bounds in managedFields (server-side apply), `extra` annotations besides."""
     originals = notes.Originals(
         provisional=provisional,
         replicas=replicas,
         min_replicas=None if provisional else original[0],
         max_replicas=None if provisional else original[1],
         spec=None if provisional else original_spec,
+        owners=None if provisional else OWNERS,
     )
     written = planned("t-1", run_until=run_until).annotations(originals)
     hpa = objects.hpa(name="web", namespace="shop", target="web", low=low, high=high)
     hpa["metadata"].update(uid="u-1", resourceVersion="41")
     hpa["metadata"]["annotations"] = {k: v for k, v in written.items() if v is not None}
+    hpa["metadata"]["annotations"].update(extra or {})
+    hpa["metadata"]["managedFields"] = [
+        {
+            "manager": writer,
+            "operation": "Apply",
+            "apiVersion": "autoscaling/v2",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:minReplicas": {}, "f:maxReplicas": {}}},
+        }
+        for writer in writers
+    ]
     return read(hpa)
 
 
@@ -150,7 +181,8 @@ CASES = {
         [
             PatchHpa(
                 READ, patch({"minReplicas": 2, "maxReplicas": 5}), Reverted(f"{SAID} (expired)")
-            )
+            ),
+            HandBack(OWNERS),
         ],
         (4, 20),
     ),
@@ -163,7 +195,8 @@ CASES = {
                 READ,
                 patch({"minReplicas": 2, "maxReplicas": 5}, marker=True),
                 Reverted(f"{SAID} (manual)"),
-            )
+            ),
+            HandBack(OWNERS),
         ],
         (4, 20),
     ),
@@ -174,7 +207,8 @@ CASES = {
         [
             PatchHpa(
                 READ, patch({"minReplicas": None, "maxReplicas": 5}), Reverted(f"{SAID} (disabled)")
-            )
+            ),
+            HandBack(OWNERS),
         ],
         (4, 20),
     ),
@@ -185,7 +219,8 @@ CASES = {
         [
             PatchHpa(
                 READ, patch({"minReplicas": 1, "maxReplicas": 6}), Reverted(f"{SAID} (expired)")
-            )
+            ),
+            HandBack(OWNERS),
         ],
         (4, 20),
     ),
@@ -193,14 +228,14 @@ CASES = {
         managed_hpa(4, 20, original=(9, 3), original_spec='{"minReplicas": 9, "maxReplicas": 3}'),
         "expired",
         False,
-        [PatchHpa(READ, patch(), Reverted(f"{SAID} (expired)"), unusable=(9, 3))],
+        [PatchHpa(READ, patch(), Reverted(f"{SAID} (expired)"), unusable=(9, 3)), HandBack(OWNERS)],
         (4, 20),
     ),
     "overridden bounds stay, released with the marker": Case(
         managed_hpa(7, 20),
         "overridden",
         False,
-        [PatchHpa(READ, patch(marker=True), Reverted(f"{SAID} (overridden)"))],
+        [PatchHpa(READ, patch(marker=True), Reverted(f"{SAID} (overridden)")), HandBack(OWNERS)],
         (None, None),
     ),
     "a provisional HPA is deleted, its replicas to restore": Case(
@@ -249,19 +284,33 @@ DEPLOYMENT = decode_deployment(
     msgspec.json.encode(objects.deployment(name="web", namespace="shop", replicas=2))
 )
 PRE_EXISTING = notes.Originals(
-    provisional=False, replicas=2, min_replicas=2, max_replicas=5, spec=spec_text(2, 5)
+    provisional=False,
+    replicas=2,
+    min_replicas=2,
+    max_replicas=5,
+    spec=spec_text(2, 5),
+    owners=OWNERS,
 )
 
 
 def unmanaged_hpa(name: str = "web", target: str = "web") -> Hpa:
     hpa = objects.hpa(name=name, namespace="shop", target=target, low=2, high=5)
-    hpa["metadata"].update(uid="u-1", resourceVersion="41")
+    hpa["metadata"].update(uid="u-1", resourceVersion="41", managedFields=[ARGO_ENTRY])
     return read(hpa)
 
 
-def window_patch(window: notes.Window, originals: notes.Originals) -> dict[str, Any]:
+def window_config(window: notes.Window, originals: notes.Originals) -> dict[str, Any]:
+    """The server-side apply config that puts `window` on shop/web as read."""
+    annotations = window.annotations(originals)
     return {
-        "metadata": {"resourceVersion": "41", "annotations": window.annotations(originals)},
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "resourceVersion": "41",
+            "annotations": {k: v for k, v in annotations.items() if v is not None},
+        },
         "spec": {"minReplicas": 4, "maxReplicas": 20},
     }
 
@@ -313,6 +362,7 @@ KEPT = notes.Originals(
     min_replicas=2,
     max_replicas=5,
     spec='{"minReplicas": 2, "maxReplicas": 5}',
+    owners=OWNERS,
 )  # what `managed_hpa` keeps
 OTHERS_OVERRIDDEN = managed_hpa(7, 20)
 APPLY_CASES = {
@@ -328,7 +378,7 @@ APPLY_CASES = {
     ),
     "a pre-existing HPA keeps its bounds as originals and is resized": ApplyCase(
         [unmanaged_hpa()],
-        [PatchHpa(READ, window_patch(PLANNED, PRE_EXISTING), Applied(PRE_EXISTING, resized=True))],
+        [ApplyHpa(READ, window_config(PLANNED, PRE_EXISTING), Applied(PRE_EXISTING, resized=True))],
     ),
     "our window, as written: only the replicas are raised": ApplyCase(
         [managed_hpa(4, 20)], [RaiseReplicas(4)]
@@ -338,7 +388,7 @@ APPLY_CASES = {
     ),
     "our window with a new end: the annotations alone change": ApplyCase(
         [managed_hpa(4, 20, run_until=LATER)],
-        [PatchHpa(READ, window_patch(PLANNED, KEPT), Applied(KEPT, resized=False))],
+        [ApplyHpa(READ, window_config(PLANNED, KEPT), Applied(KEPT, resized=False))],
     ),
 }
 
@@ -357,6 +407,26 @@ def test_an_apply_plan_writes_what_the_hpa_it_finds_needs(case: ApplyCase) -> No
     assert read_as(plan_apply(view, at(9))) == case.steps
 
 
+def view_of(
+    hpa: Hpa,
+    planned: notes.Window,
+    reason: RevertReason | None = None,
+    *,
+    policy: GitopsPolicy = YIELD,
+) -> ApplyView:
+    """`planned` as an apply finds it on `hpa`, the only HPA of its namespace."""
+    return ApplyView(
+        planned=planned,
+        deployment=DEPLOYMENT,
+        hpas=[hpa],
+        hpa=hpa,
+        journalled_replicas=None,
+        cluster_id=CLUSTER,
+        reason_for=ends(reason),
+        gitops=policy,
+    )
+
+
 @pytest.mark.parametrize(
     ("hpa", "reason", "originals"),
     [
@@ -370,16 +440,7 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
 ) -> None:
     managed = notes.read_window(hpa)
     assert managed is not None
-    view = ApplyView(
-        planned=OTHER,
-        deployment=DEPLOYMENT,
-        hpas=[hpa],
-        hpa=hpa,
-        journalled_replicas=None,
-        cluster_id=CLUSTER,
-        reason_for=ends(reason),
-    )
-    first, write, said = plan_apply(view, at(9))
+    first, write, said = plan_apply(view_of(hpa, OTHER, reason), at(9))
     assert isinstance(first, Enqueue)  # the old window's revert event, before the write
     assert (first.event.id, first.event.reason) == (REVERT_ID, reason)
     if originals == "kept":
@@ -392,28 +453,96 @@ def test_another_windows_hpa_is_taken_over_once_its_window_is_over(
             min_replicas=low,
             max_replicas=high,
             spec=spec_text(low, high),
+            owners=OWNERS,  # only ours owns the bounds: those the first window noted
         )
     assert read_as([write]) == [
-        PatchHpa(
-            READ, window_patch(OTHER, expected), Applied(expected, resized=reason == "overridden")
+        ApplyHpa(
+            READ, window_config(OTHER, expected), Applied(expected, resized=reason == "overridden")
         )
     ]
     assert said == TakenOver(hpa, TAKEN_OVER.format(reason))
 
 
 def test_another_windows_hpa_still_on_is_a_conflict_and_nothing_is_written() -> None:
-    view = ApplyView(
-        planned=OTHER,
-        deployment=DEPLOYMENT,
-        hpas=[OTHERS],
-        hpa=OTHERS,
-        journalled_replicas=None,
-        cluster_id=CLUSTER,
-        reason_for=ends(None),
-    )
-    assert plan_apply(view, at(9)) == [
+    assert plan_apply(view_of(OTHERS, OTHER), at(9)) == [
         Report(
             "conflict",
             f"hpa shop/web is managed by template t-1 action a-1 until {RUN_UNTIL}",
         )
     ]
+
+
+# --- a GitOps sync during the window ----------------------------------------------------------
+
+SYNCED = managed_hpa(2, 5, writers=("argocd-controller",))  # Argo CD's self-heal: the originals
+REASSERT = GitopsPolicy("reassert", reassert_seconds=300)
+
+
+def same_window(hpa: Hpa, policy: GitopsPolicy, now: datetime) -> list[Step]:
+    return read_as(plan_apply(view_of(hpa, PLANNED, policy=policy), now))
+
+
+def test_a_sync_back_to_the_originals_is_applied_again_with_one_gitops_conflict() -> None:
+    window = notes.read_window(SYNCED)
+    assert window is not None
+    config = window_config(PLANNED, window.kept)
+    config["metadata"]["annotations"][notes.REASSERTED_AT] = "2026-12-02T09:00:00Z"
+    write, report = same_window(SYNCED, REASSERT, at(9))
+    assert write == ApplyHpa(READ, config, Applied(window.kept, resized=True))
+    assert isinstance(report, Report) and report.reason == "gitops_conflict"
+    assert "argocd (argocd-controller) set hpa shop/web back to 2:5" in report.message
+
+
+def test_a_sync_back_within_the_interval_waits_for_it() -> None:
+    recent = {notes.REASSERTED_AT: "2026-12-02T08:56:00Z"}  # 4 minutes before 09:00
+    synced = managed_hpa(2, 5, writers=("argocd-controller",), extra=recent)
+    assert same_window(synced, REASSERT, at(9)) == [Skip("reassert_later")]
+    assert [type(step) for step in same_window(synced, REASSERT, at(9, 1))] == [ApplyHpa, Report]
+
+
+@pytest.mark.parametrize(
+    ("hpa", "policy"),
+    [
+        (SYNCED, GitopsPolicy("yield")),
+        (managed_hpa(2, 5, writers=("kubectl-edit",)), REASSERT),
+        (managed_hpa(3, 5, writers=("argocd-controller",)), REASSERT),
+        (managed_hpa(2, 5, writers=("argocd-controller", "kubectl-edit")), REASSERT),
+        (managed_hpa(2, 5), REASSERT),
+    ],
+    ids=[
+        "a sync when the policy yields",
+        "a person's change back to the originals",
+        "a tool's change to other values",
+        "a tool's and a person's",
+        "a change no manager owns",
+    ],
+)
+def test_anything_but_a_gitops_sync_under_reassert_stays_an_override(
+    hpa: Hpa, policy: GitopsPolicy
+) -> None:
+    assert same_window(hpa, policy, at(9)) == [Skip("overridden")]
+
+
+def test_a_synced_window_is_on_until_it_ends_and_overridden_when_the_policy_yields() -> None:
+    window = notes.read_window(SYNCED)
+    assert window is not None and synced_back(SYNCED, window) is not None
+    assert revert_reason(window, at(9), None, synced=True) is None
+    assert revert_reason(window, at(18, 1), None, synced=True) == "expired"
+    assert revert_reason(window, at(9), None) == "overridden"
+
+
+@pytest.mark.parametrize(
+    ("stamp", "due"),
+    [
+        (None, True),
+        ("2026-12-02T08:55:00Z", True),
+        ("2026-12-02T08:55:01Z", False),
+        ("yesterday", True),
+        ("2026-12-02T08:58:00", True),  # no offset: cannot be placed, so not trusted
+    ],
+)
+def test_a_reassert_is_due_once_its_interval_passed_since_the_last(
+    stamp: str | None, due: bool
+) -> None:
+    hpa = managed_hpa(2, 5, extra={notes.REASSERTED_AT: stamp} if stamp else None)
+    assert REASSERT.reassert_due(hpa, at(9)) is due

@@ -143,6 +143,10 @@ CLUSTER_TOKEN_FILE, which wins and is re-read, so a rotated Secret needs no rest
 {{- else }}
 - name: RECONCILE_INTERVAL_SECONDS
   value: {{ $settings.reconcileIntervalSeconds | toString | quote }}
+- name: GITOPS_CONFLICTS
+  value: {{ $settings.gitopsConflicts | quote }}
+- name: REASSERT_SECONDS
+  value: {{ $settings.reassertSeconds | toString | quote }}
 {{- end }}
 {{- with $settings.extraEnv }}
 {{ toYaml . }}
