@@ -595,6 +595,21 @@ def test_numbers_out_of_range_name_the_variable_and_its_bounds(
     assert config_error(environ=env(**{name: value})) == f"{name}: {problem}"
 
 
+def test_the_gitops_setting_takes_yield_or_reassert_and_names_them_when_refused() -> None:
+    settings = load_settings("scaling", env(GITOPS_CONFLICTS=" Reassert ", REASSERT_SECONDS="60"))
+    assert (settings.scaling.gitops_conflicts, settings.scaling.reassert_seconds) == (
+        "reassert",
+        60,
+    )
+    assert load_settings("scaling", env()).scaling.gitops_conflicts == "yield"
+    assert config_error(environ=env(GITOPS_CONFLICTS="fight")) == (
+        "GITOPS_CONFLICTS: expected one of yield, reassert, got 5 characters (not shown)"
+    )
+    assert config_error(environ=env(REASSERT_SECONDS="0")) == (
+        "REASSERT_SECONDS: must be from 1 to 86400, got less"
+    )
+
+
 def test_numbers_from_the_environment_are_parsed() -> None:
     settings = load_settings(
         "scaling",
