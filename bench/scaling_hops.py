@@ -1,7 +1,8 @@
 """How many project functions a template's window passes through, from the platform's
-templates GET to the HPA PATCH: one apply cycle against the fake Kubernetes API and the fake
-platform, under `sys.setprofile`, counting each distinct function of the agent's packages
-(and the files they live in) entered until the HPA patch is sent.
+templates GET to the HPA's write (its server-side apply): one apply cycle against the fake
+Kubernetes API and the fake platform, under `sys.setprofile`, counting each distinct
+function of the agent's packages (and the files they live in) entered until that write is
+sent.
 
     python -m bench.scaling_hops [--list]
 
@@ -86,7 +87,7 @@ def main() -> None:
 
 
 def _trace(reconciler: Reconciler, now: datetime) -> set[tuple[str, str]]:
-    """The (file, function) pairs entered from the templates GET until the HPA patch."""
+    """The (file, function) pairs entered from the templates GET until the HPA's write."""
     entered: set[tuple[str, str]] = set()
     state = {"on": False, "done": False}
 
@@ -103,7 +104,8 @@ def _trace(reconciler: Reconciler, now: datetime) -> set[tuple[str, str]]:
             return
         entered.add((file, code.co_qualname))
         path = str(frame.f_locals.get("path", ""))
-        if file == "kube/api.py" and code.co_name == "patch" and "horizontalpodautoscalers" in path:
+        writes = code.co_name in ("patch", "apply")
+        if file == "kube/api.py" and writes and "horizontalpodautoscalers" in path:
             state["done"] = True
 
     sys.setprofile(profile)
@@ -112,7 +114,7 @@ def _trace(reconciler: Reconciler, now: datetime) -> set[tuple[str, str]]:
     finally:
         sys.setprofile(None)
     if not state["done"]:
-        raise SystemExit("the cycle never patched the HPA")
+        raise SystemExit("the cycle never wrote the HPA")
     return entered
 
 
