@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -284,16 +286,17 @@ def test_a_sync_is_undone_at_most_once_per_interval_when_the_agent_reasserts(
     assert {OURS} & {name.split("/")[0] for name in entries(after)} == set()
 
 
-def test_a_persons_change_during_the_window_stays_overridden_when_the_agent_reasserts(
-    scene_of: Callable[[str], Scene],
+def test_a_persons_kubectl_edit_during_the_window_stays_overridden_when_the_agent_reasserts(
+    scene_of: Callable[[str], Scene], kubectl_binary: Path, tmp_path: Path
 ) -> None:
     scene = scene_of("reassert")
     ArgoCd(scene.plane).sync(scene.declared(annotations=ARGO_TRACKING))
     scene.start()
     scene.open_window()
     scene.kill()
-    edit = {"spec": {"minReplicas": 3}}
-    scene.plane.patch(*HPA, scene.ns, "web", edit, fieldManager="kubectl-edit")
+    Kubectl(kubectl_binary, scene.plane, tmp_path).edit(
+        scene.ns, "web", "minReplicas: 4", "minReplicas: 3"
+    )
     scene.start()
     wait_until(lambda: len(events_of(scene.platform, "revert")) == 1, timeout=30)
     [revert] = events_of(scene.platform, "revert")
@@ -422,12 +425,27 @@ class Kubectl:
     def apply(self, obj: dict[str, Any]) -> None:
         manifest = self.folder / f"{obj['metadata']['name']}.json"
         manifest.write_text(json.dumps(obj))
+        self._run("apply", "-f", str(manifest))
+
+    def edit(self, namespace: str, name: str, old: str, new: str) -> None:
+        """`kubectl edit` of an HPA by a person whose editor replaces `old` with `new`."""
+        editor = self.folder / "editor.py"
+        editor.write_text(
+            "import pathlib, sys\n"
+            "page = pathlib.Path(sys.argv[1])\n"
+            f"page.write_text(page.read_text().replace({old!r}, {new!r}))\n"
+        )
+        self._run("edit", "-n", namespace, "hpa", name, editor=f"{sys.executable} {editor}")
+
+    def _run(self, *args: str, editor: str | None = None) -> None:
+        env = {**os.environ, **({"KUBE_EDITOR": editor} if editor else {})}
         done = subprocess.run(
-            [str(self.binary), "--kubeconfig", str(self.config), "apply", "-f", str(manifest)],
+            [str(self.binary), "--kubeconfig", str(self.config), *args],
             capture_output=True,
             text=True,
             timeout=COMMAND_TIMEOUT,
             check=False,
+            env=env,
         )
         assert done.returncode == 0, done.stderr
 
