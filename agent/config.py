@@ -54,7 +54,7 @@ from agent.values import Raw, describe
 from collector.leader import LeaseSettings
 from collector.settings import CollectorSettings, DiscoverySettings, FilterSettings
 from kube.api import DEADLINE_SECONDS as KUBE_DEADLINE_SECONDS
-from scheduler.gitops import Conflicts
+from scheduler.gitops import CONFLICTS, Conflicts
 from shipper.client import ApiSettings, checked_base_url, shown_url
 from shipper.outbox import Bounds
 from shipper.shipper import ShipperSettings
@@ -425,7 +425,7 @@ SETTINGS: tuple[Setting, ...] = (
         "scaling.gitops_conflicts",
         "GITOPS_CONFLICTS",
         "gitops_conflicts",
-        values.choice("yield", "reassert"),
+        values.choice(*CONFLICTS),
     ),
     # reassert: the least time between two re-asserts of one window
     Setting("scaling.reassert_seconds", "REASSERT_SECONDS", "reassert_seconds", _REASSERT_PERIOD),

@@ -182,7 +182,7 @@ class Window:
 
     def ended(self, now: datetime) -> bool:
         """Whether `run_until` has passed; an unreadable one has (it cannot be trusted)."""
-        end = _instant(self.run_until)
+        end = instant(self.run_until)
         return end is None or now >= end
 
     def annotations(self, originals: Originals) -> dict[str, str | None]:
@@ -287,7 +287,8 @@ def journalled_replicas(labels: Mapping[str, str]) -> int | None:
     return replicas if replicas is not None and replicas >= 0 else None
 
 
-def _instant(text: str) -> datetime | None:
+def instant(text: str) -> datetime | None:
+    """An RFC 3339 instant with its offset; None for text that is not one."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

@@ -25,7 +25,7 @@ from typing import Literal
 
 from kube.workloads import Hpa
 from scheduler import ownership
-from scheduler.annotations import REASSERTED_AT, Window
+from scheduler.annotations import REASSERTED_AT, Window, instant
 from scheduler.kubeapi import FIELD_MANAGER
 
 Conflicts = Literal["yield", "reassert"]
@@ -35,6 +35,9 @@ TOOLS = frozenset({"argocd", "flux", "helm"})
 
 @dataclass(frozen=True, slots=True)
 class GitopsPolicy:
+    """What a GitOps sync during a window does (the settings `GITOPS_CONFLICTS` and
+    `REASSERT_SECONDS`)."""
+
     conflicts: Conflicts = "yield"
     reassert_seconds: float = 300.0
 
@@ -44,7 +47,7 @@ class GitopsPolicy:
 
     def reassert_due(self, hpa: Hpa, now: datetime) -> bool:
         """Whether `reassert_seconds` have passed since the window was last applied again."""
-        last = _instant(hpa.metadata.annotations.get(REASSERTED_AT))
+        last = instant(hpa.metadata.annotations.get(REASSERTED_AT) or "")
         return last is None or now - last >= timedelta(seconds=self.reassert_seconds)
 
 
@@ -70,13 +73,3 @@ def synced_back(hpa: Hpa, window: Window) -> ownership.ManagedBy | None:
     if not writers or any(ownership.tool_of(writer) not in TOOLS for writer in writers):
         return None
     return ownership.classify([hpa.metadata], writers)
-
-
-def _instant(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return moment if moment.utcoffset() is not None else None
