@@ -26,8 +26,7 @@ from urllib.parse import quote
 
 from kube.workloads import Hpa
 from scheduler.actions import Action
-from scheduler.kubeapi import FIELD_MANAGER
-from scheduler.ownership import Owners
+from scheduler.ownership import Owners, holds_entry
 from scheduler.window import ActiveWindow
 
 PREFIX = "scaling.moonin.app/"
@@ -245,8 +244,7 @@ def hand_back_pending(hpa: Hpa) -> bool:
     meta = hpa.metadata
     if meta.annotations.get(MANAGED) == TRUE:
         return False
-    ours = any(entry.manager == FIELD_MANAGER for entry in meta.managed_fields)
-    return ours or ORIGINAL_MANAGERS in meta.annotations
+    return holds_entry(meta) or ORIGINAL_MANAGERS in meta.annotations
 
 
 def managed_hash(template_id: str, action_id: str, window_start: str, low: int, high: int) -> str:

@@ -26,7 +26,6 @@ from typing import Literal
 from kube.workloads import Hpa
 from scheduler import ownership
 from scheduler.annotations import REASSERTED_AT, Window, instant
-from scheduler.kubeapi import FIELD_MANAGER
 
 Conflicts = Literal["yield", "reassert"]
 CONFLICTS: tuple[Conflicts, ...] = ("yield", "reassert")
@@ -64,12 +63,7 @@ def synced_back(hpa: Hpa, window: Window) -> ownership.ManagedBy | None:
     original = (1 if kept.min_replicas is None else kept.min_replicas, kept.max_replicas)
     if hpa.spec.bounds != original:
         return None
-    writers = {
-        entry.manager
-        for entry in hpa.metadata.managed_fields
-        if entry.manager != FIELD_MANAGER
-        and any(ownership.owns(entry, name) for name in ownership.BOUNDS)
-    }
+    writers = set(ownership.owners_of(hpa.metadata).managers)
     if not writers or any(ownership.tool_of(writer) not in TOOLS for writer in writers):
         return None
     return ownership.classify([hpa.metadata], writers)

@@ -27,7 +27,7 @@ from kube.workloads import Deployment, Hpa
 from scheduler import annotations as notes
 from scheduler import ownership
 from scheduler.cycle import Cycle
-from scheduler.kubeapi import FIELD_MANAGER, Obj
+from scheduler.kubeapi import Obj
 
 ATTEMPTS = 3
 REPLICAS = ("replicas",)
@@ -82,7 +82,7 @@ def deployment_replicas(cycle: Cycle, deployment: Deployment, before: ownership.
 
 
 def _ours(obj: Hpa | Deployment) -> bool:
-    return any(entry.manager == FIELD_MANAGER for entry in obj.metadata.managed_fields)
+    return ownership.holds_entry(obj.metadata)
 
 
 def _retried(

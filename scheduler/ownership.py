@@ -114,11 +114,9 @@ def owns(entry: ManagedFieldsEntry, name: str) -> bool:
     return not entry.subresource and isinstance(spec, dict) and f"f:{name}" in spec
 
 
-def managers_of(meta: ObjectMeta, name: str) -> list[str]:
-    """The managers (ours left out) owning the object's `spec.<name>`."""
-    return sorted(
-        {e.manager for e in meta.managed_fields if e.manager != FIELD_MANAGER and owns(e, name)}
-    )
+def holds_entry(meta: ObjectMeta) -> bool:
+    """Whether any managedFields entry of the object is ours."""
+    return any(entry.manager == FIELD_MANAGER for entry in meta.managed_fields)
 
 
 def owners_of(
@@ -196,7 +194,8 @@ def target_managed_by(
     is; a provisional HPA's: its Deployment's replicas)."""
     metas = [hpa] if deployment is None else [hpa, deployment]
     if provisional:
-        managers = [] if deployment is None else managers_of(deployment, "replicas")
+        replicas = None if deployment is None else owners_of(deployment, fields=("replicas",))
+        managers = [] if replicas is None else replicas.managers
     else:
         managers = (noted or owners_of(hpa)).managers
     return classify(metas, managers)
