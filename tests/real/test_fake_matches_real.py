@@ -431,6 +431,15 @@ def _managed_view(answer: httpx.Response, ordinals: dict[str, str]) -> dict[str,
         return {"code": answer.status_code, **body}
     metadata = body["metadata"]
     version = str(metadata["resourceVersion"])
+    # In the order of their identities: the servers sort entries by time in whole seconds,
+    # and two writes a second boundary apart on one server may share a second on the other.
+    # (tests/fake holds the fake to upstream's order.)
+    ordered = sorted(
+        metadata.get("managedFields") or (),
+        key=lambda entry: tuple(
+            str(entry.get(key) or "") for key in ("operation", "manager", "subresource")
+        ),
+    )
     entries = [
         {
             "manager": entry.get("manager"),
@@ -441,7 +450,7 @@ def _managed_view(answer: httpx.Response, ordinals: dict[str, str]) -> dict[str,
             "time": entry["time"] if entry.get("time") in SENT_TIMES else "time" in entry,
             "fields": _field_paths(entry.get("fieldsV1") or {}),
         }
-        for entry in metadata.get("managedFields") or ()
+        for entry in ordered
     ]
     return {
         "code": answer.status_code,
