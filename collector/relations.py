@@ -57,6 +57,10 @@ _Key = tuple[str, str]  # (namespace, name)
 _HpaLink = tuple[str | None, int | None, int | None]  # (target Deployment, min, max)
 _RsEntry = tuple[str, int | None, str | None]  # (Deployment, revision number, created)
 
+# Current revisions remembered (each asked for a Deployment's record and again for each of
+# its revision records, one after the other): a few, the most recent.
+_CURRENT_MEMO = 64
+
 _encode_labels = msgspec.msgpack.Encoder().encode
 _decode_labels = msgspec.msgpack.Decoder(dict[str, str]).decode
 
@@ -74,6 +78,9 @@ class Relations:
         self._hpas: dict[_Key, _HpaLink] = {}
         self._hpas_of: dict[_Key, set[str]] = defaultdict(set)
         self._cronjob_of: dict[_Key, str] = {}
+        # Deployment -> its current revision, as the table says now (see `_current`).
+        self._currents: dict[_Key, RevisionRef | None] = {}
+        self._currents_rollbacks = self._store.rollbacks
         self._observers: dict[str, Callable[[Any], set[str]]] = {
             "Service": self._observe_service,
             "HorizontalPodAutoscaler": self._observe_hpa,
@@ -213,7 +220,15 @@ class Relations:
                 current.number,
                 current.replicaset,
             )
-            return {f"{namespace}/{entry[0]}"} if ahead else set()
+            if not ahead:
+                return set()
+            self._remember_current(
+                (namespace, entry[0]),
+                RevisionRef(replicaset=replicaset[1], number=entry[1] or 0, created_at=entry[2]),
+            )
+            return {f"{namespace}/{entry[0]}"}
+        for deployment in deployments:
+            self._currents.pop((namespace, deployment), None)
         if entry is None:
             self._store.execute(
                 "DELETE FROM replicasets WHERE namespace = ? AND name = ?", replicaset
@@ -266,15 +281,32 @@ class Relations:
     # -- helpers (lock held) ------------------------------------------------------------
 
     def _current(self, deployment: _Key) -> RevisionRef | None:
+        """Remembered for the few Deployments asked last; every write to the table that
+        may change a Deployment's answer forgets or replaces it (`_set_replicaset`), and a
+        rollback of the store's writes forgets them all."""
+        if self._currents_rollbacks != self._store.rollbacks:
+            self._currents.clear()
+            self._currents_rollbacks = self._store.rollbacks
+        if deployment in self._currents:
+            return self._currents[deployment]
         found = self._store.rows(CURRENT_REVISION, deployment)
-        if not found:
-            return None
-        ((name, number, created),) = found
-        return RevisionRef(
-            replicaset=str(name),
-            number=int(number or 0),  # type: ignore[call-overload]
-            created_at=None if created is None else str(created),
-        )
+        current = None
+        if found:
+            ((name, number, created),) = found
+            current = RevisionRef(
+                replicaset=str(name),
+                number=int(number or 0),  # type: ignore[call-overload]
+                created_at=None if created is None else str(created),
+            )
+        self._remember_current(deployment, current)
+        return current
+
+    def _remember_current(self, deployment: _Key, current: RevisionRef | None) -> None:
+        currents = self._currents
+        currents.pop(deployment, None)
+        if len(currents) >= _CURRENT_MEMO:
+            del currents[next(iter(currents))]  # the one remembered longest ago
+        currents[deployment] = current
 
     @staticmethod
     def _drop(index: dict[Any, dict[str, Any]], outer: Any, inner: str) -> None:

@@ -169,6 +169,8 @@ class StateStore:
     def __init__(self, path: Path | None = None) -> None:
         self.lock = threading.RLock()
         self._rolled_back = False
+        self.rollbacks = 0
+        """How many times writes were rolled back: what remembers rows compares it."""
         self._guarded = _Guarded(self)
         if path is None:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
@@ -272,6 +274,7 @@ class StateStore:
             with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
                 self._db.rollback()
             self._rolled_back = True
+            self.rollbacks += 1
 
     def close(self) -> None:
         with self.lock:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import random
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from collector.model import ObjectMeta
 from collector.normalize.base import HpaRef, Lookups, RevisionRef
@@ -252,7 +256,8 @@ def test_other_kinds_are_ignored_and_forgetting_is_complete() -> None:
     rel.observe("ReplicaSet", replicaset("web-1", "web", "1"))
     rel.forget("ReplicaSet", gone("web-1"))
     # No empty buckets are left behind by churn.
-    kept = ("_lock", "_observers", "_store")
+    # The current revisions remembered are a few at most, whatever the churn.
+    kept = ("_lock", "_observers", "_store", "_currents")
     assert not any(vars(rel)[name] for name in vars(rel) if name not in kept)
     assert not any(store.rows(f"SELECT 1 FROM {table}") for table in RELATION_TABLES)
 
@@ -267,3 +272,48 @@ def test_a_new_term_starts_from_empty_indexes_in_a_store_that_outlived_the_last(
     assert second.current_revision("shop", "web") is None
     assert second.deployment_of_replicaset("shop", "web-1") is None
     assert second.observe("Service", service("web", {"app": "web"})) == set()
+
+
+def _current_in_table(store: StateStore, deployment: str) -> RevisionRef | None:
+    found = store.rows(CURRENT_REVISION, ("shop", deployment))
+    if not found:
+        return None
+    ((name, number, created),) = found
+    return RevisionRef(replicaset=str(name), number=int(number or 0), created_at=created)  # type: ignore[call-overload,arg-type]
+
+
+def test_the_remembered_current_revision_always_says_what_the_table_says() -> None:
+    """Current revisions are remembered for the Deployments asked last: after every change
+    (new, renumbered, adopted, orphaned and gone ReplicaSets, more Deployments than are
+    remembered) each answer still equals the table's."""
+    rng = random.Random(26)
+    store = StateStore()
+    rel = Relations(store)
+    deployments = [f"app{n}" for n in range(90)]
+    for _ in range(3000):
+        name = f"rs{rng.randrange(300)}"
+        if rng.random() < 0.2:
+            rel.forget("ReplicaSet", gone(name))
+        else:
+            owner = rng.choice([*deployments, None])
+            revision = rng.choice([None, *(str(n) for n in range(1, 8))])
+            rel.observe("ReplicaSet", replicaset(name, owner, revision))
+        for deployment in rng.sample(deployments, 3):
+            assert rel.current_revision("shop", deployment) == _current_in_table(store, deployment)
+
+
+def test_a_rolled_back_store_is_asked_again_for_current_revisions(tmp_path: Path) -> None:
+    """A full disk rolls the store's uncommitted writes back: what was remembered of them
+    goes too."""
+    store = StateStore(tmp_path / "state.sqlite")
+    rel = Relations(store)
+    store.commit()
+    rel.observe("ReplicaSet", replicaset("web-1", "web", "1"))
+    assert rel.current_revision("shop", "web") == RevisionRef(replicaset="web-1", number=1)
+    (pages,) = store.rows("PRAGMA page_count")[0]
+    store.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLITE_FULL
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for number in range(500):
+            rel.observe("ReplicaSet", replicaset(f"other-{number}", "other", "1" * 200))
+    assert store.rolled_back
+    assert rel.current_revision("shop", "web") is None
