@@ -11,7 +11,7 @@ indexes and normalizer state change one object at a time without a lock.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -217,17 +217,24 @@ class SourceSink(Generic[T]):
             records.append(upsert(kind, kept.meta, kept.data, key=record_key))
         return records
 
-    def rebuild(self, key: str) -> None:
+    def take_held(self, keys: list[str]) -> dict[str, bytes]:
+        """The held objects among `keys`, encoded and forgotten by the store: what
+        `rebuild` is handed for them, taken in one statement."""
+        if self.source.held is None or self.source.keep is Keep.OBJECTS:
+            return {}  # it holds nothing in the store
+        return self._held.pop_many(self._name, keys)
+
+    def rebuild(self, key: str, held: Mapping[str, bytes]) -> None:
         """Send the object's record again, its relation fields decided anew; a held
-        object's records are built for the first time."""
+        object's records (`held`: from `take_held`) are built for the first time."""
         if self.source.keep is Keep.OBJECTS:
             obj = self.objects.get(key)
             if obj is not None:
                 self._release(obj)
             return
-        held = self._held.pop(self._name, key)
-        if held is not None:
-            self._release(self._decode_held(held))
+        encoded = held.get(key)
+        if encoded is not None:
+            self._release(self._decode_held(encoded))
             return
         relink = self.source.relink
         if relink is None:

@@ -499,13 +499,15 @@ class HeldObjects:
             (source, source_key, encoded),
         )
 
-    def pop(self, source: str, source_key: str) -> bytes | None:
-        """The held object, forgotten; None when none is held."""
+    def pop_many(self, source: str, source_keys: Iterable[str]) -> dict[str, bytes]:
+        """The held objects among those keys, forgotten: one statement, the keys going in as
+        one JSON array (see `SentFingerprints.get_many`)."""
         found = self._store.rows(
-            f"DELETE FROM {_HELD} WHERE source = ? AND source_key = ? RETURNING object",
-            (source, source_key),
+            f"DELETE FROM {_HELD} WHERE source = ?"
+            " AND source_key IN (SELECT value FROM json_each(?)) RETURNING source_key, object",
+            (source, msgspec.json.encode(list(source_keys)).decode()),
         )
-        return found[0][0] if found else None  # type: ignore[return-value]
+        return {str(key): encoded for key, encoded in found}  # type: ignore[misc]
 
     def discard(self, source: str, source_key: str) -> None:
         self._store.execute(

@@ -300,7 +300,7 @@ def test_a_deployment_marked_stale_many_times_in_one_drain_is_rebuilt_once(
         rebuilt: list[str] = []
         sink = collector.sinks[resources.DEPLOYMENTS]
         rebuild = sink.rebuild
-        sink.rebuild = lambda key: (rebuilt.append(key), rebuild(key))[-1]  # type: ignore[method-assign]
+        sink.rebuild = lambda key, held: (rebuilt.append(key), rebuild(key, held))[-1]  # type: ignore[method-assign]
         web = objects.deployment(name="web", namespace="shop")
         collector.processor.process(Applied(resources.DEPLOYMENTS, _decoded(Deployment, web)))
         for name in ("web", "web-canary", "web-admin"):  # three Services now select it

@@ -115,7 +115,7 @@ def test_a_store_of_schema_2_is_migrated_in_place_with_every_record_it_remembere
     assert store.pods.counts("shop/web-1") == (1, 1)
     assert store.events.known("shop/oom.1")
     assert store.get_mark("lease_transitions") == "3"
-    assert store.held.pop("deployments", "shop/held") is None  # one term's, never carried
+    assert store.held.pop_many("deployments", ["shop/held"]) == {}  # one term's, never carried
     ((held,),) = store.rows("SELECT sql FROM sqlite_master WHERE name = 'held'")
     assert "WITHOUT ROWID" not in str(held)  # its rows are large
     store.close()
@@ -210,6 +210,19 @@ def test_forgetting_fingerprints_keeps_what_objects_produced_and_drops_the_rest(
     assert store.produced.keys_of_kind("deployment") == ["shop/web"]
     assert store.produced.keys_of_kind("service") == ["shop/web"]
     assert records(store) == 2
+
+
+def test_held_objects_are_taken_out_many_at_a_time_and_only_once() -> None:
+    store = StateStore()
+    for name in ("a", "b", "c"):
+        store.held.put("deployments", f"shop/{name}", name.encode())
+    store.held.put("replicasets", "shop/a", b"rs")  # another source's, under the same key
+    taken = store.held.pop_many("deployments", ["shop/a", "shop/c", "shop/never-held"])
+    assert taken == {"shop/a": b"a", "shop/c": b"c"}
+    assert store.held.pop_many("deployments", ["shop/a", "shop/c"]) == {}
+    assert store.held.missing("deployments", frozenset()) == {"shop/b"}
+    assert store.held.pop_many("replicasets", ["shop/a"]) == {"shop/a": b"rs"}
+    assert store.held.pop_many("deployments", []) == {}
 
 
 def test_snapshot_parts_stay_under_the_byte_budget_and_keep_every_key() -> None:
