@@ -10,7 +10,8 @@ wraps the network backend of every connection pool of the client, so each connec
 write and TLS handshake waits at most until the deadline (an operation that would start
 after it fails at once as a timeout), and its socket is under `Deadline.guard`: a watchdog
 thread shuts the socket down when the deadline passes (or on `cancel()`), so a reader
-blocked in `recv` wakes up with an error.
+blocked in `recv` wakes up with an error. The same wrapper has each read take what has
+already arrived behind it (`runtime.socket_reads`).
 
 Callers ask `Deadline.expired` when a call failed, and `Deadline.interrupted` when it seemed
 to succeed (a shut-down socket can look like the end of a body), and report "deadline
@@ -43,6 +44,8 @@ from typing import Any
 
 import httpcore
 import httpx
+
+from runtime import socket_reads
 
 _current: ContextVar[Deadline | None] = ContextVar("moonin_deadline", default=None)
 
@@ -245,12 +248,23 @@ def _cap(deadline: Deadline, timeout: float | None, error: type[Exception]) -> f
 
 
 class _GuardedStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+    def __init__(self, inner: httpcore.NetworkStream, *, layers: int = 0) -> None:
+        """`layers`: how many TLS layers `inner` has (a TLS connection through an HTTPS
+        proxy has two)."""
         self._inner = inner
+        self._layers = layers
         self._sock: socket.socket | None = inner.get_extra_info("socket")
+        # Bytes already arrived are taken from the socket only where reading the socket
+        # is reading the stream: a plain one, or one TLS layer (the socket is then an
+        # SSLSocket). The inner layer of TLS in TLS decrypts through a buffer of its own,
+        # and the socket under it carries the outer layer's records.
+        self._gathers = self._sock is not None and layers <= 1
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, self._guarded(timeout, httpcore.ReadTimeout))
+        data = self._inner.read(max_bytes, self._guarded(timeout, httpcore.ReadTimeout))
+        if not self._gathers or self._sock is None:
+            return data
+        return socket_reads.arrived(self._sock, data, max_bytes)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, self._guarded(timeout, httpcore.WriteTimeout))
@@ -275,7 +289,9 @@ class _GuardedStream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         capped = _capped(timeout, httpcore.ConnectTimeout)
-        return _GuardedStream(self._inner.start_tls(ssl_context, server_hostname, capped))
+        return _GuardedStream(
+            self._inner.start_tls(ssl_context, server_hostname, capped), layers=self._layers + 1
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
