@@ -12,6 +12,9 @@ from collections.abc import Iterable, Mapping
 
 from kube import globs
 
+# Namespaces whose judgement is remembered (Kubernetes supports 10,000 in a cluster).
+_NAMESPACES_JUDGED = 16_384
+
 
 class Filters:
     """Built once from the settings; `skip` is asked for every object before normalizing."""
@@ -25,6 +28,9 @@ class Filters:
         self._namespaces = _patterns(ignore_namespaces)
         self._rules = globs.ResourceGlobs(ignore_resources)
         self._node_labels = tuple(ignore_node_labels)
+        # Namespace -> ignored: a cluster's objects live in a few namespaces, so the globs
+        # are matched once per namespace, not once per object.
+        self._judged: dict[str, bool] = {}
 
     @property
     def ignored_node_labels(self) -> tuple[str, ...]:
@@ -37,9 +43,18 @@ class Filters:
         ignored namespace disappears from the inventory as well as its contents.
         """
         scope = name if kind == "namespace" else namespace
-        if scope is not None and any(p.fullmatch(scope) for p in self._namespaces):
+        if scope is not None and self._ignored_namespace(scope):
             return True
-        return self._rules.matches(kind, namespace, name)
+        return bool(self._rules) and self._rules.matches(kind, namespace, name)
+
+    def _ignored_namespace(self, namespace: str) -> bool:
+        judged = self._judged.get(namespace)
+        if judged is None:
+            if len(self._judged) >= _NAMESPACES_JUDGED:
+                self._judged.clear()  # more namespaces than any cluster has: start again
+            judged = any(p.fullmatch(namespace) for p in self._namespaces)
+            self._judged[namespace] = judged
+        return judged
 
 
 def without_keys(labels: Mapping[str, str], ignored: Iterable[str]) -> dict[str, str]:

@@ -22,6 +22,22 @@ def test_ignored_namespaces_exact_and_glob() -> None:
     assert not filters.skip("namespace", None, "shop")
 
 
+def test_namespace_judgements_stay_right_past_the_number_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each namespace's judgement is remembered, a bounded number of them: asked for more
+    namespaces than that, and again, every answer is still the globs' own."""
+    monkeypatch.setattr("collector.filters._NAMESPACES_JUDGED", 8)
+    filters = Filters(ignore_namespaces=("kube-*", "team-?"))
+    names = [f"team-{n}" for n in range(12)] + [f"kube-{n}" for n in range(12)] + ["shop"]
+    for _ in range(3):
+        for name in names:
+            expected = name.startswith("kube-") or len(name) == len("team-0")
+            assert filters.skip("deployment", name, "web") is expected, name
+            assert filters.skip("namespace", None, name) is expected, name
+    assert len(filters._judged) <= 8
+
+
 def test_kind_and_name_glob_matches_any_namespace_and_cluster_scope() -> None:
     filters = Filters(ignore_resources=("deployment/canary-*", "node/spot-*"))
     assert filters.skip("deployment", "shop", "canary-web")
