@@ -388,7 +388,7 @@ def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
                 pending.clear()
             else:
                 line = chunk[start:end]
-            if line.strip():
+            if line and not line.isspace():  # no copy of the line to ask
                 yield line
             start = end + 1
         pending += chunk[start:]
@@ -397,7 +397,7 @@ def _split_lines(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
                 f"GET {path}: a watch event over {describe_size(ANSWER_LIMIT)}",
                 limit=ANSWER_LIMIT,
             )
-    if pending.strip():
+    if pending and not pending.isspace():
         raise KubeError(f"GET {path}: the stream ended inside an event ({len(pending)} bytes)")
 
 
