@@ -258,13 +258,13 @@ class _GuardedStream(httpcore.NetworkStream):
         # is reading the stream: a plain one, or one TLS layer (the socket is then an
         # SSLSocket). The inner layer of TLS in TLS decrypts through a buffer of its own,
         # and the socket under it carries the outer layer's records.
-        self._gathers = self._sock is not None and layers <= 1
+        self._gathered_from = self._sock if layers <= 1 else None
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._inner.read(max_bytes, self._guarded(timeout, httpcore.ReadTimeout))
-        if not self._gathers or self._sock is None:
+        if self._gathered_from is None:
             return data
-        return socket_reads.arrived(self._sock, data, max_bytes)
+        return socket_reads.arrived(self._gathered_from, data, max_bytes)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, self._guarded(timeout, httpcore.WriteTimeout))

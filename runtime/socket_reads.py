@@ -10,8 +10,8 @@ at most `GATHERED_BYTES`: reading the default bench cluster's 494 MB of pods fel
 
 Only bytes that have arrived are taken: the socket is put in non-blocking mode for them and
 given back its timeout. A read that would wait, the end of the stream or an error ends the
-gathering, and what was gathered is returned: the end or the error comes again with the
-next read, which the caller makes as before.
+gathering, and what was gathered is returned: the next read, which the caller makes as
+before, meets the end, or the error (or the end a broken connection leaves).
 """
 
 from __future__ import annotations
