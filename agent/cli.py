@@ -158,12 +158,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from agent import config, preview
+    from agent import config, heap, preview
 
     try:
         settings = config.load_collection_settings(os.environ, config_file=args.config)
     except config.ConfigError as exc:
         return _fail(str(exc))
+    heap.tune()  # it decodes a whole cluster in bulk, as a warm-up does
     return preview.preview(settings, kubeconfig=args.kubeconfig, context=args.context)
 
 

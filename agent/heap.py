@@ -9,7 +9,9 @@ CPU: 27.4 s with the defaults, 25.0 s with these, 1,826 young collections became
 the running agent, whose CPU varies by a tenth from run to run here, three alternated
 pairs did not show it (25.3 s without, 26.1 s with, on average; peak RSS within 2 MiB).
 The decoded trees hold no reference cycles, so a larger young generation only delays
-freeing the rare cycles by a moment.
+freeing the rare cycles by a moment. `moonin-agent preview` lists a whole cluster the same
+way and sets them too: counted in instructions (`bench/instructions.py`), 2% less for the
+`--small` cluster's listing.
 
 The objects alive once the agent is configured (modules, classes, settings) live as long as
 the process: `freeze` moves them out of the generations so that no collection walks them.
