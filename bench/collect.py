@@ -860,8 +860,8 @@ def positive(text: str) -> float:
     return value
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_size_arguments(parser: argparse.ArgumentParser, *, default_scale: str) -> None:
+    """`--small` and `--scale F`: the synthetic cluster's size (`size_factor`)."""
     parser.add_argument(
         "--small", action="store_true", help=f"1/{SMALL_DIVISOR} of the sizes (a quick run)"
     )
@@ -870,9 +870,23 @@ def parse_args() -> argparse.Namespace:
         type=positive,
         default=None,
         metavar="F",
-        help=f"multiply every size by F (with --small too: they multiply; default 1, or "
-        f"{REAL_SCALE} with --real)",
+        help=f"multiply every size by F (with --small too: they multiply; default {default_scale})",
     )
+
+
+def size_factor(scale: float, *, small: bool) -> float:
+    """What `--scale` and `--small` multiply the full sizes by."""
+    return scale / (SMALL_DIVISOR if small else 1)
+
+
+def synthetic_sizes(factor: float) -> dict[str, int]:
+    """The generator's sizes (`SyntheticSpec`'s fields) at `factor` times the full ones."""
+    return {name: max(1, round(value * factor)) for name, value in FULL_SIZES.items()}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_size_arguments(parser, default_scale=f"1, or {REAL_SCALE} with --real")
     parser.add_argument(
         "--real",
         action="store_true",
@@ -916,6 +930,16 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def expected_records(counts: dict[str, int]) -> int:
+    """At least this many records from a first full list (`Cluster.counts`'s objects)."""
+    return sum(counts.get(name, 0) for name in ONE_RECORD_EACH) + counts[HELM_RELEASES]
+
+
+def listed_objects(counts: dict[str, int]) -> int:
+    """The objects of the kinds the agent lists."""
+    return expected_records(counts) + sum(counts.get(name, 0) for name in LISTED_OTHERWISE)
+
+
 def start_platform(scratch: Path) -> Served:
     argv = ["sandbox.platform", "--port", "0", "--token", TOKEN]
     argv += ["--project-id", PROJECT_ID, "--cluster-id", CLUSTER_ID]
@@ -929,8 +953,7 @@ def measure(
     platform = start_platform(scratch)
     try:
         counts = kube.counts()
-        expected = sum(counts.get(name, 0) for name in ONE_RECORD_EACH) + counts[HELM_RELEASES]
-        listed = expected + sum(counts.get(name, 0) for name in LISTED_OTHERWISE)
+        expected, listed = expected_records(counts), listed_objects(counts)
         print(
             f"{kube.name}: {listed} objects of the kinds the agent lists; at least {expected} "
             f"records expected; {until.informers} informers",
@@ -1116,9 +1139,8 @@ COMPARED = (
 
 def main() -> None:
     args = parse_args()
-    default = REAL_SCALE if args.real else 1.0
-    factor = (args.scale or default) / (SMALL_DIVISOR if args.small else 1)
-    sizes = {name: max(1, round(value * factor)) for name, value in FULL_SIZES.items()}
+    factor = size_factor(args.scale or (REAL_SCALE if args.real else 1.0), small=args.small)
+    sizes = synthetic_sizes(factor)
     spec = SyntheticSpec(**sizes, heavy=args.heavy)
     informers = informer_count()
     until = Until(informers=informers, quiet=args.quiet_seconds, timeout=args.timeout)

@@ -1,0 +1,193 @@
+"""Instructions a one-shot listing of the synthetic cluster costs: the warm-up's CPU, counted.
+
+CPU seconds on a shared machine move by a quarter to a third between identical runs, and by
+more between days (the default cluster's warm-up took 14.3 s of CPU one day and about 34 s
+another, the code unchanged), so two commits compare in seconds only within one sitting
+and over several runs. Instruction counts do not move: valgrind's cachegrind counts every
+instruction the process executes, the same to within a few parts in ten thousand from run
+to run once the hash seed is fixed. One run of each commit is a comparison.
+
+What is counted: `moonin-agent preview` (the collector listing every resource once and
+building every record, as a warm-up does, on one thread; no outbox, no shipper, the garbage
+collector at its defaults) against the fake API serving the synthetic cluster (`python -m
+sandbox.kube --synthetic`, sized as `bench/collect.py` sizes it), with its records thrown
+away. Then the interpreter starting and importing `agent.cli` and `agent.preview` only:
+`listing` is `total` minus `imports`. Under valgrind the process runs about 40 times slower:
+`--small` takes about two minutes, the default cluster about fifteen.
+
+`--against REV` counts another commit too, in parallel, against the same fake cluster: it
+is checked out in a scratch worktree and run from its own sources (first on PYTHONPATH; the
+dependencies are the ones installed here), and the change from it to this checkout is
+printed last.
+
+How it fails: without valgrind, or with a REV git cannot check out, it says so and exits 2;
+a listing that fails shows its log's last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from clusters import FakeCluster, tail
+from collect import add_size_arguments, child_env, listed_objects, size_factor, synthetic_sizes
+
+from sandbox.kube.synthetic import SyntheticSpec
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+IMPORTS = "import agent.cli, agent.preview"
+_INSTRUCTIONS = re.compile(rb"I\s+refs:\s+([\d,]+)")
+_RECORDS = re.compile(rb'"records": (\d+)')
+
+
+@dataclass(frozen=True)
+class Counted:
+    commit: str
+    total: int
+    imports: int
+    listing: int
+    records: int
+    listing_per_1k_objects: int
+
+
+class Checkout:
+    """One commit's sources and the two processes counted on them."""
+
+    def __init__(self, name: str, root: Path, scratch: Path) -> None:
+        self.name = name
+        self.root = root
+        self.scratch = scratch / name
+        self.scratch.mkdir()
+        changed = git(root, "status", "--porcelain", "--untracked-files=no")
+        self.commit = git(root, "rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+        self.env = child_env({"PYTHONPATH": str(root), "PYTHONHASHSEED": "0"})
+        where = subprocess.run(
+            [sys.executable, "-c", "import agent; print(agent.__file__)"],
+            env=self.env,
+            cwd=self.scratch,  # not a checkout: the current directory comes first on the path
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if not Path(where).resolve().is_relative_to(root.resolve()):
+            raise SystemExit(f"{name}: `agent` imports from {where}, not from {root}")
+
+    def start(self, what: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """`python argv` under cachegrind; its log and stderr in the scratch directory."""
+        log = self.scratch / f"{what}.valgrind"
+        command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
+        command += ["--cachegrind-out-file=/dev/null", f"--log-file={log}", sys.executable]
+        with (self.scratch / f"{what}.stderr").open("wb") as stderr:
+            return subprocess.Popen(
+                command + argv,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.scratch,
+            )
+
+    def instructions(self, what: str, process: subprocess.Popen[bytes]) -> int:
+        """The process's instruction count, once it ended well."""
+        log, stderr = self.scratch / f"{what}.valgrind", self.scratch / f"{what}.stderr"
+        if process.wait() != 0:
+            raise SystemExit(f"{self.name}: {what} exited {process.returncode}:\n{tail(stderr)}")
+        found = _INSTRUCTIONS.search(log.read_bytes())
+        if found is None:
+            raise SystemExit(f"{self.name}: no instruction count in {log}:\n{tail(log)}")
+        return int(found.group(1).replace(b",", b""))
+
+    def records(self) -> int:
+        """How many records the listing printed, as its last log line says."""
+        found = _RECORDS.findall((self.scratch / "total.stderr").read_bytes())
+        return int(found[-1]) if found else 0
+
+
+def git(root: Path, *argv: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(argv)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def count(checkouts: list[Checkout], kubeconfig: Path, objects: int) -> list[Counted]:
+    """Every checkout's listing in parallel, then every checkout's imports."""
+    listing = ["-m", "agent.cli", "preview", "--kubeconfig", str(kubeconfig)]
+    runs = [(checkout, checkout.start("total", listing)) for checkout in checkouts]
+    totals = [checkout.instructions("total", run) for checkout, run in runs]
+    runs = [(checkout, checkout.start("imports", ["-c", IMPORTS])) for checkout in checkouts]
+    imports = [checkout.instructions("imports", run) for checkout, run in runs]
+    return [
+        Counted(
+            commit=checkout.commit,
+            total=total,
+            imports=imported,
+            listing=total - imported,
+            records=checkout.records(),
+            listing_per_1k_objects=round((total - imported) * 1000 / objects),
+        )
+        for checkout, total, imported in zip(checkouts, totals, imports, strict=True)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_size_arguments(parser, default_scale="1")
+    parser.add_argument("--against", metavar="REV", help="count this commit too, and compare")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+        sys.exit(2)
+    factor = size_factor(args.scale or 1.0, small=args.small)
+    sizes = synthetic_sizes(factor)
+
+    with tempfile.TemporaryDirectory(prefix="bench-instructions-") as directory:
+        scratch = Path(directory)
+        worktree = scratch / "against-sources"
+        if args.against:
+            git(CHECKOUT, "worktree", "add", "--detach", "--quiet", str(worktree), args.against)
+        try:
+            checkouts = [Checkout("this", CHECKOUT, scratch)]
+            if args.against:
+                checkouts.append(Checkout("against", worktree, scratch))
+            print(f"generating the synthetic cluster: {sizes}", flush=True)
+            kube = FakeCluster(SyntheticSpec(**sizes), scratch, child_env())
+            try:
+                objects = listed_objects(kube.counts())
+                print(f"{objects} objects of the kinds the agent lists; counting", flush=True)
+                counted = count(checkouts, kube.kubeconfig, objects)
+            finally:
+                kube.close()
+        finally:
+            if args.against:
+                git(CHECKOUT, "worktree", "remove", "--force", str(worktree))
+
+    for checkout, figures in zip(checkouts, counted, strict=True):
+        print(
+            f"{checkout.name} ({figures.commit}): listing {figures.listing / 1e9:.3f} G "
+            f"instructions ({figures.listing_per_1k_objects / 1e6:.1f} M per 1,000 objects), "
+            f"imports {figures.imports / 1e9:.3f} G, {figures.records} records",
+            flush=True,
+        )
+    this, *against = counted
+    change = round(this.listing / against[0].listing - 1, 4) if against else None
+    summary = {
+        "objects": objects,
+        "scale": round(factor, 4),
+        "sizes": sizes,
+        "this": asdict(this),
+        "against": asdict(against[0]) if against else None,
+        "listing_change": change,
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
