@@ -104,10 +104,30 @@ def pod_template_data(template: sanitize.PodTemplate) -> dict[str, Any]:
             "labels": sanitize.labels(template.metadata.labels),
             "annotations": sanitize.safe_annotations(template.metadata.annotations),
         },
-        "containers": sanitize.containers(template.spec.containers),
-        "init_containers": sanitize.containers(template.spec.init_containers),
-        "images": sanitize.images(template.spec),
+        **_containers_data(template.spec),
     }
+
+
+# A Deployment's record is built right before its ReplicaSets' (`collector.sources`), and its
+# current ReplicaSet's pod template has the very same containers: the last containers
+# rendered are given again while they stay equal (the records share the lists, which nobody
+# changes once built). One tuple, replaced whole: a reader never sees half of it.
+_last_containers: tuple[tuple[object, object], dict[str, Any]] | None = None
+
+
+def _containers_data(spec: sanitize.PodSpec) -> dict[str, Any]:
+    global _last_containers
+    containers = (spec.containers, spec.init_containers)
+    last = _last_containers
+    if last is not None and last[0] == containers:  # the Structs compare field by field
+        return last[1]
+    rendered = {
+        "containers": sanitize.containers(spec.containers),
+        "init_containers": sanitize.containers(spec.init_containers),
+        "images": sanitize.images(spec),
+    }
+    _last_containers = (containers, rendered)
+    return rendered
 
 
 def deployment_relations(

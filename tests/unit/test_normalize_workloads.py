@@ -1337,3 +1337,26 @@ def test_relinking_a_kept_record_equals_normalizing_the_object_again(
     relinked = normalizer.relink(dict(before.data), obj.metadata, LOOKUPS)
     assert relinked == only(run(normalizer, raw)).data
     assert relinked != before.data  # the relations did change something
+
+
+def test_each_template_renders_its_own_containers_whatever_was_rendered_before() -> None:
+    """A Deployment's current ReplicaSet has its containers, and is built right after it;
+    an older ReplicaSet, or the next Deployment, has others."""
+    older = _replicaset(name="web-5f4d3c2b1")
+    older["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/web:0.9"
+    older["spec"]["template"]["spec"]["initContainers"] = []
+
+    def rendered(raw: dict, normalizer: Normalizer[Any]) -> tuple[Any, ...]:
+        data = only(run(normalizer, raw)).data
+        return data["containers"], data["init_containers"], data["images"]
+
+    first = rendered(DEPLOYMENT, deployment.NORMALIZER)
+    current = rendered(REPLICASET, revision.NORMALIZER)
+    old = rendered(older, revision.NORMALIZER)
+    again = rendered(DEPLOYMENT, deployment.NORMALIZER)
+    assert current == first == again
+    assert old[0][0]["image"] == "registry.example/web:0.9"
+    assert old[1] == [] and first[1] != []
+    listed = [c["image"] for c in older["spec"]["template"]["spec"]["containers"]]
+    assert [entry["image"] for entry in old[2]] == listed
+    assert old[0][1:] == first[0][1:]  # the sidecar is the same in both
