@@ -20,8 +20,9 @@ is checked out in a scratch worktree and run from its own sources (first on PYTH
 dependencies are the ones installed here), and the change from it to this checkout is
 printed last.
 
-How it fails: without valgrind, or with a REV git cannot check out, it says so and exits 2;
-a listing that fails shows its log's last lines.
+How it fails: without valgrind (exit 2), with a REV git cannot check out, or with sources
+that do not import from where they should (exit 1), it says so in a line; a listing that
+fails shows its log's last lines (exit 1).
 """
 
 from __future__ import annotations
