@@ -8,12 +8,13 @@ instruction the process executes, the same to within a few parts in ten thousand
 to run once the hash seed is fixed. One run of each commit is a comparison.
 
 What is counted: `moonin-agent preview` (the collector listing every resource once and
-building every record, as a warm-up does, on one thread; no outbox, no shipper, the garbage
-collector at its defaults) against the fake API serving the synthetic cluster (`python -m
-sandbox.kube --synthetic`, sized as `bench/collect.py` sizes it), with its records thrown
-away. Then the interpreter starting and importing `agent.cli` and `agent.preview` only:
-`listing` is `total` minus `imports`. Under valgrind the process runs about 40 times slower:
-`--small` takes about two minutes, the default cluster about fifteen.
+building every record, as a warm-up does, on one thread; no outbox, no shipper; since
+`preview` sets them, with the garbage collector's thresholds `run` sets) against the fake
+API serving the synthetic cluster (`python -m sandbox.kube --synthetic`, sized as
+`bench/collect.py` sizes it), with its records thrown away. Then the interpreter starting
+and importing `agent.cli` and `agent.preview` only: `listing` is `total` minus `imports`.
+Under valgrind the process runs about 40 times slower: `--small` takes about two minutes,
+the default cluster about twenty (two commits at once on two cores).
 
 `--against REV` counts another commit too, in parallel, against the same fake cluster: it
 is checked out in a scratch worktree and run from its own sources (first on PYTHONPATH; the
@@ -80,14 +81,19 @@ class Checkout:
         if not Path(where).resolve().is_relative_to(root.resolve()):
             raise SystemExit(f"{name}: `agent` imports from {where}, not from {root}")
 
+    def _log(self, what: str) -> Path:
+        return self.scratch / f"{what}.valgrind"
+
+    def _stderr(self, what: str) -> Path:
+        return self.scratch / f"{what}.stderr"
+
     def start(self, what: str, argv: list[str]) -> subprocess.Popen[bytes]:
         """`python argv` under cachegrind; its log and stderr in the scratch directory."""
-        log = self.scratch / f"{what}.valgrind"
         command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
-        command += ["--cachegrind-out-file=/dev/null", f"--log-file={log}", sys.executable]
-        with (self.scratch / f"{what}.stderr").open("wb") as stderr:
+        command += ["--cachegrind-out-file=/dev/null", f"--log-file={self._log(what)}"]
+        with self._stderr(what).open("wb") as stderr:
             return subprocess.Popen(
-                command + argv,
+                [*command, sys.executable, *argv],
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL,
@@ -97,9 +103,10 @@ class Checkout:
 
     def instructions(self, what: str, process: subprocess.Popen[bytes]) -> int:
         """The process's instruction count, once it ended well."""
-        log, stderr = self.scratch / f"{what}.valgrind", self.scratch / f"{what}.stderr"
+        log = self._log(what)
         if process.wait() != 0:
-            raise SystemExit(f"{self.name}: {what} exited {process.returncode}:\n{tail(stderr)}")
+            failed = tail(self._stderr(what))
+            raise SystemExit(f"{self.name}: {what} exited {process.returncode}:\n{failed}")
         found = _INSTRUCTIONS.search(log.read_bytes())
         if found is None:
             raise SystemExit(f"{self.name}: no instruction count in {log}:\n{tail(log)}")
@@ -107,7 +114,7 @@ class Checkout:
 
     def records(self) -> int:
         """How many records the listing printed, as its last log line says."""
-        found = _RECORDS.findall((self.scratch / "total.stderr").read_bytes())
+        found = _RECORDS.findall(self._stderr("total").read_bytes())
         return int(found[-1]) if found else 0
 
 
