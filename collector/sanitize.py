@@ -216,12 +216,14 @@ def kept(annotation: str) -> bool:
     )
 
 
-def without_dropped_annotations(meta: ObjectMeta) -> ObjectMeta:
-    """The metadata minus annotations no record ever carries (for objects kept in memory:
-    a last-applied-configuration is often the largest part of a Deployment)."""
+def without_dropped_values(meta: ObjectMeta) -> ObjectMeta:
+    """The metadata with the values of annotations no record carries emptied (for objects
+    kept until their records are built: a last-applied-configuration is often the largest
+    part of a Deployment). Their keys stay: which keys an object has can decide a record
+    (`collector.normalize.revision.rollout_type`)."""
     if all(kept(key) for key in meta.annotations):
         return meta
-    slim = {key: value for key, value in meta.annotations.items() if kept(key)}
+    slim = {key: value if kept(key) else "" for key, value in meta.annotations.items()}
     return msgspec.structs.replace(meta, annotations=slim)
 
 

@@ -19,6 +19,7 @@ from collector.deltas import Applied, Call, DeltaQueue, Listed, Removed
 from collector.model import ObjectMeta
 from collector.normalize import deployment as deployment_kind
 from collector.normalize.deployment import Deployment
+from collector.normalize.revision import ReplicaSet
 from collector.normalize.service import Service
 from collector.processor import Processor
 from collector.settings import CollectorSettings, FilterSettings
@@ -357,3 +358,65 @@ def test_a_deployment_held_in_the_warm_up_is_built_once_when_released(
     finally:
         collector.state.close()
         api.close()
+
+
+def test_a_held_object_keeps_no_manifest_and_gives_the_records_it_gives_unheld(
+    stream: StreamOutbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = '{"spec": {"env": "' + "x" * 4000 + '"}}'
+    web = objects.with_uid(
+        objects.deployment(
+            name="web",
+            namespace="shop",
+            annotations={"kubectl.kubernetes.io/last-applied-configuration": manifest, "team": "a"},
+        ),
+        "4c1d0e7a-0000-4000-8000-000000000001",
+    )
+    web_rs = objects.replicaset(owner=web)
+    # A key no record carries, yet it makes the revision a GitOps one.
+    web_rs["metadata"]["annotations"]["argocd.argoproj.io/sync-token"] = "abc123"
+    arrivals = [
+        Applied(resources.DEPLOYMENTS, _decoded(Deployment, web)),
+        Applied(resources.REPLICASETS, _decoded(ReplicaSet, web_rs)),
+    ]
+    listed_rs = frozenset({f"shop/{web_rs['metadata']['name']}"})
+    needs = [
+        Listed(resources.REPLICASETS, "1", "now", listed_rs),
+        Listed(resources.SERVICES, "1", "now", frozenset()),
+        Listed(resources.HPAS, "1", "now", frozenset()),
+    ]
+
+    def records(deltas: list[Any]) -> tuple[dict[str, Any], list[bytes]]:
+        api = KubeApi(KubeTarget(server="http://127.0.0.1:9", verify=False, token=lambda: "t"))
+        collector = Collector(
+            api, stream, settings=CollectorSettings(filters=FilterSettings(ignore_namespaces=()))
+        )
+        held: list[bytes] = []
+        put = collector.state.held.put
+        monkeypatch.setattr(
+            collector.state.held, "put", lambda *a: (held.append(a[2]), put(*a))[-1]
+        )
+        try:
+            for delta in deltas:
+                collector.processor.process(delta)
+            collector.processor.settle()
+            collector.coalescer.flush()
+            batch = stream.take(max_records=100, max_bytes=10**7)
+            assert batch is not None
+            stream.ack(batch)
+            bodies = [msgspec.json.decode(raw) for raw in batch.bodies]
+            return {b["kind"]: b["data"] for b in bodies if b["kind"] != "snapshot"}, held
+        finally:
+            collector.state.close()
+            api.close()
+
+    held_then_built, held = records(arrivals + needs)
+    built_at_once, none_held = records(needs + arrivals)
+    assert len(held) == 2 and none_held == []
+    held_web, held_rs = held
+    # The keys stay, the values go.
+    assert b"last-applied-configuration" in held_web and b"xxxx" not in held_web
+    assert b"sync-token" in held_rs and b"abc123" not in held_rs
+    assert held_then_built == built_at_once
+    assert held_then_built["revision"]["type"] == "gitops"
+    assert held_then_built["deployment"]["annotations"]["team"] == "a"

@@ -7,6 +7,7 @@ import pytest
 
 from collector import redact, sanitize
 from collector.model import ObjectMeta
+from collector.normalize import revision
 from collector.sanitize import Condition, Container, LabelSelector, PodSpec
 
 SECRET = "s3cr3t-hunter2"
@@ -398,18 +399,25 @@ def test_conditions_are_sorted_without_heartbeat_times() -> None:
     }
 
 
-def test_kept_metadata_loses_only_the_annotations_no_record_carries() -> None:
+def test_kept_metadata_loses_only_the_values_no_record_carries() -> None:
     meta = ObjectMeta(
         name="web",
         annotations={
             "kubectl.kubernetes.io/last-applied-configuration": '{"big": "manifest"}',
+            "argocd.argoproj.io/sync-token": "abc123",
             "team": "shop",
         },
     )
-    slim = sanitize.without_dropped_annotations(meta)
-    assert slim.annotations == {"team": "shop"}
+    slim = sanitize.without_dropped_values(meta)
+    assert slim.annotations == {
+        "kubectl.kubernetes.io/last-applied-configuration": "",
+        "argocd.argoproj.io/sync-token": "",
+        "team": "shop",
+    }
     assert sanitize.safe_annotations(slim.annotations) == sanitize.safe_annotations(
         meta.annotations
     )
+    # A key no record carries can still decide one: this one says Argo CD made the object.
+    assert revision.rollout_type({}, slim.annotations) == "gitops"
     untouched = ObjectMeta(name="api", annotations={"team": "shop"})
-    assert sanitize.without_dropped_annotations(untouched) is untouched
+    assert sanitize.without_dropped_values(untouched) is untouched
