@@ -204,6 +204,7 @@ class StateStore:
         """Start over: nothing is known to have been sent, no object or pod is remembered.
         The marks stay: they say whose store this is (the trust rule), not what was sent."""
         with self._guarded:
+            self.pods.reset()
             for table in _FORGETTABLE:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.commit()
@@ -233,6 +234,7 @@ class StateStore:
             try:
                 with self._guarded:
                     self._db.rollback()
+                    self.pods.reset()
                 self.set_mark("writable_at", f"{time.time():.3f}")
             except sqlite3.Error as exc:
                 if is_passing_storage_error(exc):
@@ -265,6 +267,7 @@ class StateStore:
 
     def commit(self) -> None:
         with self._guarded:
+            self.pods.write_pending()
             self._db.commit()
 
     def _roll_back_after(self, exc: BaseException) -> None:
@@ -273,6 +276,7 @@ class StateStore:
         if isinstance(exc, sqlite3.Error) and is_passing_storage_error(exc):
             with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
                 self._db.rollback()
+            self.pods.reset()
             self._rolled_back = True
             self.rollbacks += 1
 
@@ -418,38 +422,95 @@ class SentFingerprints:
 
 class PodMemos:
     """Pod key -> its encoded error memo, with the pod's ReplicaSet and whether it fails
-    (so a revision's affected/total pod counts are one indexed query)."""
+    (so a revision's affected/total pod counts are one indexed query).
+
+    A list brings every pod in key order, each memo asked for and then written: rather than
+    two statements per pod, the memos are read ahead (`READ_AHEAD` keys from the one asked)
+    and written behind (`WRITE_BEHIND` pods in one statement, and before any commit or query
+    over the table). What is unwritten answers first; what was read ahead is forgotten at
+    each write, so it is never older than the table. Whatever undoes the store's writes
+    since its last commit (a rollback, `forget_all`) forgets both (`reset`)."""
+
+    READ_AHEAD = 64
+    WRITE_BEHIND = 256
 
     def __init__(self, store: StateStore) -> None:
         self._store = store
+        # key -> its row to write, or None for a pod whose memo goes.
+        self._unwritten: dict[str, tuple[str, str | None, bool, bytes] | None] = {}
+        self._ahead: dict[str, bytes] = {}  # the memos of the keys from `_ahead_from` ...
+        self._ahead_from: str | None = None
+        self._ahead_to: str | None = None  # ... to this one (None: to the last)
 
     def get(self, key: str) -> bytes | None:
-        found = self._store.rows("SELECT memo FROM pods WHERE key = ?", (key,))
-        return found[0][0] if found else None  # type: ignore[return-value]
+        with self._store.lock:
+            if key in self._unwritten:
+                row = self._unwritten[key]
+                return None if row is None else row[3]
+            if not self._read(key):
+                found = self._store.rows(
+                    "SELECT key, memo FROM pods WHERE key >= ? ORDER BY key LIMIT ?",
+                    (key, self.READ_AHEAD),
+                )
+                self._ahead = {str(k): memo for k, memo in found}  # type: ignore[misc]
+                self._ahead_from = key
+                self._ahead_to = str(found[-1][0]) if len(found) == self.READ_AHEAD else None
+            return self._ahead.get(key)
 
     def set(self, key: str, memo: bytes, *, replicaset: str | None, failing: bool) -> None:
         """`replicaset` is `namespace/name` of the owning ReplicaSet, if any."""
-        self._store.execute(
-            "INSERT OR REPLACE INTO pods VALUES (?, ?, ?, ?)", (key, replicaset, failing, memo)
-        )
+        self._change(key, (key, replicaset, failing, memo))
 
     def discard(self, key: str) -> None:
-        self._store.execute("DELETE FROM pods WHERE key = ?", (key,))
+        self._change(key, None)
 
     def keys(self) -> builtins.set[str]:
-        return self._store.missing("SELECT key FROM pods", (), frozenset())
+        return self.missing(frozenset())
 
     def missing(self, present: AbstractSet[str]) -> builtins.set[str]:
         """Pods with a memo that are not in `present`."""
-        return self._store.missing("SELECT key FROM pods", (), present)
+        with self._store.lock:
+            self.write_pending()
+            return self._store.missing("SELECT key FROM pods", (), present)
 
     def counts(self, replicaset: str) -> tuple[int, int]:
         """(failing pods, pods) of the ReplicaSet `namespace/name`."""
-        ((failing, total),) = self._store.rows(
-            "SELECT COALESCE(SUM(failing), 0), COUNT(*) FROM pods WHERE replicaset = ?",
-            (replicaset,),
-        )
+        with self._store.lock:
+            self.write_pending()
+            ((failing, total),) = self._store.rows(
+                "SELECT COALESCE(SUM(failing), 0), COUNT(*) FROM pods WHERE replicaset = ?",
+                (replicaset,),
+            )
         return int(failing), int(total)  # type: ignore[call-overload]
+
+    def write_pending(self) -> None:
+        """(Lock held.) Write what is unwritten, in two statements, and forget what was read
+        ahead."""
+        if not self._unwritten:
+            return
+        rows = [row for row in self._unwritten.values() if row is not None]
+        gone = [(key,) for key, row in self._unwritten.items() if row is None]
+        self.reset()
+        if rows:
+            self._store.execute_many("INSERT OR REPLACE INTO pods VALUES (?, ?, ?, ?)", rows)
+        if gone:
+            self._store.execute_many("DELETE FROM pods WHERE key = ?", gone)
+
+    def reset(self) -> None:
+        """(Lock held.) Forget what is unwritten and what was read ahead."""
+        self._unwritten = {}
+        self._ahead, self._ahead_from, self._ahead_to = {}, None, None
+
+    def _change(self, key: str, row: tuple[str, str | None, bool, bytes] | None) -> None:
+        with self._store.lock:
+            self._unwritten[key] = row  # asked for before what was read ahead (`get`)
+            if len(self._unwritten) >= self.WRITE_BEHIND:
+                self.write_pending()
+
+    def _read(self, key: str) -> bool:
+        """Whether the key is among those read ahead."""
+        start, end = self._ahead_from, self._ahead_to
+        return start is not None and start <= key and (end is None or key <= end)
 
 
 class EventSeries:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from contextlib import closing
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from collector.snapshots import SNAPSHOT_PART_BYTES, snapshot_parts
-from collector.state import StateStore
+from collector.state import PodMemos, StateStore
 from runtime import sqlite_file
 from tests.state_schema_2 import create_schema_2
 
@@ -260,3 +265,117 @@ def test_a_full_disk_rolls_the_store_back_to_its_last_commit_until_a_probe_goes_
     assert not store.rolled_back
     assert store.produced.keys_of_kind("pod") == []
     assert store.sent.get(("deployment", "shop/web")) == b"f" * 16
+
+
+def test_a_list_of_pods_costs_a_statement_per_round_of_memos_not_two_per_pod() -> None:
+    store = StateStore()
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    keys = [f"shop/web-{n:04d}" for n in range(1000)]
+    for key in keys:  # a first list: nothing remembered yet
+        assert store.pods.get(key) is None
+        store.pods.set(key, b"healthy", replicaset="shop/web", failing=False)
+    store.commit()
+    first = len(statements)
+    statements.clear()
+    for key in keys:  # the list again after a restart: every memo is there
+        assert store.pods.get(key) == b"healthy"
+        store.pods.set(key, b"failing", replicaset="shop/web", failing=True)
+    store.commit()
+    assert store.pods.counts("shop/web") == (1000, 1000)
+    # Reads of 64 memos at a time, writes of 256 (each row of a write is traced once).
+    reads = [sql for sql in statements if sql.startswith("SELECT key, memo")]
+    assert first < 1000 + 50 and len(reads) <= 1000 // PodMemos.READ_AHEAD + 5
+    # What is read ahead stays a round's worth, never the whole list.
+    assert len(store.pods._ahead) <= PodMemos.READ_AHEAD + PodMemos.WRITE_BEHIND
+
+
+def test_memos_not_yet_written_go_with_a_full_disk_s_rollback(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    fill(store)
+    store.pods.set("shop/web-1-y", b"later", replicaset="shop/web-1", failing=False)
+    store.pods.discard("shop/web-1-x")
+    (pages,) = store.rows("PRAGMA page_count")[0]
+    store.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for number in range(500):
+            store.produced.add("pods", f"shop/p{number}", ("pod", f"p{number}"), b"x" * 200)
+    assert store.rolled_back
+    # As last committed: the discard and the later memo were undone with the rest.
+    assert store.pods.get("shop/web-1-x") == b"memo"
+    assert store.pods.get("shop/web-1-y") is None
+    store.execute("PRAGMA max_page_count = 1073741823")
+    store.pods.set("shop/web-1-z", b"after", replicaset="shop/web-1", failing=True)
+    assert store.probe_writable()  # what came since the rollback goes too
+    store.commit()
+    assert store.pods.get("shop/web-1-z") is None
+    assert store.pods.counts("shop/web-1") == (1, 1)
+
+
+POD_KEYS = st.sampled_from([f"shop/p{n}" for n in range(6)])
+REPLICASETS = st.sampled_from(["shop/a", "shop/b"])
+
+
+class PodMemosMachine(RuleBasedStateMachine):
+    """The memos read ahead and written behind answer as a table written at once would,
+    across commits, reopens and starting over (small rounds, so they turn over often)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = Path(tempfile.mkdtemp(prefix="pod-memos-"))
+        self.rounds = (PodMemos.READ_AHEAD, PodMemos.WRITE_BEHIND)
+        PodMemos.READ_AHEAD, PodMemos.WRITE_BEHIND = 3, 4
+        self.store = StateStore(self.directory / "state.sqlite")
+        self.now: dict[str, tuple[str, bool, bytes]] = {}
+        self.committed: dict[str, tuple[str, bool, bytes]] = {}
+
+    def teardown(self) -> None:
+        PodMemos.READ_AHEAD, PodMemos.WRITE_BEHIND = self.rounds
+        self.store.close()
+        shutil.rmtree(self.directory)
+
+    @rule(key=POD_KEYS, replicaset=REPLICASETS, failing=st.booleans(), memo=st.binary(max_size=3))
+    def remember(self, key: str, replicaset: str, failing: bool, memo: bytes) -> None:
+        self.store.pods.set(key, memo, replicaset=replicaset, failing=failing)
+        self.now[key] = (replicaset, failing, memo)
+
+    @rule(key=POD_KEYS)
+    def discard(self, key: str) -> None:
+        self.store.pods.discard(key)
+        self.now.pop(key, None)
+
+    @rule(key=POD_KEYS)
+    def ask(self, key: str) -> None:
+        expected = self.now.get(key)
+        assert self.store.pods.get(key) == (None if expected is None else expected[2])
+
+    @rule(replicaset=REPLICASETS)
+    def counts(self, replicaset: str) -> None:
+        rows = [row for row in self.now.values() if row[0] == replicaset]
+        assert self.store.pods.counts(replicaset) == (sum(r[1] for r in rows), len(rows))
+
+    @rule(present=st.sets(POD_KEYS))
+    def missing(self, present: set[str]) -> None:
+        assert self.store.pods.missing(present) == set(self.now) - present
+
+    @rule()
+    def commit(self) -> None:
+        self.store.commit()
+        self.committed = dict(self.now)
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()  # without a commit: what came after the last one is gone
+        self.store = StateStore(self.directory / "state.sqlite")
+        self.now = dict(self.committed)
+
+    @rule()
+    def forget_all(self) -> None:
+        self.store.forget_all()
+        self.now, self.committed = {}, {}
+
+
+TestPodMemosAgainstATable = PodMemosMachine.TestCase
+TestPodMemosAgainstATable.settings = settings(
+    max_examples=100, stateful_step_count=50, deadline=None, database=None
+)
