@@ -47,7 +47,11 @@ one. `delivered_seconds` is the first poll at which the platform had every recor
 `peak_rss_mib` is the agent process's VmHWM, read from /proc at the end of the warm-up.
 `agent_cpu_seconds` is the agent process's user plus system CPU time (/proc/<pid>/stat) at
 the end of the warm-up, its quiet period included (an idle agent uses next to none), and
-`agent_cpu_ms_per_1k_objects` is that over the objects of the kinds the agent lists.
+`agent_cpu_ms_per_1k_objects` is that over the objects of the kinds the agent lists;
+`agent_cpu_system_seconds` is the system part of it. `agent_written_mib` is what the
+agent's write calls handed the kernel by then (/proc/<pid>/io `wchar`): its SQLite files
+(the state store and the outbox, with their write-ahead logs) and its sockets. A one-shot
+listing (`bench/instructions.py`) keeps its state in memory, so neither shows there.
 
 Steady state, after the warm-up and before the agent stops (`--steady-seconds`, default 60;
 0 skips it): threads of this process change `--steady-rate` Pods a second (default 200)
@@ -289,11 +293,27 @@ def server_cpu_seconds(kube: Cluster) -> float:
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (its own threads, not its children)."""
+    return sum(cpu_times(pid))
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process (its own threads, not its children)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     # Fields after the command name, which is in parentheses and may hold spaces: the
     # state is field 3, utime and stime are fields 14 and 15.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def written_mib(pid: int) -> float:
+    """What a process's write calls have handed the kernel (/proc/<pid>/io `wchar`: files
+    and sockets, whether or not it reached a disk), in MiB."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == "wchar":
+            return int(value) / 2**20
+    raise RuntimeError(f"/proc/{pid}/io has no wchar")
 
 
 def informer_count() -> int:
@@ -355,6 +375,12 @@ class Agent:
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
+
+    def system_cpu_seconds(self) -> float:
+        return cpu_times(self.proc.pid)[1]
+
+    def written_mib(self) -> float:
+        return written_mib(self.proc.pid)
 
     def reset_peak(self) -> None:
         """Start VmHWM over from the current resident set (Linux's clear_refs, value 5)."""
@@ -450,6 +476,8 @@ class WarmUp:
     peak_rss_mib: float
     rss_mib: float
     cpu_seconds: float
+    system_cpu_seconds: float
+    written_mib: float
 
 
 def warm_up(agent: Agent, platform: Served, *, expected: int, until: Until) -> WarmUp:
@@ -463,6 +491,8 @@ def warm_up(agent: Agent, platform: Served, *, expected: int, until: Until) -> W
         peak_rss_mib=memory["VmHWM"],
         rss_mib=memory["VmRSS"],
         cpu_seconds=agent.cpu_seconds(),
+        system_cpu_seconds=agent.system_cpu_seconds(),
+        written_mib=agent.written_mib(),
     )
 
 
@@ -968,7 +998,9 @@ def measure(
                 f"warm-up: {warm.records} records in {warm.seconds:.1f} s "
                 f"({warm.records / warm.seconds:.0f}/s; all delivered at "
                 f"{warm.delivered_seconds:.1f} s), agent peak RSS "
-                f"{warm.peak_rss_mib:.0f} MiB, CPU {warm.cpu_seconds:.1f} s",
+                f"{warm.peak_rss_mib:.0f} MiB, CPU {warm.cpu_seconds:.1f} s "
+                f"({warm.system_cpu_seconds:.1f} s in the kernel), "
+                f"{warm.written_mib:.0f} MiB written",
                 flush=True,
             )
             steady: Steady | None = None
@@ -1072,6 +1104,8 @@ def measure(
         "rss_after_warmup_mib": warm.rss_mib,
         "agent_cpu_seconds": round(warm.cpu_seconds, 2),
         "agent_cpu_ms_per_1k_objects": round(warm.cpu_seconds * 1e6 / listed, 1),
+        "agent_cpu_system_seconds": round(warm.system_cpu_seconds, 2),
+        "agent_written_mib": round(warm.written_mib, 1),
         **(
             {}
             if steady is None
@@ -1129,6 +1163,8 @@ COMPARED = (
     "peak_rss_mib",
     "agent_cpu_seconds",
     "agent_cpu_ms_per_1k_objects",
+    "agent_cpu_system_seconds",
+    "agent_written_mib",
     "steady_cpu_cores",
     "steady_kube_cpu_cores",
     "steady_records",
