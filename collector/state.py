@@ -425,11 +425,13 @@ class PodMemos:
     (so a revision's affected/total pod counts are one indexed query).
 
     A list brings every pod in key order, each memo asked for and then written: rather than
-    two statements per pod, the memos are read ahead (`READ_AHEAD` keys from the one asked)
-    and written behind (`WRITE_BEHIND` pods in one statement, and before any commit or query
-    over the table). What is unwritten answers first; what was read ahead is forgotten at
-    each write, so it is never older than the table. Whatever undoes the store's writes
-    since its last commit (a rollback, `forget_all`) forgets both (`reset`)."""
+    two statements per pod, the memos are read ahead (`READ_AHEAD` keys from the one asked,
+    once the keys asked have risen three times in a row; a watch's pods come in no order,
+    and each is read alone) and written behind (`WRITE_BEHIND` pods in one statement, and
+    before any commit or query over the table). What is unwritten answers first; what was
+    read ahead is forgotten at each write, so it is never older than the table. Whatever
+    undoes the store's writes since its last commit (a rollback, `forget_all`) forgets both
+    (`reset`)."""
 
     READ_AHEAD = 64
     WRITE_BEHIND = 256
@@ -441,20 +443,25 @@ class PodMemos:
         self._ahead: dict[str, bytes] = {}  # the memos of the keys from `_ahead_from` ...
         self._ahead_from: str | None = None
         self._ahead_to: str | None = None  # ... to this one (None: to the last)
+        self._last_asked = ""
+        self._rising = 0  # how many keys asked in a row were above the one before
 
     def get(self, key: str) -> bytes | None:
         with self._store.lock:
+            self._rising = self._rising + 1 if key > self._last_asked else 0
+            self._last_asked = key
             if key in self._unwritten:
                 row = self._unwritten[key]
                 return None if row is None else row[3]
             if not self._read(key):
+                limit = self.READ_AHEAD if self._rising >= 3 else 1
                 found = self._store.rows(
                     "SELECT key, memo FROM pods WHERE key >= ? ORDER BY key LIMIT ?",
-                    (key, self.READ_AHEAD),
+                    (key, limit),
                 )
                 self._ahead = {str(k): memo for k, memo in found}  # type: ignore[misc]
                 self._ahead_from = key
-                self._ahead_to = str(found[-1][0]) if len(found) == self.READ_AHEAD else None
+                self._ahead_to = str(found[-1][0]) if len(found) == limit else None
             return self._ahead.get(key)
 
     def set(self, key: str, memo: bytes, *, replicaset: str | None, failing: bool) -> None:

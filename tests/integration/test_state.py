@@ -379,3 +379,16 @@ TestPodMemosAgainstATable = PodMemosMachine.TestCase
 TestPodMemosAgainstATable.settings = settings(
     max_examples=100, stateful_step_count=50, deadline=None, database=None
 )
+
+
+def test_pods_asked_in_no_order_are_read_one_at_a_time() -> None:
+    store = StateStore()
+    for n in range(200):
+        store.pods.set(f"shop/web-{n:04d}", b"memo", replicaset="shop/web", failing=False)
+    store.commit()
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    for n in (150, 3, 120, 7, 199, 0, 88, 42):  # as a watch's events come
+        assert store.pods.get(f"shop/web-{n:04d}") == b"memo"
+    reads = [sql for sql in statements if sql.startswith("SELECT key, memo")]
+    assert len(reads) == 8 and all(sql.endswith("LIMIT 1") for sql in reads)
