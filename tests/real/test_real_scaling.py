@@ -448,13 +448,27 @@ def test_the_uninstall_hook_scales_the_workload_to_zero_then_reverts_every_live_
     assert sorted(report["reverted"]) == [f"{cluster.ns}/api", f"{cluster.ns}/web"]
     assert report["failed"] == {}
     assert written_between == [200]
-    made = control_plane.requests(mark, user=uninstall_user)
-    conflicts = [(r.info.verb, r.info.resource, r.info.name) for r in made if r.status == 409]
+    made = control_plane.requests(mark)
+    conflicts = [
+        (r.info.verb, r.info.resource, r.info.name)
+        for r in made
+        if r.user == uninstall_user and r.status == 409
+    ]
     # The Deployment controller writes api's status after the journal label, so the replicas
     # restore may meet a 409 of its own; it reads again and goes through in the same run.
-    assert [c for c in conflicts if c != ("patch", "deployments", "api")] == [
-        ("patch", "horizontalpodautoscalers", "web")
+    web_hpa = ("patch", "horizontalpodautoscalers", "web")
+    assert [c for c in conflicts if c not in {web_hpa, ("patch", "deployments", "api")}] == []
+    # The planted edit makes web's first 409. The HPA controller writes the status right after
+    # the bounds restore, so the hand-back may meet one more: never more than others wrote.
+    written_by_others = [
+        r
+        for r in made
+        if r.info.verb in {"patch", "update"}
+        and (r.info.resource, r.info.name) == web_hpa[1:]
+        and r.user != uninstall_user
+        and r.status == 200
     ]
+    assert 1 <= conflicts.count(web_hpa) <= len(written_by_others)
     after = cluster.hpa("web")
     assert json.dumps(after["spec"]) == json.dumps(before["spec"])
     # Their edit kept; of ours only the released marker stays, so the window is not
