@@ -15,7 +15,7 @@ import pytest
 from collector import model, resources
 from collector.coalesce import Coalescer
 from collector.collector import Collector
-from collector.deltas import Applied, Call, DeltaQueue, Listed, Removed
+from collector.deltas import Applied, Call, Delta, DeltaQueue, Listed, Removed
 from collector.model import ObjectMeta
 from collector.normalize import deployment as deployment_kind
 from collector.normalize.deployment import Deployment
@@ -131,6 +131,50 @@ def test_a_full_queue_takes_puts_again_only_once_taken_down_to_half() -> None:
         assert isinstance(delta, Applied)
         names.append(delta.obj.metadata.name)
     assert names == ["c", "d", "e"]
+
+
+def _taking(deltas: DeltaQueue, timeout: float) -> tuple[threading.Thread, list[Delta | None]]:
+    """A taker waiting on the empty queue, as the processor's drain does."""
+    taken: list[Delta | None] = []
+    thread = threading.Thread(target=lambda: taken.append(deltas.take(timeout)))
+    thread.start()
+    return thread, taken
+
+
+def test_a_waiting_taker_is_woken_by_a_batch_of_objects_not_by_each() -> None:
+    deltas = DeltaQueue(bound=8, wake_at=3)
+    sink = deltas.sink(NAMESPACES)
+    taker, taken = _taking(deltas, 30)
+    sink.apply(obj("a"))
+    sink.remove(obj("b"))
+    taker.join(0.3)  # a bounded look: two objects wait, and the taker still sleeps
+    assert taker.is_alive()
+    sink.apply(obj("c"))
+    taker.join(5)
+    assert not taker.is_alive()
+    assert [d.obj.metadata.name for d in taken if isinstance(d, Applied)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "wakes", [Listed(NAMESPACES, "7", "now", frozenset()), Call(lambda: None)], ids=type
+)
+def test_a_completed_list_or_a_call_wakes_the_taker_at_once(wakes: Delta) -> None:
+    deltas = DeltaQueue(bound=8, wake_at=3)
+    taker, taken = _taking(deltas, 30)
+    deltas.put(Applied(NAMESPACES, obj("a")))
+    deltas.put(wakes)
+    taker.join(5)
+    assert not taker.is_alive()
+    assert isinstance(taken[0], Applied)
+    assert [deltas.take_now(), deltas.take_now()] == [wakes, None]
+
+
+def test_an_object_that_did_not_wake_the_taker_is_taken_when_its_wait_ends() -> None:
+    deltas = DeltaQueue(bound=8, wake_at=3)
+    taker, taken = _taking(deltas, 0.5)
+    deltas.put(Applied(NAMESPACES, obj("a")))
+    taker.join(5)
+    assert [d.obj.metadata.name for d in taken if isinstance(d, Applied)] == ["a"]
 
 
 def test_a_closed_queue_lets_a_blocked_informer_go_on_to_its_stop() -> None:
