@@ -121,8 +121,10 @@ class StreamOutbox:
         if checked.found is Found.EMPTY:
             log.warning("queue_file_empty", stream=stream, moved_to=str(checked.moved_to))
             self.reporter.count("found_empty")
+        # The outbox's own connection first: it makes a new file with the agent's page size
+        # (`sqlite_file.PAGE_SIZE`), which persist-queue, opening it after, keeps.
+        self._db = sqlite_file.connect(self.path, queuefile.QUEUE_FILE)
         try:
-            # persist-queue opens the file itself; the outbox's own connection comes after.
             self._queue = persistqueue.SQLiteAckQueue(
                 str(directory),
                 auto_resume=True,
@@ -132,7 +134,6 @@ class StreamOutbox:
                 serializer=queuefile.ChunkSerializer,
                 db_file_name=self.path.name,
             )
-            self._db = sqlite_file.connect(self.path, queuefile.QUEUE_FILE)
             queuefile.check_schema(self._db, self.path)  # what persist-queue made of the file
             queuefile.create_own_tables(self._db)
             self._meta = queuefile.read_meta(self._db)
@@ -142,7 +143,11 @@ class StreamOutbox:
                 self._quarantined(checked.moved_to)
             self._load_index()
         except sqlite3.Error as exc:
+            self._db.close()
             raise sqlite_file.unusable(queuefile.QUEUE_FILE, self.path, exc) from exc
+        except BaseException:
+            self._db.close()
+            raise
 
     def _quarantined(self, moved_to: Path) -> None:
         lost = queuefile.salvage_count(moved_to, stream=self.stream)

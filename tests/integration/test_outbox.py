@@ -368,7 +368,7 @@ def test_a_file_that_fails_the_integrity_check_is_quarantined(tmp_path: Path) ->
         outbox[DISCOVERY].put([record(f"a/{i}", size=2000) for i in range(50)])
     path = tmp_path / "discovery.db"
     data = bytearray(path.read_bytes())
-    page = 4096
+    page = sqlite_file.PAGE_SIZE
     data[page * 3 : page * 3 + 64] = b"\xff" * 64  # a b-tree page header, past the file header
     path.write_bytes(bytes(data))
     with Outbox(tmp_path) as outbox:

@@ -32,7 +32,7 @@ from shipper.queuefile import Entry
 from shipper.records import DISCOVERY, RecordClass
 from tests.waiting import wait_until
 
-PAGE = 4096  # SQLite's default page size, which every store keeps
+PAGE = sqlite_file.PAGE_SIZE
 
 
 class Opened(Protocol):
@@ -53,17 +53,18 @@ class Opened(Protocol):
 
 
 class OpenOutbox:
+    PROBE = b'{"id": "probe"}'
+
     def __init__(self, directory: Path) -> None:
         self.box = Outbox(directory, streams=(DISCOVERY,))
         self.stream = self.box[DISCOVERY]
 
     def write(self) -> None:
-        self.stream.dead_letter(
-            [Entry(RecordClass.UPSERT, b'{"id": "probe"}')], status=400, response=""
-        )
+        self.stream.dead_letter([Entry(RecordClass.UPSERT, self.PROBE)], status=400, response="")
 
     def written(self) -> bool:
-        return self.stream.stats().dead_letters == 1
+        letters = queuefile.read_dead_letters(self.stream._db)
+        return any(letter.record == self.PROBE for letter in letters)
 
     def connection(self) -> sqlite3.Connection:
         return self.stream._db
@@ -332,3 +333,28 @@ def test_each_connection_keeps_the_durability_its_store_declares(
     synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
     (level,) = conn.execute("PRAGMA synchronous").fetchone()
     assert synchronous[level] == store.kind.durability.value
+
+
+def test_a_new_file_has_the_agent_s_page_size_and_one_made_before_keeps_its_own(
+    store: StoreUnderTest,
+    opened: Callable[[], Opened],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert opened().connection().execute("PRAGMA page_size").fetchone() == (PAGE,)
+    # A file an earlier release made with SQLite's default page size: opened, read, written.
+    older = tmp_path / "older"
+    older.mkdir()
+    with monkeypatch.context() as before:
+        before.setattr(sqlite_file, "PAGE_SIZE", 4096)
+        first = store.open(older)
+        first.write()
+        first.close()
+    again = store.open(older)
+    try:
+        assert again.connection().execute("PRAGMA page_size").fetchone() == (4096,)
+        assert again.written()
+        again.write_until_refused(3)
+    finally:
+        again.close()
+    assert moved_aside(store, older) == []

@@ -314,6 +314,6 @@ def test_a_rolled_back_store_is_asked_again_for_current_revisions(tmp_path: Path
     store.execute(f"PRAGMA max_page_count = {pages}")  # the file may not grow: SQLITE_FULL
     with pytest.raises(sqlite3.OperationalError, match="full"):
         for number in range(500):
-            rel.observe("ReplicaSet", replicaset(f"other-{number}", "other", "1" * 200))
+            rel.observe("ReplicaSet", replicaset(f"other-{number}-{'x' * 200}", "other", "1"))
     assert store.rolled_back
     assert rel.current_revision("shop", "web") is None
