@@ -74,10 +74,20 @@ class Destination(Protocol):
         """Full state was sent again."""
 
 
-def fingerprint(record: Record) -> bytes:
-    """What makes two records of one object equal for the platform (not ids or times)."""
-    encoded = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
-    return hashlib.blake2b(encoded, digest_size=16).digest()
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def with_encoded_data(record: Record) -> tuple[Record, bytes]:
+    """The record with its data encoded (keys sorted, so equal data gives equal bytes), and
+    its fingerprint: what makes two records of one object equal for the platform (op, uid
+    and data; not ids or times), the hash of `[op, uid, data]` so encoded. The data is
+    encoded once, for both."""
+    data = _SORTED.encode(record.data)
+    encoded = b"".join(
+        (b"[", _SORTED.encode(record.op), b",", _SORTED.encode(record.uid), b",", data, b"]")
+    )
+    prepared = msgspec.structs.replace(record, data=msgspec.Raw(data))
+    return prepared, hashlib.blake2b(encoded, digest_size=16).digest()
 
 
 class Coalescer:
@@ -169,10 +179,10 @@ class Coalescer:
         )
         worth: dict[_Slot, tuple[Record, bytes]] = {}
         for slot, record in pending.items():
-            mark = fingerprint(record)
+            prepared, mark = with_encoded_data(record)
             if record.op != "event" and known.get((record.kind, record.key)) == mark:
                 continue
-            worth[slot] = (record, mark)
+            worth[slot] = (prepared, mark)
         return worth
 
     def _remember(self, enqueued: Collection[tuple[Record, bytes]]) -> None:

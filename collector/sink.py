@@ -194,7 +194,8 @@ class SourceSink(Generic[T]):
         if source.keep in (Keep.RECORDS, Keep.VERSIONED):
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
         for record in records:
-            if record.op == "upsert":
+            # A normalizer's data is a dict; only the coalescer encodes it.
+            if record.op == "upsert" and isinstance(record.data, dict):
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
         wiring.offer(records)
 

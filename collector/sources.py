@@ -98,8 +98,10 @@ def _own_key(meta: ObjectMeta, lookups: Lookups) -> str | None:
 
 
 def _revision_owner(meta: ObjectMeta, lookups: Lookups) -> str | None:
-    """A ReplicaSet's revision record waits with its Deployment's; no Deployment, no wait."""
-    owner = lookups.deployment_of_replicaset(meta.namespace or "", meta.name)
+    """A ReplicaSet's revision record waits with its Deployment's; no Deployment, no wait.
+    Its own controller reference says which (the relation index holds the same, a query
+    away)."""
+    owner = revision.owning_deployment(meta)
     return None if owner is None else f"{meta.namespace}/{owner}"
 
 

@@ -41,7 +41,9 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
     namespace: str | None = None
     name: str | None = None
     resource_version: str | None = None
-    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    data: dict[str, Any] | msgspec.Raw = msgspec.field(default_factory=dict)
+    """A normalizer's dict; the coalescer hands the outbox this dict already encoded (its
+    fingerprint encodes it anyway), which the record's encoding splices in as it is."""
 
     @property
     def record_class(self) -> RecordClass:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,10 +10,10 @@ import msgspec
 import pytest
 
 from collector import model
-from collector.coalesce import Coalescer
+from collector.coalesce import Coalescer, with_encoded_data
 from collector.model import ObjectMeta
 from shipper.outbox import Outbox, StreamOutbox
-from shipper.records import DISCOVERY
+from shipper.records import DISCOVERY, Record
 
 
 @pytest.fixture
@@ -149,3 +150,30 @@ def test_a_window_of_many_records_and_kinds_drops_exactly_the_unchanged_ones(
         "shop/app-0700",
         "shop/app-0700",
     ]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        model.upsert("deployment", meta("web"), {"z": 1, "a": {"y": [1, "é"], "b": None}}),
+        model.upsert("namespace", ObjectMeta(name="shop"), {"labels": {'q"uote': "\n"}}),
+        model.delete("service", meta("web", uid="")),
+        model.event("pod_error", "shop/web-1/app/x/1", meta("web-1"), {"reason": "OOMKilled"}),
+    ],
+)
+def test_the_fingerprint_is_the_one_earlier_versions_stored_and_the_data_is_unchanged(
+    record: Record,
+) -> None:
+    """A state file written before keeps matching: an upgrade re-sends nothing unchanged."""
+    prepared, mark = with_encoded_data(record)
+    before = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
+    assert mark == hashlib.blake2b(before, digest_size=16).digest()
+    body = msgspec.json.decode(msgspec.json.encode(prepared))
+    assert body["data"] == record.data
+    assert {name: body[name] for name in ("id", "kind", "op", "key", "uid")} == {
+        "id": record.id,
+        "kind": record.kind,
+        "op": record.op,
+        "key": record.key,
+        "uid": record.uid,
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from collector import event_messages, redact, sanitize
@@ -253,5 +253,26 @@ def test_a_long_text_is_redacted_as_far_as_what_is_kept_can_reach() -> None:
 def test_a_text_without_a_letter_has_no_shape_to_mask(value: str) -> None:
     # What lets `redact` return such a text at once: every shape, run in full, agrees.
     assert not any(c.isascii() and c.isalpha() for c in value)
+    assert redact._masked_shapes(value) == value
+    assert redact.redact(value) is value
+
+
+# Near misses of every hint `redact` looks for, and the characters a case-insensitive
+# match or a lowering treats specially (the Kelvin sign, the long s, dotted and dotless i).
+_NEAR_MISSES = st.sampled_from(
+    [
+        *("=", ":", '"', "'", "-", "--", " ", "@", "/", ":/", "----", ".", "_", "\n", "p", "-P"),
+        *("\u212a", "\u017f", "\u0130", "\u0131", "Bas", "Bear", "tok", "secre", "credent"),
+        *("pas", "pw", "ds", "ke", "aut", "gh", "hp_", "AKI", "ASI", "xo", "ey", "J", "denie"),
+        *("request", "BEGIN", "END", "Authorizatio", "value", "x9Z", "0123456789ABCDEF"),
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(_NEAR_MISSES, st.text(max_size=6)), max_size=24).map("".join))
+def test_a_text_with_no_hint_of_a_shape_has_none_to_mask(value: str) -> None:
+    # What lets `redact` return such a text at once: every shape, run in full, agrees.
+    assume(not redact._may_hold_a_shape(value))
     assert redact._masked_shapes(value) == value
     assert redact.redact(value) is value
