@@ -154,6 +154,7 @@ class Coalescer:
                 self._requeue(pending)
                 raise
         self.reporter.count("records_coalesced", len(pending) - len(worth))
+        pending.clear()  # their data is encoded in `worth` now: the dicts go before the put
         if not worth:
             return 0
         try:

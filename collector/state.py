@@ -81,6 +81,7 @@ from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
+DEFERRED_ROWS = 256  # deferred writes held in memory at most (a held object is a few KiB)
 SCHEMA_VERSION = 3
 _MIGRATED_VERSION = 2  # the one older schema `_FROM_2` carries over
 
@@ -172,6 +173,9 @@ class StateStore:
         self.rollbacks = 0
         """How many times writes were rolled back: what remembers rows compares it."""
         self._guarded = _Guarded(self)
+        # Table -> its deferred writes, in order: (statement, rows) runs (see `defer`).
+        self._deferred: dict[str, list[tuple[str, list[tuple[object, ...]]]]] = {}
+        self._deferred_rows = 0
         if path is None:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
             self.quarantined: Path | None = None
@@ -205,6 +209,7 @@ class StateStore:
         The marks stay: they say whose store this is (the trust rule), not what was sent."""
         with self._guarded:
             self.pods.reset()
+            self._write_deferred(list(self._deferred))
             for table in _FORGETTABLE:
                 self._db.execute(f"DELETE FROM {table}")
             self._db.commit()
@@ -215,6 +220,7 @@ class StateStore:
 
     def set_mark(self, name: str, value: str) -> None:
         with self._guarded:
+            self._write_deferred(list(self._deferred))
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, value))
             self._db.commit()
 
@@ -235,6 +241,7 @@ class StateStore:
                 with self._guarded:
                     self._db.rollback()
                     self.pods.reset()
+                    self._forget_deferred()
                 self.set_mark("writable_at", f"{time.time():.3f}")
             except sqlite3.Error as exc:
                 if is_passing_storage_error(exc):
@@ -245,15 +252,18 @@ class StateStore:
 
     def execute(self, sql: str, parameters: Iterable[object] = ()) -> sqlite3.Cursor:
         with self._guarded:
+            self._write_deferred_for(sql)
             return self._db.execute(sql, tuple(parameters))
 
     def execute_many(self, sql: str, rows: Iterable[Iterable[object]]) -> None:
         """One statement for many rows (prepared once, run in C for each)."""
         with self._guarded:
+            self._write_deferred_for(sql)
             self._db.executemany(sql, (tuple(row) for row in rows))
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
         with self._guarded:
+            self._write_deferred_for(sql)
             return self._db.execute(sql, tuple(parameters)).fetchall()
 
     def missing(
@@ -261,12 +271,47 @@ class StateStore:
     ) -> set[str]:
         """The keys the one-column query yields that are not in `present`."""
         with self._guarded:
+            self._write_deferred_for(sql)
             return {
                 key for (key,) in self._db.execute(sql, tuple(parameters)) if key not in present
             }
 
+    def defer(self, table: str, sql: str, row: tuple[object, ...]) -> None:
+        """A write to `table` run later, in one `executemany` with the rows deferred after
+        it: before the next statement that names the table (so every read and write sees it,
+        in order), once `DEFERRED_ROWS` wait, and at the latest with the commit. A warm-up
+        holds and produces tens of thousands of rows in a row, one statement each before."""
+        with self._guarded:
+            runs = self._deferred.setdefault(table, [])
+            if runs and runs[-1][0] == sql:
+                runs[-1][1].append(row)
+            else:
+                runs.append((sql, [row]))
+            self._deferred_rows += 1
+            if self._deferred_rows >= DEFERRED_ROWS:
+                self._write_deferred(list(self._deferred))
+
+    def _write_deferred_for(self, sql: str) -> None:
+        """(Lock held.) The deferred writes to the tables the statement names."""
+        if self._deferred:
+            self._write_deferred([table for table in self._deferred if table in sql])
+
+    def _write_deferred(self, tables: list[str]) -> None:
+        """(Lock held.)"""
+        for table in tables:
+            runs = self._deferred.pop(table, [])
+            for sql, rows in runs:
+                self._deferred_rows -= len(rows)
+                self._db.executemany(sql, rows)
+
+    def _forget_deferred(self) -> None:
+        """(Lock held.) Rolled back: what was deferred goes with what was written."""
+        self._deferred = {}
+        self._deferred_rows = 0
+
     def commit(self) -> None:
         with self._guarded:
+            self._write_deferred(list(self._deferred))
             self.pods.write_pending()
             self._db.commit()
 
@@ -277,6 +322,7 @@ class StateStore:
             with contextlib.suppress(sqlite3.Error):  # nothing left to undo, or the disk
                 self._db.rollback()
             self.pods.reset()
+            self._forget_deferred()
             self._rolled_back = True
             self.rollbacks += 1
 
@@ -316,7 +362,8 @@ class ProducedRecords:
 
     def add(self, source: str, source_key: str, slot: Slot, kept: bytes | None) -> None:
         """The object produced the record (its fingerprint, if any, stays)."""
-        self._store.execute(
+        self._store.defer(
+            "records",
             "INSERT INTO records (kind, key, source, source_key, kept) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (kind, key) DO UPDATE SET"
             " source = excluded.source, source_key = excluded.source_key, kept = excluded.kept",
@@ -562,7 +609,8 @@ class HeldObjects:
             store.commit()
 
     def put(self, source: str, source_key: str, encoded: bytes) -> None:
-        self._store.execute(
+        self._store.defer(
+            _HELD,
             f"INSERT OR REPLACE INTO {_HELD} (source, source_key, object) VALUES (?, ?, ?)",
             (source, source_key, encoded),
         )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from collector.snapshots import SNAPSHOT_PART_BYTES, snapshot_parts
-from collector.state import PodMemos, StateStore
+from collector.state import DEFERRED_ROWS, PodMemos, StateStore
 from runtime import sqlite_file
 from tests.state_schema_2 import create_schema_2
 
@@ -228,6 +228,75 @@ def test_held_objects_are_taken_out_many_at_a_time_and_only_once() -> None:
     assert store.held.missing("deployments", frozenset()) == {"shop/b"}
     assert store.held.pop_many("replicasets", ["shop/a"]) == {"shop/a": b"rs"}
     assert store.held.pop_many("deployments", []) == {}
+
+
+class _CountedConnection:
+    """The store's connection, counting the statements run through it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *parameters: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self._db.execute(sql, *parameters)
+
+    def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self._db.executemany(sql, rows)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._db, name)
+
+
+def test_held_objects_and_produced_rows_are_written_many_per_statement_and_seen_in_order(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    counted = _CountedConnection(store._db)
+    store._db = counted  # type: ignore[assignment]
+    for n in range(1000):
+        store.held.put("replicasets", f"shop/web-{n:04d}", b"rs")
+        store.rows("SELECT value FROM meta")  # another table's statement writes none of them
+    inserts = [sql for sql in counted.statements if sql.startswith("INSERT")]
+    assert 1000 // DEFERRED_ROWS <= len(inserts) <= 1000 // DEFERRED_ROWS + 1
+    # Whatever names the table sees every write before it, in order.
+    assert store.held.pop_many("replicasets", ["shop/web-0999"]) == {"shop/web-0999": b"rs"}
+    store.held.put("replicasets", "shop/web-0999", b"again")
+    assert store.held.missing("replicasets", frozenset()) == {
+        f"shop/web-{n:04d}" for n in range(1000)
+    }
+    store.produced.add("deployments", "shop/web", ("deployment", "shop/web"), b"v1")
+    assert store.produced.kept("deployments", "shop/web") == [("deployment", "shop/web", b"v1")]
+    store.produced.add("deployments", "shop/web", ("deployment", "shop/web"), b"v2")
+    assert store.produced.pop("deployments", "shop/web") == [("deployment", "shop/web")]
+    store.produced.add("deployments", "shop/api", ("deployment", "shop/api"), b"v1")
+    store.commit()
+    store.close()
+    reopened = StateStore(tmp_path / "state.sqlite")
+    assert reopened.produced.keys_of_kind("deployment") == ["shop/api"]
+    assert reopened.produced.kept("deployments", "shop/api") == [("deployment", "shop/api", b"v1")]
+
+
+def test_deferred_writes_go_with_a_rollback_and_before_a_forget(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state.sqlite")
+    fill(store)
+    store.produced.add("deployments", "shop/later", ("deployment", "shop/later"), b"later")
+    store.forget_all()  # what was produced before it is forgotten with the rest
+    assert store.produced.keys_of_kind("deployment") == []
+    store.produced.add("deployments", "shop/undone", ("deployment", "shop/undone"), b"x")
+    store.held.put("deployments", "shop/undone", b"held")
+    (pages,) = store.rows("PRAGMA page_count")[0]
+    store.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        for number in range(500):
+            store.sent.set(("pod", f"p{number}"), b"x" * 200)
+    assert store.rolled_back
+    store.execute("PRAGMA max_page_count = 1073741823")
+    assert store.probe_writable()
+    store.commit()
+    assert store.produced.keys_of_kind("deployment") == []
+    assert store.held.pop_many("deployments", ["shop/undone"]) == {}
 
 
 def test_snapshot_parts_stay_under_the_byte_budget_and_keep_every_key() -> None:
