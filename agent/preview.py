@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
 import msgspec
@@ -39,7 +39,7 @@ from collector.metadata import MetadataProbe
 from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
 from kube.errors import KubeError
-from shipper.records import Record, encode
+from shipper.records import Entry, Record, as_entry
 
 log = structlog.get_logger("agent.preview")
 
@@ -55,8 +55,11 @@ class PrintedRecords:
         self._out = out
 
     def put(self, records: Iterable[Record]) -> None:
-        for record in records:
-            self._out.write(encode(record) + b"\n")
+        self.put_entries([as_entry(record) for record in records])
+
+    def put_entries(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            self._out.write(entry.body + b"\n")
         self._out.flush()
 
     def clear_resync_needed(self) -> None:

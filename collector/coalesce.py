@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Collection, Iterable
-from typing import Protocol
+from collections.abc import Collection, Sequence
+from typing import NamedTuple, Protocol
 
 import msgspec
 import structlog
@@ -43,7 +43,7 @@ import structlog
 from collector.state import Slot, StateStore
 from runtime.health import Health, HealthReporter
 from runtime.storage_errors import is_passing_storage_error
-from shipper.records import Record
+from shipper.records import Entry, Record, as_entry
 
 _Slot = Slot | tuple[str, int]  # a record's place in the window; an event's is its number
 
@@ -55,8 +55,8 @@ RESYNC_BELOW_FILL = 0.5
 class Destination(Protocol):
     """Where the coalescer commits records (`shipper.outbox.StreamOutbox` is one)."""
 
-    def put(self, records: Iterable[Record]) -> None:
-        """Commit the records in order; raise if they were not committed."""
+    def put_entries(self, entries: Sequence[Entry]) -> None:
+        """Commit the records, encoded, in order; raise if they were not committed."""
 
     @property
     def at_bound(self) -> bool:
@@ -77,17 +77,28 @@ class Destination(Protocol):
 _SORTED = msgspec.json.Encoder(order="sorted")
 
 
-def with_encoded_data(record: Record) -> tuple[Record, bytes]:
-    """The record with its data encoded (keys sorted, so equal data gives equal bytes), and
-    its fingerprint: what makes two records of one object equal for the platform (op, uid
-    and data; not ids or times), the hash of `[op, uid, data]` so encoded. The data is
-    encoded once, for both."""
+def encoded(record: Record) -> tuple[Entry, bytes]:
+    """The record as the outbox keeps it, and its fingerprint: what makes two records of
+    one object equal for the platform (op, uid and data; not ids or times), the hash of
+    `[op, uid, data]` encoded with sorted keys. The data is encoded once, for both."""
     data = _SORTED.encode(record.data)
-    encoded = b"".join(
+    identity = b"".join(
         (b"[", _SORTED.encode(record.op), b",", _SORTED.encode(record.uid), b",", data, b"]")
     )
-    prepared = msgspec.structs.replace(record, data=msgspec.Raw(data))
-    return prepared, hashlib.blake2b(encoded, digest_size=16).digest()
+    spliced = msgspec.structs.replace(record, data=msgspec.Raw(data))
+    return as_entry(spliced), hashlib.blake2b(identity, digest_size=16).digest()
+
+
+class _Worth(NamedTuple):
+    """A record worth enqueueing, as the flush keeps it until its put went through."""
+
+    op: str
+    slot: Slot
+    entry: Entry
+    mark: bytes
+
+
+_decode_record = msgspec.json.Decoder(Record).decode
 
 
 class Coalescer:
@@ -154,14 +165,14 @@ class Coalescer:
                 self._requeue(pending)
                 raise
         self.reporter.count("records_coalesced", len(pending) - len(worth))
-        pending.clear()  # their data is encoded in `worth` now: the dicts go before the put
+        pending.clear()  # encoded in `worth`: their data's dicts go before the put
         if not worth:
             return 0
         try:
-            self.outbox.put(record for record, _ in worth.values())
+            self.outbox.put_entries([worth.entry for worth in worth.values()])
         except Exception as exc:
-            with self._lock:
-                self._requeue({slot: record for slot, (record, _) in worth.items()})
+            with self._lock:  # as they were offered (a put that fails is rare: decoded again)
+                self._requeue({slot: _decode_record(w.entry.body) for slot, w in worth.items()})
             self.cannot_write(exc)
             return 0
         with self._lock:
@@ -171,31 +182,28 @@ class Coalescer:
             log.info("outbox_writable")
         return len(worth)
 
-    def _changed(self, pending: dict[_Slot, Record]) -> dict[_Slot, tuple[Record, bytes]]:
+    def _changed(self, pending: dict[_Slot, Record]) -> dict[_Slot, _Worth]:
         """(`_lock` held.) The records worth sending, each with its fingerprint: every
         event, and every other record whose fingerprint is not the one last enqueued."""
         # One read for the window's records, not one per record.
         known = self._state.sent.get_many(
             (record.kind, record.key) for record in pending.values() if record.op != "event"
         )
-        worth: dict[_Slot, tuple[Record, bytes]] = {}
+        worth: dict[_Slot, _Worth] = {}
         for slot, record in pending.items():
-            prepared, mark = with_encoded_data(record)
-            if record.op != "event" and known.get((record.kind, record.key)) == mark:
+            entry, mark = encoded(record)
+            record_slot = (record.kind, record.key)
+            if record.op != "event" and known.get(record_slot) == mark:
                 continue
-            worth[slot] = (prepared, mark)
+            worth[slot] = _Worth(record.op, record_slot, entry, mark)
         return worth
 
-    def _remember(self, enqueued: Collection[tuple[Record, bytes]]) -> None:
+    def _remember(self, enqueued: Collection[_Worth]) -> None:
         """(`_lock` held.) Commit, with the state, what was enqueued: an upsert's
         fingerprint is kept, a deleted record's forgotten."""
         sent = self._state.sent
-        sent.set_many(
-            ((record.kind, record.key), mark) for record, mark in enqueued if record.op == "upsert"
-        )
-        sent.discard_many(
-            (record.kind, record.key) for record, _ in enqueued if record.op == "delete"
-        )
+        sent.set_many((worth.slot, worth.mark) for worth in enqueued if worth.op == "upsert")
+        sent.discard_many(worth.slot for worth in enqueued if worth.op == "delete")
         self._state.commit()
 
     def _requeue(self, records: dict[_Slot, Record]) -> None:

@@ -194,8 +194,7 @@ class SourceSink(Generic[T]):
         if source.keep in (Keep.RECORDS, Keep.VERSIONED):
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
         for record in records:
-            # A normalizer's data is a dict; only the coalescer encodes it.
-            if record.op == "upsert" and isinstance(record.data, dict):
+            if record.op == "upsert":
                 self._remember(meta.key, record.kind, record.key, identity, record.data)
         wiring.offer(records)
 

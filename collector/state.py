@@ -81,7 +81,7 @@ from runtime.sqlite_file import Durability, FileKind, Foreign
 from runtime.storage_errors import is_passing_storage_error
 
 CACHE_KIB = 4096  # SQLite's page cache: the only part of the state held in memory
-DEFERRED_ROWS = 256  # deferred writes held in memory at most (a held object is a few KiB)
+DEFERRED_ROWS = 64  # deferred writes held in memory at most (a held object is a few KiB)
 SCHEMA_VERSION = 3
 _MIGRATED_VERSION = 2  # the one older schema `_FROM_2` carries over
 

@@ -48,8 +48,8 @@ from runtime.health import Health, HealthReporter
 from runtime.sqlite_file import Found
 from shipper import queuefile, queueschema
 from shipper.lock import DirectoryLock
-from shipper.queuefile import Chunk, ChunkInfo, DeadLetter, Entry, QueueFileError, StreamStats
-from shipper.records import DISCOVERY, STREAMS, Outgoing, RecordClass, encode
+from shipper.queuefile import Chunk, ChunkInfo, DeadLetter, QueueFileError, StreamStats
+from shipper.records import DISCOVERY, STREAMS, Entry, Outgoing, RecordClass, as_entry
 from shipper.reserve import DiskReserve
 
 log = structlog.get_logger("shipper.outbox")
@@ -168,7 +168,10 @@ class StreamOutbox:
 
     def put(self, records: Iterable[Outgoing]) -> None:
         """Commit records durably (in order); when this returns they survive a SIGKILL."""
-        entries = [Entry(record.record_class, encode(record)) for record in records]
+        self.put_entries([as_entry(record) for record in records])
+
+    def put_entries(self, entries: Sequence[Entry]) -> None:
+        """`put`, of records already encoded."""
         if not entries:
             return
         with self._lock:
@@ -308,7 +311,7 @@ class StreamOutbox:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _cut_chunks(self, entries: list[Entry]) -> Iterable[Chunk]:
+    def _cut_chunks(self, entries: Sequence[Entry]) -> Iterable[Chunk]:
         now = time.time()
         current: list[Entry] = []
         size = 0

@@ -31,7 +31,7 @@ import msgspec
 from runtime import sqlite_file
 from runtime.sqlite_file import Durability, FileKind, Foreign, UnusableFile
 from shipper import queueschema as schema
-from shipper.records import SCALING, RecordClass
+from shipper.records import SCALING, Entry, RecordClass
 
 _HEADER_BYTES = 100  # the page size at offset 16 (2 bytes), the page count at 28 (4 bytes)
 
@@ -43,13 +43,6 @@ REBUILT_DISCOVERY_EVENTS = frozenset({"snapshot"})
 
 def stream_path(directory: Path, stream: str) -> Path:
     return directory / f"{stream}.db"
-
-
-class Entry(msgspec.Struct, array_like=True, frozen=True):
-    """One record inside a chunk: its bound class and its JSON, exactly as it is sent."""
-
-    cls: int
-    body: bytes
 
 
 class Chunk(msgspec.Struct, array_like=True, frozen=True):

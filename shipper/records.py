@@ -41,9 +41,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
     namespace: str | None = None
     name: str | None = None
     resource_version: str | None = None
-    data: dict[str, Any] | msgspec.Raw = msgspec.field(default_factory=dict)
-    """A normalizer's dict; the coalescer hands the outbox this dict already encoded (its
-    fingerprint encodes it anyway), which the record's encoding splices in as it is."""
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def record_class(self) -> RecordClass:
@@ -88,6 +86,18 @@ _ENCODER = msgspec.json.Encoder()
 
 def encode(record: Outgoing) -> bytes:
     return _ENCODER.encode(record)
+
+
+class Entry(msgspec.Struct, array_like=True, frozen=True):
+    """One record as the outbox keeps it: its bound class and its JSON, exactly as it is
+    sent."""
+
+    cls: int
+    body: bytes
+
+
+def as_entry(record: Outgoing) -> Entry:
+    return Entry(record.record_class, encode(record))
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:

@@ -30,7 +30,7 @@ from runtime.backoff import Backoff
 from runtime.health import Health, HealthReporter
 from shipper.errors import MooninAPIError, RejectedBody, RetryLater, StreamPaused
 from shipper.outbox import Batch, StreamOutbox
-from shipper.queuefile import Entry
+from shipper.records import Entry
 
 log = structlog.get_logger("shipper")
 

@@ -24,7 +24,15 @@ from agent.preview import PrintedRecords
 from scheduler.dryrun import DryRunEvents
 from shipper import queuefile
 from shipper.outbox import Outbox
-from shipper.records import DISCOVERY, SCALING, Outgoing, Record, ScalingEvent, utc_timestamp
+from shipper.records import (
+    DISCOVERY,
+    SCALING,
+    Outgoing,
+    Record,
+    ScalingEvent,
+    as_entry,
+    utc_timestamp,
+)
 
 
 @dataclass
@@ -149,6 +157,15 @@ def test_clearing_the_resync_mark_leaves_it_cleared_and_puts_working(subject: Su
     subject.sink.put([subject.make("a")])
     assert subject.handed_over() == ["a"]
     assert subject.sink.at_bound is False
+
+
+def test_a_destination_hands_over_encoded_records_as_it_does_records(
+    destination: Subject,
+) -> None:
+    destination.sink.put_entries([as_entry(destination.make(ident)) for ident in ("a", "b")])
+    destination.sink.put([destination.make("c")])
+    destination.sink.put_entries([])
+    assert destination.handed_over() == ["a", "b", "c"]
 
 
 def test_a_destination_reports_a_fill_between_empty_and_its_bound(destination: Subject) -> None:

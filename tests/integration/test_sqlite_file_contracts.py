@@ -28,8 +28,7 @@ from scheduler.store import FILE_NAME as SCALING_STORE_FILE
 from scheduler.store import STORE_FILE, PendingRestore, Store
 from shipper import queuefile
 from shipper.outbox import Outbox
-from shipper.queuefile import Entry
-from shipper.records import DISCOVERY, RecordClass
+from shipper.records import DISCOVERY, Entry, RecordClass
 from tests.waiting import wait_until
 
 PAGE = sqlite_file.PAGE_SIZE

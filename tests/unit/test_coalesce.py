@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from collector import model
-from collector.coalesce import Coalescer, with_encoded_data
+from collector.coalesce import Coalescer, encoded
 from collector.model import ObjectMeta
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY, Record
@@ -113,7 +113,7 @@ def test_a_failed_write_keeps_the_records_for_the_next_window(
     def disk_full(records: object) -> None:
         raise OSError("database or disk is full")
 
-    monkeypatch.setattr(stream, "put", disk_full)
+    monkeypatch.setattr(stream, "put_entries", disk_full)
     assert coalescer.flush() == 0
     assert not coalescer.reporter.health.ok
     coalescer.offer(model.upsert("deployment", meta("web"), {"replicas": 2}))  # newer wins
@@ -165,15 +165,8 @@ def test_the_fingerprint_is_the_one_earlier_versions_stored_and_the_data_is_unch
     record: Record,
 ) -> None:
     """A state file written before keeps matching: an upgrade re-sends nothing unchanged."""
-    prepared, mark = with_encoded_data(record)
+    entry, mark = encoded(record)
     before = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
     assert mark == hashlib.blake2b(before, digest_size=16).digest()
-    body = msgspec.json.decode(msgspec.json.encode(prepared))
-    assert body["data"] == record.data
-    assert {name: body[name] for name in ("id", "kind", "op", "key", "uid")} == {
-        "id": record.id,
-        "kind": record.kind,
-        "op": record.op,
-        "key": record.key,
-        "uid": record.uid,
-    }
+    assert entry.cls == record.record_class
+    assert msgspec.json.decode(entry.body) == msgspec.json.decode(msgspec.json.encode(record))
