@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import os
+import random
 import time
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -123,6 +123,8 @@ _CROCKFORD_PAIRS = [first + second for first in _CROCKFORD for second in _CROCKF
 
 
 def new_id() -> str:
-    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by creation time."""
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    """A ULID: 48 bits of milliseconds then 80 random bits, so ids sort by creation time.
+    An id must be unique, not secret: the random bits come from the interpreter's generator
+    (seeded by the system), not a system call per record (each also let go of the GIL)."""
+    value = (int(time.time() * 1000) << 80) | random.getrandbits(80)
     return "".join([_CROCKFORD_PAIRS[(value >> shift) & 1023] for shift in range(120, -1, -10)])
