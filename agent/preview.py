@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import BinaryIO
 
 import msgspec
@@ -39,7 +39,7 @@ from collector.metadata import MetadataProbe
 from kube.api import KubeApi
 from kube.cluster import KubeConfigError, load_target
 from kube.errors import KubeError
-from shipper.records import Entry, Record, as_entry
+from shipper.records import Entry
 
 log = structlog.get_logger("agent.preview")
 
@@ -53,9 +53,6 @@ class PrintedRecords:
 
     def __init__(self, out: BinaryIO) -> None:
         self._out = out
-
-    def put(self, records: Iterable[Record]) -> None:
-        self.put_entries([as_entry(record) for record in records])
 
     def put_entries(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
