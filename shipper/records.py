@@ -1,8 +1,9 @@
 """Wire records: what the collector and the scheduler put into the outbox.
 
 Both shapes follow the contract in docs/protocol.md field for field. They are frozen
-msgspec Structs, encoded to JSON once, when they are put, so the shipper splices the stored
-bytes straight into a request body without decoding them again.
+msgspec Structs, encoded to JSON once on their way into the outbox (`Entry`; the collector's
+coalescer encodes a record's data once for its fingerprint and the entry), so the shipper
+splices the stored bytes straight into a request body without decoding them again.
 """
 
 from __future__ import annotations
