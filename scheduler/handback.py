@@ -9,8 +9,12 @@ left where a window no longer needs one (`scheduler.ownership` builds the lists)
   the restore journal label, a released marker).
 
 Each is one patch carrying the resourceVersion of the object as our write left it. The HPA
-and Deployment controllers write the status right after such a write, so a 409 reads the
-object again and builds the list afresh, a few times.
+and Deployment controllers write the status right after such a write, often more than once
+(a raised Deployment's status follows its ReplicaSet's pods), so a 409 reads the object
+again and builds the list afresh, after a pause that grows as client-go's
+`retry.DefaultBackoff` (meant for a write to an object controllers are busy with) grows it:
+four tries, 10, 50 and 250 ms apart. Tried at once, three tries could all meet the
+controllers' writes on a busy machine, and leave our entry on a Deployment.
 
 How it fails: raises `kube.errors.Conflict` when the object kept changing under it (an
 HPA's hand-back is then finished by a later scan, which finds ORIGINAL_MANAGERS still
@@ -19,6 +23,8 @@ there), or another `kube.errors.KubeError` as the read or the write raised it.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -29,7 +35,9 @@ from scheduler import ownership
 from scheduler.cycle import Cycle
 from scheduler.kubeapi import Obj
 
-ATTEMPTS = 3
+ATTEMPTS = 4
+FIRST_PAUSE = 0.01  # seconds before the second try; each next pause is PAUSE_FACTOR longer
+PAUSE_FACTOR = 5
 REPLICAS = ("replicas",)
 
 T = TypeVar("T", Hpa, Deployment)
@@ -102,4 +110,5 @@ def _retried(
         except Conflict:
             if attempt + 1 == ATTEMPTS:
                 raise
+            time.sleep(FIRST_PAUSE * PAUSE_FACTOR**attempt * random.uniform(1.0, 1.1))
             obj = read_again(obj)

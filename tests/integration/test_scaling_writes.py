@@ -11,9 +11,10 @@ import msgspec
 import pytest
 import structlog.testing
 
-from kube.workloads import Hpa
+from kube.workloads import Deployment, Hpa
 from sandbox.kube import FakeKube
 from scheduler import annotations as notes
+from scheduler import handback
 from scheduler.kubeapi import Obj, ScalingKube
 from scheduler.names import is_subdomain
 from tests.scaling_harness import (
@@ -307,6 +308,44 @@ def test_a_hand_back_that_meets_a_write_reads_again_and_is_made_in_the_same_cycl
     assert after["status"]["desiredReplicas"] == 7  # the controller's write stays
     assert [name for name in owners(after) if name.startswith("moonin-agent")] == []
     assert ours(after) == {}
+
+
+def test_a_raise_s_hand_back_that_meets_the_controller_three_times_waits_longer_each_time(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Deployment controller writes the status more than once after a raise (its
+    ReplicaSet's pods come): tried at once, three tries all met it, and left our entry."""
+    h.kube.create(deployment(replicas=3))
+    h.kube.create(hpa(low=2, high=5))
+    pauses: list[float] = []
+    monkeypatch.setattr(handback.time, "sleep", pauses.append)
+    kube = StatusBeforeDeploymentHandBacks(h.kube, h.kube_api, writes=3)
+    h.reconciler = h.make_reconciler(kube=kube)
+    h.run(at(9))
+    raised = h.deployment()
+    assert raised["spec"]["replicas"] == 4
+    assert raised["status"]["replicas"] == 3  # the controller's last write stays
+    assert [name for name in owners(raised) if name.startswith("moonin-agent")] == []
+    assert kube.patches == 5  # the raise, three 409s, the hand-back
+    assert len(pauses) == 3 and 0 < pauses[0] < pauses[1] < pauses[2] < 1
+
+
+class StatusBeforeDeploymentHandBacks(ScalingKube):
+    """The Deployment controller writes the status before each of the first `writes` tries
+    of a raise's hand-back."""
+
+    def __init__(self, kube: FakeKube, inner: ScalingKube, *, writes: int) -> None:
+        super().__init__(inner.api)
+        self.fake = kube
+        self.writes = writes
+        self.patches = 0
+
+    def patch_deployment(self, namespace: str, name: str, patch: Obj) -> Deployment:
+        self.patches += 1
+        if 2 <= self.patches <= 1 + self.writes:  # a try of the hand-back
+            status = {"status": {"replicas": 3, "observedGeneration": self.patches}}
+            self.fake.patch("deployments", namespace, name, status)
+        return super().patch_deployment(namespace, name, patch)
 
 
 class StatusBeforeHandBack(ScalingKube):
