@@ -169,10 +169,12 @@ class Coalescer:
         if not worth:
             return 0
         try:
-            self.outbox.put_entries([worth.entry for worth in worth.values()])
+            self.outbox.put_entries([kept.entry for kept in worth.values()])
         except Exception as exc:
             with self._lock:  # as they were offered (a put that fails is rare: decoded again)
-                self._requeue({slot: _decode_record(w.entry.body) for slot, w in worth.items()})
+                self._requeue(
+                    {slot: _decode_record(kept.entry.body) for slot, kept in worth.items()}
+                )
             self.cannot_write(exc)
             return 0
         with self._lock:
@@ -202,8 +204,8 @@ class Coalescer:
         """(`_lock` held.) Commit, with the state, what was enqueued: an upsert's
         fingerprint is kept, a deleted record's forgotten."""
         sent = self._state.sent
-        sent.set_many((worth.slot, worth.mark) for worth in enqueued if worth.op == "upsert")
-        sent.discard_many(worth.slot for worth in enqueued if worth.op == "delete")
+        sent.set_many((kept.slot, kept.mark) for kept in enqueued if kept.op == "upsert")
+        sent.discard_many(kept.slot for kept in enqueued if kept.op == "delete")
         self._state.commit()
 
     def _requeue(self, records: dict[_Slot, Record]) -> None:

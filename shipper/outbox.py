@@ -142,11 +142,10 @@ class StreamOutbox:
             if checked.found is Found.DAMAGED and checked.moved_to is not None:
                 self._quarantined(checked.moved_to)
             self._load_index()
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self._db.close()
-            raise sqlite_file.unusable(queuefile.QUEUE_FILE, self.path, exc) from exc
-        except BaseException:
-            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise sqlite_file.unusable(queuefile.QUEUE_FILE, self.path, exc) from exc
             raise
 
     def _quarantined(self, moved_to: Path) -> None:
