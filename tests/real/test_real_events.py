@@ -144,7 +144,23 @@ def merged_failed_create(control_plane: ControlPlane, namespace: str) -> dict[st
         found = control_plane.list("v1", "Event", namespace, fieldSelector="reason=FailedCreate")
         return [event for event in found if event["message"].startswith(COMBINED)]
 
-    wait_until(lambda: bool(merged()), timeout=30)
+    def progress() -> str:
+        # What the controllers did so far, should the merged Event be late.
+        failures = control_plane.list("v1", "Event", namespace, fieldSelector="reason=FailedCreate")
+        sets = [
+            s["metadata"]["name"] for s in control_plane.list("apps/v1", "ReplicaSet", namespace)
+        ]
+        log = (control_plane.dir / "logs" / "kube-controller-manager.log").read_text()
+        mentions = [line for line in log.splitlines() if namespace in line][-5:]
+        return (
+            f"{len(failures)} FailedCreate Events, ReplicaSets {sets}, the controller"
+            f" manager's last lines on the namespace: {mentions}"
+        )
+
+    # The ReplicaSet controller retries a refused create 5 ms, 10 ms, ... apart: the tenth
+    # refusal (the first merged) comes about 2.6 s after the first, the next ones 5, 10 and
+    # 20 s later, so a busy machine that delays a few gets up to a minute.
+    wait_until(lambda: bool(merged()), timeout=60, poll=0.2, explain=progress)
     for event in control_plane.list("v1", "Event", namespace, fieldSelector="reason=FailedCreate"):
         if not event["message"].startswith(COMBINED):
             control_plane.delete("v1", "Event", namespace, event["metadata"]["name"])
