@@ -193,11 +193,12 @@ def test_a_window_bounds_a_real_hpa_the_controller_acts_on_and_restores_it_exact
     # The bounds come back first; the hand-back (managers, our annotation) is a second patch.
     wait_until(lambda: written(cluster.hpa("web")) == written(before), timeout=30)
     wait_until(lambda: written(cluster.hpa("big")) == written(big))
-    # Beside the controller's own Events, as `kubectl describe` shows them.
-    reasons = cluster.event_reasons(before)
-    assert {"MooninScalingApplied", "MooninScalingReverted", "FailedGetResourceMetric"} <= reasons
+    # Beside the controller's own Events, as `kubectl describe` shows them. Each is recorded
+    # after the write it tells of, so it may come after the writes waited for above.
+    expected = {"MooninScalingApplied", "MooninScalingReverted", "FailedGetResourceMetric"}
+    wait_until(lambda: expected <= cluster.event_reasons(before))
     api = control_plane.get(*DEPLOYMENT, cluster.ns, "api")
-    assert "MooninScalingReverted" in cluster.event_reasons(api)
+    wait_until(lambda: "MooninScalingReverted" in cluster.event_reasons(api))
 
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
