@@ -7,7 +7,8 @@ every request), and the handle it returns speaks to the server as the test needs
 admin's REST calls by apiVersion and kind (paths found through the server's own
 discovery), server-side apply, ServiceAccount tokens through the TokenRequest API, a
 kubeconfig for any token, the audit log read back as the fake's `RequestRecord`s, an etcd
-compaction, and a restart of the API server alone (its watch cache then starts afresh).
+compaction, and a restart of the API server (its watch cache then starts afresh; the
+controller manager is restarted after it).
 `absent()` says in one line why no control plane can run here, or None.
 
 How it fails: a request the server refuses raises `ControlPlaneError` with its status code
@@ -186,8 +187,18 @@ class ControlPlane:
     def restart_apiserver(self, *extra_args: str) -> None:
         """Stop the API server and start it again with the same arguments and port, and
         `extra_args` after them (a flag given twice takes the later value): every connection
-        drops and its watch cache starts over from etcd."""
+        drops and its watch cache starts over from etcd.
+
+        The controller manager is restarted once the server is ready. Left running, its
+        informers wait out client-go's reflector backoff, which doubles from 0.8 s to 30 s
+        (with jitter up to twice that) over failures less than two minutes apart: after a
+        few restarts it saw a new namespace 43 s late, and the next test's controllers did
+        nothing for that long."""
         self._restart("kube-apiserver", *extra_args)
+        self._wait_ready()
+        self._restart("kube-controller-manager")
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

@@ -159,7 +159,7 @@ def merged_failed_create(control_plane: ControlPlane, namespace: str) -> dict[st
 
     # The ReplicaSet controller retries a refused create 5 ms, 10 ms, ... apart: the tenth
     # refusal (the first merged) comes about 2.6 s after the first, the next ones 5, 10 and
-    # 20 s later, so a busy machine that delays a few gets up to a minute.
+    # 20 s later; a machine slow enough to miss the tenth gets up to a minute.
     wait_until(lambda: bool(merged()), timeout=60, poll=0.2, explain=progress)
     for event in control_plane.list("v1", "Event", namespace, fieldSelector="reason=FailedCreate"):
         if not event["message"].startswith(COMBINED):
