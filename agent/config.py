@@ -325,6 +325,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("discovery.collector.collect_job_logs", None, "collect_job_logs", values.flag),
     # watch Warning Events for the pod errors only they tell; off reads no Event at all
     Setting("discovery.collector.collect_events", "COLLECT_EVENTS", "collect_events", values.flag),
+    # one CPU for the process until every resource has listed: less CPU for the burst
+    Setting(
+        "discovery.collector.warm_up_on_one_cpu",
+        "WARM_UP_ON_ONE_CPU",
+        "warm_up_on_one_cpu",
+        values.switch(),
+    ),
     # `/healthz`, `/readyz` and `/metrics`; a taken port stops start-up
     Setting("process.health_addr", "HEALTH_ADDR", None, _health_addr),
     # from the downward API; the Lease holder's identity

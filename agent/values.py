@@ -72,7 +72,8 @@ def describe(value: object) -> str:
 
 @dataclass(frozen=True)
 class Bounded:
-    """A parser of numbers between two bounds (or of one of a few words, `choice`);
+    """A parser of numbers between two bounds (or of one of a few words, `choice`, or of a
+    flag, `switch`);
     `shown_range` is how the README writes them,
     `show` how it writes a value of the setting (its default), `schema` how the chart's
     values schema bounds them."""
@@ -182,6 +183,11 @@ def flag(raw: Raw) -> bool:
     if parsed is None:
         raise error(raw, f"expected true or false, got {describe(raw.value)}")
     return parsed
+
+
+def switch() -> Bounded:
+    """A flag (`flag`) that the chart's `config.extra` may set, as a YAML boolean."""
+    return Bounded(flag, "", {"type": "boolean"}, show=lambda value: f"`{str(value).lower()}`")
 
 
 def auto_flag(raw: Raw) -> bool | None:

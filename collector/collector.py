@@ -146,7 +146,11 @@ class Collector:
         )
         self._after_rollback = AfterRollback(self.state, self._resync, reporter=self.reporter)
         self._warm_up = WarmUp(
-            table, by_resource, self._listings, timeout=settings.warm_up_timeout_seconds
+            table,
+            by_resource,
+            self._listings,
+            timeout=settings.warm_up_timeout_seconds,
+            one_cpu=settings.warm_up_on_one_cpu,
         )
         self._synced = threading.Event()
         self.processor = Processor(
@@ -221,6 +225,7 @@ class Collector:
     def start(self) -> None:
         """Start collecting (returns at once: the processor starts the informers in turn)."""
         self._running = True
+        self._warm_up.begin()
         self.job_logs.start()
         self.processor.start()
         if self.settings.anti_entropy_seconds > 0:
@@ -257,6 +262,7 @@ class Collector:
     def stop(self) -> None:
         """Stop at once (leadership lost, or shutting down), committing what is buffered."""
         self._stopped.set()
+        self._warm_up.end()
         self.job_logs.stop()
         for informer in self.informers:
             informer.stop()

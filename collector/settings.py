@@ -48,6 +48,8 @@ class CollectorSettings:
     anti_entropy_seconds: float = 86400.0
     """Every this long, everything is sent again with snapshots, one resource at a time
     (0: never)."""
+    warm_up_on_one_cpu: bool = True
+    """Keep the process on one CPU until every resource has listed (`runtime.cpu_affinity`)."""
     informer: InformerSettings = field(default_factory=InformerSettings)
     """How each resource is listed and watched; its page size and watch timeouts are
     configured, the rest is tuning."""

@@ -20,6 +20,7 @@ import structlog
 from collector.informer import Informer
 from collector.resources import Resource
 from collector.sources import Source
+from runtime.cpu_affinity import OneCpu
 
 log = structlog.get_logger("collector")
 
@@ -69,7 +70,10 @@ class Listings:
 
 
 class WarmUp:
-    """Starts each source's informer once what it starts after has listed."""
+    """Starts each source's informer once what it starts after has listed; with
+    `one_cpu`, keeps the process on one CPU (`runtime.cpu_affinity`) from `begin` until
+    every resource has listed or cannot list, the timeout has passed since the last
+    informer started (a list that never ends must not keep it there), or `end`."""
 
     def __init__(
         self,
@@ -78,6 +82,7 @@ class WarmUp:
         listings: Listings,
         *,
         timeout: float,
+        one_cpu: bool,
     ) -> None:
         self._sources = sources
         self._informers = informers
@@ -85,14 +90,30 @@ class WarmUp:
         self._timeout = timeout
         self._started: dict[Resource, float] = {}  # resource -> when its informer started
         self._slow: set[Resource] = set()  # waited for past the timeout: not any more
+        self._one_cpu = OneCpu() if one_cpu else None
+        self._every_resource = frozenset(source.resource for source in sources)
 
     def order(self) -> list[Informer[Any]]:
         """Every informer, in warm-up order."""
         return [self._informers[source.resource] for source in self._sources]
 
+    def begin(self) -> None:
+        """The warm-up starts (its first informers start at the next `advance`)."""
+        if self._one_cpu is not None:
+            self._one_cpu.narrow()
+
+    def end(self) -> None:
+        """The warm-up is over or abandoned (the term ends); any thread may call it."""
+        if self._one_cpu is not None:
+            self._one_cpu.widen()
+
     def advance(self) -> None:
         """Start every informer whose turn has come (cheap: called after each drain)."""
         if len(self._started) == len(self._sources):
+            if self._listings.all(self._every_resource) or (
+                time.monotonic() - max(self._started.values(), default=0.0) > self._timeout
+            ):
+                self.end()
             return
         now = time.monotonic()
         for source in self._sources:

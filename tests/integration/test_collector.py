@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -981,3 +983,33 @@ def test_a_release_body_that_cannot_be_read_for_now_is_read_again_and_nothing_is
     assert not [r for r in received.records if r["kind"] == "helm_release" and r["op"] == "delete"]
     informer = next(i for i in collector.informers if i.resource.plural == "secrets")
     assert informer.reporter.snapshot().counters["failures"] >= 1
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity (Linux) and two CPUs",
+)
+def test_the_warm_up_runs_on_one_cpu_and_gives_every_cpu_back_once_all_has_listed(
+    kube: FakeKube, outbox: StreamOutbox, start: Callable[..., Collector]
+) -> None:
+    allowed = frozenset(os.sched_getaffinity(0))
+    cluster_objects.populate(kube)
+    with structlog.testing.capture_logs() as logs:
+        collector = start()
+        assert collector.wait_synced(10)
+
+        def given_back() -> bool:
+            return any(line["event"] == "cpu_affinity_restored" for line in logs)
+
+        wait_until(given_back)
+    events = [line["event"] for line in logs if line["event"].startswith("cpu_affinity")]
+    assert events == ["cpu_affinity_narrowed", "cpu_affinity_restored"]
+    narrowed = next(line for line in logs if line["event"] == "cpu_affinity_narrowed")
+    assert narrowed["cpu"] in allowed
+    # Every thread of the process, the informers' started during the warm-up among them.
+    cpus = []
+    for name in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            cpus.append(frozenset(os.sched_getaffinity(int(name))))
+    assert len(cpus) > len(collector.informers)
+    assert set(cpus) == {allowed}
