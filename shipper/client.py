@@ -35,7 +35,6 @@ import contextlib
 import re
 import ssl
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -43,6 +42,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
+from isal import isal_zlib
 
 from runtime import backoff, deadline
 from runtime.bounded import (
@@ -336,10 +336,7 @@ class ApiClient:
             if idempotency_key is not None:
                 headers["Idempotency-Key"] = idempotency_key
             if len(body) > GZIP_THRESHOLD:
-                # Level 1: the measured sweet spot. zlib with wbits=31 writes the gzip
-                # wrapper in the same C call; it measured as fast as or faster than
-                # gzip.compress(compresslevel=1) and leaves no timestamp in the header.
-                body = zlib.compress(body, level=1, wbits=31)
+                body = isal_zlib.compress(body, level=1, wbits=31)
                 headers["Content-Encoding"] = "gzip"
         return headers, body
 
