@@ -7,9 +7,9 @@ trades in a warm-up of the default bench cluster. On two CPUs each trade wakes t
 CPU, and each thread comes back to caches the other one has filled. On one CPU the thread
 that let go takes the lock back before the woken one runs, so the threads trade only when
 one blocks or its time slice ends. Measured (`bench/collect.py`, default cluster, 2 cores,
-alternated runs): the warm-up's CPU about a sixth lower, its voluntary context switches
-from about 53,000 to 7,000, and the warm-up no slower, since what the threads lose is only
-the overlap of the little C work they do without the lock (TLS, SQLite, compression).
+alternated runs): the warm-up's CPU 14% lower, its voluntary context switches from about
+53,000 to 7,000, and the warm-up no slower, since what the threads lose is only the overlap
+of the little C work they do without the lock (TLS, SQLite, compression).
 
 Hence one CPU only while the burst lasts: a steady agent is mostly idle, and a thread kept
 on one CPU for days could not leave a CPU that a neighbour keeps busy. The CPU kept is the
