@@ -16,7 +16,7 @@ on one CPU for days could not leave a CPU that a neighbour keeps busy. The CPU k
 one the calling thread is on, within the process's allowed set (a container's cpuset).
 
 How it fails: a change of CPUs the kernel refuses (a seccomp profile, a cpuset changed
-under the process) is logged once and the threads stay where they were; a platform
+under the process) is logged and the threads stay where they were; a platform
 without CPU affinity (not Linux) does nothing. Nothing else depends on it.
 """
 
