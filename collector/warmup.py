@@ -110,10 +110,8 @@ class WarmUp:
     def advance(self) -> None:
         """Start every informer whose turn has come (cheap: called after each drain)."""
         if len(self._started) == len(self._sources):
-            if self._listings.all(self._every_resource) or (
-                time.monotonic() - max(self._started.values(), default=0.0) > self._timeout
-            ):
-                self.end()
+            if self._one_cpu is not None and self._one_cpu.narrowed and self._listed_or_given_up():
+                self._one_cpu.widen()
             return
         now = time.monotonic()
         for source in self._sources:
@@ -121,6 +119,14 @@ class WarmUp:
                 continue
             self._informers[source.resource].start()
             self._started[source.resource] = now
+
+    def _listed_or_given_up(self) -> bool:
+        """(Every informer started.) Every resource has listed or cannot list, or the
+        timeout has passed since the last one started."""
+        last_start = max(self._started.values(), default=0.0)
+        return self._listings.all(self._every_resource) or (
+            time.monotonic() - last_start > self._timeout
+        )
 
     def _due(self, needed: frozenset[Resource], now: float) -> bool:
         unlisted = [r for r in needed - self._slow if not self._listings.all(frozenset({r}))]
