@@ -111,7 +111,7 @@ class WarmUp:
         """Start every informer whose turn has come (cheap: called after each drain)."""
         if len(self._started) == len(self._sources):
             if self._one_cpu is not None and self._one_cpu.narrowed and self._listed_or_given_up():
-                self._one_cpu.widen()
+                self.end()
             return
         now = time.monotonic()
         for source in self._sources:
