@@ -328,7 +328,11 @@ def informer_count() -> int:
 class Agent:
     """The agent process, on the queue volume in `scratch` (a restart reuses it)."""
 
-    def __init__(self, platform: Served, kubeconfig: Path, scratch: Path) -> None:
+    def __init__(
+        self, platform: Served, kubeconfig: Path, scratch: Path, *, sources: Path | None = None
+    ) -> None:
+        """`sources`: a tree of the project (`checkouts.Sources.root`) the agent runs from,
+        rather than the packages this bench imports."""
         self.queue_dir = scratch / "queue"
         self.queue_dir.mkdir(exist_ok=True)
         self.log = scratch / "agent.log"
@@ -347,6 +351,7 @@ class Agent:
                 "LEADER_ELECTION": "false",
                 "HEALTH_ADDR": f"127.0.0.1:{self.health_port}",
                 "SHUTDOWN_SHIP_SECONDS": "5",
+                **({} if sources is None else {"PYTHONPATH": str(sources)}),
             }
         )
         argv = [sys.executable, "-m", "agent.cli", "run", "--role", "discovery"]
@@ -354,7 +359,12 @@ class Agent:
         with self.log.open("wb") as out:
             self.started = time.monotonic()
             self.proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=None if sources is None else scratch,  # not a checkout: see `checkouts`
             )
 
     def memory(self) -> dict[str, float]:
@@ -950,6 +960,12 @@ def parse_args() -> argparse.Namespace:
         "--storm-rate", type=positive, default=10_000 / 60, help="Event writes a second"
     )
     parser.add_argument("--storm-pods", type=int, default=1000, help="pods the storm is about")
+    add_settle_arguments(parser)
+    return parser.parse_args()
+
+
+def add_settle_arguments(parser: argparse.ArgumentParser) -> None:
+    """When a warm-up is over (`Until`), and when the bench gives up on one."""
     parser.add_argument(
         "--quiet-seconds",
         type=float,
@@ -957,7 +973,6 @@ def parse_args() -> argparse.Namespace:
         help="the record count must stay unchanged this long to end the warm-up",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after SECONDS")
-    return parser.parse_args()
 
 
 def expected_records(counts: dict[str, int]) -> int:

@@ -29,6 +29,7 @@ fails shows its log's last lines (exit 1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -38,12 +39,12 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from checkouts import CHECKOUT, sources, worktree
 from clusters import FakeCluster, tail
 from collect import add_size_arguments, child_env, listed_objects, size_factor, synthetic_sizes
 
 from sandbox.kube.synthetic import SyntheticSpec
 
-CHECKOUT = Path(__file__).resolve().parent.parent
 IMPORTS = "import agent.cli, agent.preview"
 _INSTRUCTIONS = re.compile(rb"I\s+refs:\s+([\d,]+)")
 _RECORDS = re.compile(rb'"records": (\d+)')
@@ -64,22 +65,12 @@ class Checkout:
 
     def __init__(self, name: str, root: Path, scratch: Path) -> None:
         self.name = name
-        self.root = root
         self.scratch = scratch / name
         self.scratch.mkdir()
-        changed = git(root, "status", "--porcelain", "--untracked-files=no")
-        self.commit = git(root, "rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
-        self.env = child_env({"PYTHONPATH": str(root), "PYTHONHASHSEED": "0"})
-        where = subprocess.run(
-            [sys.executable, "-c", "import agent; print(agent.__file__)"],
-            env=self.env,
-            cwd=self.scratch,  # not a checkout: the current directory comes first on the path
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        if not Path(where).resolve().is_relative_to(root.resolve()):
-            raise SystemExit(f"{name}: `agent` imports from {where}, not from {root}")
+        # Run in its scratch directory: a checkout's directory would come first on the path.
+        tree = sources(name, root, cwd=self.scratch, env={"PYTHONHASHSEED": "0"})
+        self.commit = tree.commit
+        self.env = tree.env
 
     def _log(self, what: str) -> Path:
         return self.scratch / f"{what}.valgrind"
@@ -118,13 +109,6 @@ class Checkout:
         return int(found[-1]) if found else 0
 
 
-def git(root: Path, *argv: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"git {' '.join(argv)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def count(checkouts: list[Checkout], kubeconfig: Path, objects: int) -> list[Counted]:
     """Every checkout's listing in parallel, then every checkout's imports."""
     listing = ["-m", "agent.cli", "preview", "--kubeconfig", str(kubeconfig)]
@@ -158,13 +142,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as directory:
         scratch = Path(directory)
-        worktree = scratch / "against-sources"
-        if args.against:
-            git(CHECKOUT, "worktree", "add", "--detach", "--quiet", str(worktree), args.against)
-        try:
+        with contextlib.ExitStack() as stack:
             checkouts = [Checkout("this", CHECKOUT, scratch)]
             if args.against:
-                checkouts.append(Checkout("against", worktree, scratch))
+                against_root = stack.enter_context(worktree(args.against, scratch))
+                checkouts.append(Checkout("against", against_root, scratch))
             print(f"generating the synthetic cluster: {sizes}", flush=True)
             kube = FakeCluster(SyntheticSpec(**sizes), scratch, child_env())
             try:
@@ -173,9 +155,6 @@ def main() -> None:
                 counted = count(checkouts, kube.kubeconfig, objects)
             finally:
                 kube.close()
-        finally:
-            if args.against:
-                git(CHECKOUT, "worktree", "remove", "--force", str(worktree))
 
     for checkout, figures in zip(checkouts, counted, strict=True):
         print(
