@@ -276,3 +276,15 @@ def test_a_text_with_no_hint_of_a_shape_has_none_to_mask(value: str) -> None:
     assume(not redact._may_hold_a_shape(value))
     assert redact._masked_shapes(value) == value
     assert redact.redact(value) is value
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_NEAR_MISSES, st.sampled_from(redact._HINTS), st.text(max_size=6)), max_size=24
+    ).map("".join)
+)
+def test_a_text_is_looked_at_in_full_when_it_holds_any_hint_in_any_case(value: str) -> None:
+    for text in (value, value.upper(), value.title()):
+        lowered = text.lower()
+        assert redact._may_hold_a_shape(text) == any(hint in lowered for hint in redact._HINTS)
