@@ -199,6 +199,14 @@ class Relations:
     def _set_replicaset(self, replicaset: _Key, entry: _RsEntry | None) -> set[str]:
         """Index a ReplicaSet (None: not a Deployment's); Deployments whose current changed."""
         namespace = replicaset[0]
+        if entry is not None:
+            # A new ReplicaSet (all of them, in a first list) goes in with one statement, no
+            # query of what was there; a known one is left as it is, for the query below.
+            inserted = self._store.execute(
+                "INSERT OR IGNORE INTO replicasets VALUES (?, ?, ?, ?, ?)", (*replicaset, *entry)
+            )
+            if inserted.rowcount == 1:
+                return self._added_replicaset(replicaset, entry)
         found = self._store.rows(
             "SELECT deployment, revision, created FROM replicasets"
             " WHERE namespace = ? AND name = ?",
@@ -209,24 +217,6 @@ class Relations:
             return set()
         deployments = {e[0] for e in (before, entry) if e is not None}
         was = {d: self._current((namespace, d)) for d in deployments}
-        if before is None and entry is not None:
-            # A new ReplicaSet (all of them, in a first list): current now if it sorts
-            # above the current one, as `_current` sorts; no second query needed.
-            self._store.execute(
-                "INSERT OR REPLACE INTO replicasets VALUES (?, ?, ?, ?, ?)", (*replicaset, *entry)
-            )
-            current = was[entry[0]]
-            ahead = current is None or (entry[1] or 0, replicaset[1]) > (
-                current.number,
-                current.replicaset,
-            )
-            if not ahead:
-                return set()
-            self._remember_current(
-                (namespace, entry[0]),
-                RevisionRef(replicaset=replicaset[1], number=entry[1] or 0, created_at=entry[2]),
-            )
-            return {f"{namespace}/{entry[0]}"}
         for deployment in deployments:
             self._currents.pop((namespace, deployment), None)
         if entry is None:
@@ -238,6 +228,24 @@ class Relations:
                 "INSERT OR REPLACE INTO replicasets VALUES (?, ?, ?, ?, ?)", (*replicaset, *entry)
             )
         return {f"{namespace}/{d}" for d in deployments if self._current((namespace, d)) != was[d]}
+
+    def _added_replicaset(self, replicaset: _Key, entry: _RsEntry) -> set[str]:
+        """(Just inserted.) Its Deployment, if it is that Deployment's current one now."""
+        namespace, name = replicaset
+        owner = (namespace, entry[0])
+        added = RevisionRef(replicaset=name, number=entry[1] or 0, created_at=entry[2])
+        if self._remembered(owner):
+            # What was current before it went in (nothing else changed since): it is
+            # current now if it sorts above that one, as `_current` sorts.
+            before = self._currents[owner]
+            if before is not None and (added.number, name) <= (before.number, before.replicaset):
+                return set()
+            self._remember_current(owner, added)
+        else:
+            current = self._current(owner)  # asked with it in the table
+            if current is None or current.replicaset != name:
+                return set()
+        return {f"{namespace}/{entry[0]}"}
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -271,12 +279,18 @@ class Relations:
         return HpaRef(name=name, min_replicas=low, max_replicas=high)
 
     def replicasets_of(self, namespace: str, deployment: str) -> list[str]:
-        """The Deployment's ReplicaSets, sorted: whose revision records to rebuild."""
+        """The Deployment's ReplicaSets, sorted: whose revision records to rebuild. Its
+        current one, found among them as `_current` would find it, is remembered: the
+        records rebuilt next ask for it."""
         found = self._store.rows(
-            "SELECT name FROM replicasets WHERE namespace = ? AND deployment = ? ORDER BY name",
+            "SELECT name, revision, created FROM replicasets"
+            " WHERE namespace = ? AND deployment = ? ORDER BY name",
             (namespace, deployment),
         )
-        return [str(name) for (name,) in found]
+        current = max(found, key=lambda row: (row[1] or 0, row[0])) if found else None
+        self._remembered((namespace, deployment))  # forgets what a rollback made stale
+        self._remember_current((namespace, deployment), _revision_ref(current))
+        return [str(row[0]) for row in found]
 
     # -- helpers (lock held) ------------------------------------------------------------
 
@@ -284,22 +298,20 @@ class Relations:
         """Remembered for the few Deployments asked last; every write to the table that
         may change a Deployment's answer forgets or replaces it (`_set_replicaset`), and a
         rollback of the store's writes forgets them all."""
+        if self._remembered(deployment):
+            return self._currents[deployment]
+        found = self._store.rows(CURRENT_REVISION, deployment)
+        current = _revision_ref(found[0] if found else None)
+        self._remember_current(deployment, current)
+        return current
+
+    def _remembered(self, deployment: _Key) -> bool:
+        """Whether the Deployment's current revision is remembered (none is after a
+        rollback of the store's writes)."""
         if self._currents_rollbacks != self._store.rollbacks:
             self._currents.clear()
             self._currents_rollbacks = self._store.rollbacks
-        if deployment in self._currents:
-            return self._currents[deployment]
-        found = self._store.rows(CURRENT_REVISION, deployment)
-        current = None
-        if found:
-            ((name, number, created),) = found
-            current = RevisionRef(
-                replicaset=str(name),
-                number=int(number or 0),  # type: ignore[call-overload]
-                created_at=None if created is None else str(created),
-            )
-        self._remember_current(deployment, current)
-        return current
+        return deployment in self._currents
 
     def _remember_current(self, deployment: _Key, current: RevisionRef | None) -> None:
         currents = self._currents
@@ -326,3 +338,15 @@ class Relations:
         bucket.discard(inner)
         if not bucket:
             del index[outer]
+
+
+def _revision_ref(row: tuple[object, ...] | None) -> RevisionRef | None:
+    """A `replicasets` row's (name, revision, created) as a current revision."""
+    if row is None:
+        return None
+    name, number, created = row
+    return RevisionRef(
+        replicaset=str(name),
+        number=int(number or 0),  # type: ignore[call-overload]
+        created_at=None if created is None else str(created),
+    )

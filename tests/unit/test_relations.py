@@ -283,22 +283,33 @@ def _current_in_table(store: StateStore, deployment: str) -> RevisionRef | None:
 
 
 def test_the_remembered_current_revision_always_says_what_the_table_says() -> None:
-    """Current revisions are remembered for the Deployments asked last: after every change
-    (new, renumbered, adopted, orphaned and gone ReplicaSets, more Deployments than are
-    remembered) each answer still equals the table's."""
+    """Current revisions are remembered for the Deployments asked last (and for those whose
+    ReplicaSets were asked for): after every change (new, renumbered, adopted, orphaned and
+    gone ReplicaSets, more Deployments than are remembered) each answer still equals the
+    table's, and a change reports exactly the Deployments whose answer it changed."""
     rng = random.Random(26)
     store = StateStore()
     rel = Relations(store)
     deployments = [f"app{n}" for n in range(90)]
     for _ in range(3000):
         name = f"rs{rng.randrange(300)}"
+        owned = store.rows(
+            "SELECT deployment FROM replicasets WHERE namespace = 'shop' AND name = ?", (name,)
+        )
+        owner = rng.choice([*deployments, None])
+        involved = {str(d) for d in (*(row[0] for row in owned), owner) if d is not None}
+        before = {d: _current_in_table(store, d) for d in involved}
         if rng.random() < 0.2:
-            rel.forget("ReplicaSet", gone(name))
+            affected = rel.forget("ReplicaSet", gone(name))
         else:
-            owner = rng.choice([*deployments, None])
             revision = rng.choice([None, *(str(n) for n in range(1, 8))])
-            rel.observe("ReplicaSet", replicaset(name, owner, revision))
+            affected = rel.observe("ReplicaSet", replicaset(name, owner, revision))
+        assert affected == {
+            f"shop/{d}" for d in involved if _current_in_table(store, d) != before[d]
+        }
         for deployment in rng.sample(deployments, 3):
+            if rng.random() < 0.3:
+                rel.replicasets_of("shop", deployment)
             assert rel.current_revision("shop", deployment) == _current_in_table(store, deployment)
 
 
