@@ -572,13 +572,19 @@ def _likely_meant(name: str, known: Iterable[str]) -> str | None:
     """The known name `name` is a typo of: one edit away (two from 12 characters on)."""
     for candidate in sorted(known):
         allowed = 1 if len(candidate) < 12 else 2
-        if abs(len(name) - len(candidate)) <= allowed and _edits(name, candidate) <= allowed:
+        if (
+            abs(len(name) - len(candidate)) <= allowed
+            and _edits(name, candidate, allowed) <= allowed
+        ):
             return candidate
     return None
 
 
-def _edits(a: str, b: str) -> int:
-    """Insertions, deletions, substitutions and swaps of neighbours turning `a` into `b`."""
+def _edits(a: str, b: str, limit: int) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours turning `a` into `b`,
+    or `limit + 1` for any number above `limit`: once two rows in a row are all above it,
+    no later row comes back under it, and the rest is not computed (a pod's environment
+    holds dozens of names, nearly all far from every setting's)."""
     previous2: list[int] = []
     previous = list(range(len(b) + 1))
     for i, char in enumerate(a, start=1):
@@ -588,8 +594,10 @@ def _edits(a: str, b: str) -> int:
             if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
                 cost = min(cost, previous2[j - 2] + 1)
             current.append(cost)
+        if min(current) > limit and min(previous) > limit:
+            return limit + 1
         previous2, previous = previous, current
-    return previous[-1]
+    return min(previous[-1], limit + 1)
 
 
 def api_url_for(settings: Settings, stream: Stream) -> str:

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.config import (
     DEFAULT_API_URLS,
@@ -16,6 +18,7 @@ from agent.config import (
     ConfigError,
     OutboxSettings,
     Setting,
+    _edits,
     api_url_for,
     load_settings,
     misspelt_variables,
@@ -818,6 +821,20 @@ def test_a_variable_a_typo_away_from_a_setting_is_named_with_the_setting_it_mean
         ("HEARTBEAT_SECOND", "HEARTBEAT_SECONDS"),
         ("QUEUE_MAX_RECORD", "QUEUE_MAX_RECORDS"),
     ]
+
+
+@given(
+    st.text(alphabet="ABCDE_", max_size=14),
+    st.text(alphabet="ABCDE_", max_size=14),
+    st.integers(min_value=0, max_value=3),
+)
+def test_counting_edits_up_to_a_limit_agrees_with_counting_them_all(
+    a: str, b: str, limit: int
+) -> None:
+    """The count stops early once past its limit; under the limit it is the full count, and
+    above it it says so, whatever the strings."""
+    unbounded = _edits(a, b, len(a) + len(b))  # never past this: no early stop
+    assert _edits(a, b, limit) == min(unbounded, limit + 1)
 
 
 # --- the README ----------------------------------------------------------------------------------
