@@ -172,9 +172,10 @@ class _WatchEvent(msgspec.Struct):
     object: msgspec.Raw
 
 
-@dataclass(frozen=True, slots=True)
-class _DecodedEvent:
-    """An event about an object, the object decoded already (`Informer._event`)."""
+class _DecodedEvent(msgspec.Struct):
+    """An event about an object, the object decoded already (`Informer._event`). Each
+    informer decodes into a subclass whose `object` is its own struct, and hands that on as
+    it is: wrapping it again cost each of a list's objects one more allocation."""
 
     type: str
     object: Any
@@ -283,9 +284,11 @@ class Informer(Generic[T]):
         self._decode_page = msgspec.json.Decoder(page_type).decode
         self._decode_object = msgspec.json.Decoder(struct).decode
         event_type: Any = msgspec.defstruct(
-            f"{struct.__name__}Event", [("type", str), ("object", struct)]
+            f"{struct.__name__}Event", [("object", struct)], bases=(_DecodedEvent,)
         )
-        self._decode_object_event = msgspec.json.Decoder(event_type).decode
+        self._decode_object_event: Callable[[bytes], _DecodedEvent] = msgspec.json.Decoder(
+            event_type
+        ).decode
         self._pages = PageSize(ceiling=self.settings.page_size, page_bytes=self.settings.page_bytes)
         self._streaming = self.settings.streaming_lists
         self._synced = threading.Event()
@@ -696,7 +699,7 @@ class Informer(Generic[T]):
             return _event(line)
         if event.type not in _OBJECT_EVENTS:
             return _event(line)  # its object is a Status or a bookmark's, not a `T`
-        return _DecodedEvent(event.type, event.object)
+        return event
 
     # -- one object ----------------------------------------------------------------------
 

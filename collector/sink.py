@@ -157,7 +157,8 @@ class SourceSink(Generic[T]):
                 owner = source.marks.owner(obj)
                 if owner is not None:
                     wiring.stale.mark(source.marks.dependents, [owner])
-            wiring.stale.mark(RELATION_DEPENDENTS, affected)
+            if affected:  # most objects (every pod) affect none: no mark to hash
+                wiring.stale.mark(RELATION_DEPENDENTS, affected)
 
     def emit(self, obj: T) -> None:
         """Raises `SkippedObject` for an object the normalizer fails on."""

@@ -221,6 +221,9 @@ class _PodMemo(msgspec.Struct):
 
 _pack_memo = msgspec.msgpack.Encoder().encode
 _unpack_memo = msgspec.msgpack.Decoder(_PodMemo).decode
+# What a pod seen for the first time is compared with: read only, never changed (shared,
+# so that each of a list's pods does not make one, its dict and list included).
+_NO_MEMO = _PodMemo()
 
 
 @dataclass(slots=True)
@@ -418,26 +421,36 @@ class PodErrorNormalizer:
 def _observe(pod: Pod, previous: _PodMemo | None, now: str) -> tuple[_PodMemo, list[_Signal]]:
     status = pod.status
     memo = _fresh_memo(pod)
-    before = previous or _PodMemo()
+    before = previous or _NO_MEMO
     found = _container_signals(status, previous, memo)
     terminated_error, container_error = _container_errors(status)
-    conditions = {c.type: c for c in status.conditions}
+    scheduled, ready = _conditions(status)
 
-    failed = _phase_signal(pod, before, conditions, terminated_error=terminated_error)
+    failed = _phase_signal(pod, before, terminated_error=terminated_error)
     if failed is not None:
         found.append(failed)
-    unschedulable = _unschedulable_signal(
-        conditions.get("PodScheduled"), status.phase, before, memo
-    )
+    unschedulable = _unschedulable_signal(scheduled, status.phase, before, memo)
     if unschedulable is not None:
         found.append(unschedulable)
     # A crash or a start failure already says why the pod is not ready.
     quiet = container_error or bool(found)
-    not_ready = _not_ready_signal(pod, conditions.get("Ready"), before, memo, now, quiet=quiet)
+    not_ready = _not_ready_signal(pod, ready, before, memo, now, quiet=quiet)
     if not_ready is not None:
         found.append(not_ready)
     memo.failing = _failing(pod, memo, container_error=container_error)
     return memo, found
+
+
+def _conditions(status: PodStatus) -> tuple[Condition | None, Condition | None]:
+    """The PodScheduled and Ready conditions (the last of each, as a dict by type would
+    have them): a loop, not a dict per pod, since only a failed pod needs the others."""
+    scheduled = ready = None
+    for condition in status.conditions:
+        if condition.type == "PodScheduled":
+            scheduled = condition
+        elif condition.type == "Ready":
+            ready = condition
+    return scheduled, ready
 
 
 def _failing(pod: Pod, memo: _PodMemo, *, container_error: bool) -> bool:
@@ -456,12 +469,16 @@ def _failing(pod: Pod, memo: _PodMemo, *, container_error: bool) -> bool:
 def _container_errors(status: PodStatus) -> tuple[bool, bool]:
     """Whether a container terminated in error, and whether one is in error at all (that,
     or waiting in an error state)."""
-    all_statuses = [*status.init_container_statuses, *status.container_statuses]
-    terminated_error = any(
-        cs.state.terminated is not None and is_error_termination(cs.state.terminated)
-        for cs in all_statuses
-    )
-    return terminated_error, terminated_error or any(_waiting_error(cs) for cs in all_statuses)
+    terminated_error = waiting_error = False
+    # A plain loop: nearly every pod is healthy, and each of a list's is asked.
+    for group in (status.init_container_statuses, status.container_statuses):
+        for cs in group:
+            terminated = cs.state.terminated
+            if terminated is not None and is_error_termination(terminated):
+                terminated_error = True
+            elif cs.state.waiting is not None and _waiting_error(cs) is not None:
+                waiting_error = True
+    return terminated_error, terminated_error or waiting_error
 
 
 def _fresh_memo(pod: Pod) -> _PodMemo:
@@ -562,6 +579,22 @@ def _container(
 ) -> _ContainerMemo:
     """One container's new memo; its signals go to `found`: at most one termination (the
     current one, else the end of the run before or a bare restart), one waiting."""
+    if _quiet(cs, before):
+        # Nothing to report or remember but its restarts (most containers, most times).
+        return _ContainerMemo(
+            restarts=cs.restart_count, crash_loop=before is not None and before.crash_loop
+        )
+    return _container_news(cs, before, init, pod_reason_explains, found)
+
+
+def _container_news(
+    cs: ContainerStatus,
+    before: _ContainerMemo | None,
+    init: bool,
+    pod_reason_explains: bool,
+    found: list[_Signal],
+) -> _ContainerMemo:
+    """`_container` worked out in full, whatever the container's state."""
     first_sight = before is None
     before = before or _ContainerMemo(restarts=cs.restart_count)
     memo = _ContainerMemo(restarts=cs.restart_count, crash_loop=before.crash_loop)
@@ -580,6 +613,18 @@ def _container(
     if waiting is not None:
         found.append(waiting)
     return memo
+
+
+def _quiet(cs: ContainerStatus, before: _ContainerMemo | None) -> bool:
+    """Whether the container is neither terminated (now or in its last state) nor waiting,
+    and has not restarted since its memo: none of its signals can fire, and its memo keeps
+    no termination or waiting reason."""
+    return (
+        cs.state.terminated is None
+        and cs.state.waiting is None
+        and cs.last_state.terminated is None
+        and (before is None or cs.restart_count <= before.restarts)
+    )
 
 
 def _current_termination(
@@ -752,13 +797,7 @@ def _waiting_signal(cs: ContainerStatus, reason: str, init: bool) -> _Signal:
     )
 
 
-def _phase_signal(
-    pod: Pod,
-    before: _PodMemo,
-    conditions: Mapping[str, Condition],
-    *,
-    terminated_error: bool,
-) -> _Signal | None:
+def _phase_signal(pod: Pod, before: _PodMemo, *, terminated_error: bool) -> _Signal | None:
     """The pod's turn to phase Failed or Unknown; none when a failed container already is
     the failure (a Failed pod without a pod-level reason)."""
     status = pod.status
@@ -768,6 +807,7 @@ def _phase_signal(
         return None
     phase = status.phase or "Unknown"
     message = status.message or f"The pod's phase is {phase}"
+    conditions = {c.type: c for c in status.conditions}  # the last of each type
     return _Signal(
         reason=status.reason or phase,
         message=message,

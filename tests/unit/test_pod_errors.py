@@ -10,7 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
+from collector.normalize import pod_error
 from collector.normalize.base import Context
 from collector.normalize.pod_error import PodErrorNormalizer
 from collector.state import StateStore
@@ -413,3 +416,60 @@ def test_forget_drops_a_pods_state_and_its_counts() -> None:
     assert normalizer.memos.counts("shop/web-7d4b9c6f5") == (0, 1)
     normalizer.forget("shop/web-7d4b9c6f5-zzzzz")
     assert len(observe(normalizer, crash_looping())) == 1  # first sight again
+
+
+_TIMES = st.sampled_from([None, "2026-12-01T10:00:00Z", "2026-12-01T10:09:00Z"])
+_IDS = st.sampled_from([None, "containerd://a", "containerd://b"])
+_TERMINATED = st.builds(
+    pod_error.Terminated,
+    exit_code=st.sampled_from([0, 1, 137]),
+    reason=st.sampled_from([None, "Error", "Completed", "OOMKilled"]),
+    started_at=_TIMES,
+    finished_at=_TIMES,
+    container_id=_IDS,
+)
+_WAITING = st.builds(
+    pod_error.Waiting,
+    reason=st.sampled_from([None, "ContainerCreating", "CrashLoopBackOff", "ErrImagePull"]),
+)
+_STATE = st.one_of(
+    st.builds(pod_error.ContainerState),
+    st.builds(pod_error.ContainerState, running=st.builds(pod_error.Running, started_at=_TIMES)),
+    st.builds(pod_error.ContainerState, waiting=_WAITING),
+    st.builds(pod_error.ContainerState, terminated=_TERMINATED),
+)
+_BEFORE = st.none() | st.builds(
+    pod_error._ContainerMemo,
+    restarts=st.integers(0, 3),
+    waiting=st.lists(st.sampled_from(["ErrImagePull", "CrashLoopBackOff"]), max_size=1),
+    crash_loop=st.booleans(),
+    terminations=st.lists(st.sampled_from(["containerd://a", "containerd://b"]), max_size=2),
+)
+
+
+@given(
+    st.builds(
+        pod_error.ContainerStatus,
+        name=st.just("app"),
+        restart_count=st.integers(0, 3),
+        state=_STATE,
+        last_state=_STATE,
+    ),
+    _BEFORE,
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_container_with_nothing_to_say_takes_a_short_way_to_the_same_memo(
+    status: pod_error.ContainerStatus,
+    before: pod_error._ContainerMemo | None,
+    init: bool,
+    explained: bool,
+) -> None:
+    """Most containers run and have not restarted: their memo is made without working
+    through terminations and waiting reasons, and is the one the full way gives, with the
+    same signals (none), whatever the state and the memo before."""
+    short: list[Any] = []
+    full: list[Any] = []
+    memo = pod_error._container(status, before, init, explained, short)
+    assert memo == pod_error._container_news(status, before, init, explained, full)
+    assert short == full
