@@ -14,6 +14,7 @@ repeated inside `data`, where a clock reading would make every rebuild look like
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,25 +63,34 @@ def owning_deployment(meta: ObjectMeta) -> str | None:
 
 
 def rollout_type(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
-    keys = [*labels, *annotations]
-    if any(
-        key.startswith(_GITOPS_PREFIXES) or any(infix in key for infix in _GITOPS_INFIXES)
-        for key in keys
-    ):
+    return _rollout_type(labels, annotations, helm_context(labels, annotations))
+
+
+def _rollout_type(
+    labels: Mapping[str, str], annotations: Mapping[str, str], helm: dict[str, Any] | None
+) -> str:
+    """`rollout_type`, given the object's `helm_context` (its record carries it too)."""
+    if any(map(_gitops_key, labels)) or any(map(_gitops_key, annotations)):
         return "gitops"
-    if helm_context(labels, annotations) is not None:
-        return "helm"
-    return "rollout"
+    return "rollout" if helm is None else "helm"
+
+
+@functools.lru_cache(maxsize=4096)
+def _gitops_key(key: str) -> bool:
+    """Whether a label or annotation key is one Argo CD or Flux put. Remembered per key: a
+    cluster has a few dozen keys, each on thousands of objects."""
+    return key.startswith(_GITOPS_PREFIXES) or any(infix in key for infix in _GITOPS_INFIXES)
 
 
 def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[str, Any]:
     meta, spec, status = obj.metadata, obj.spec, obj.status
     namespace = meta.namespace or ""
     template = spec.template
+    helm = helm_context(meta.labels, meta.annotations)
     return {
         "deployment": deployment,
         "number": revision_number(meta.annotations),
-        "type": rollout_type(meta.labels, meta.annotations),
+        "type": _rollout_type(meta.labels, meta.annotations, helm),
         "created_at": meta.creation_timestamp,
         "desired_replicas": 1 if spec.replicas is None else spec.replicas,
         "current_replicas": status.replicas or 0,
@@ -92,7 +102,7 @@ def revision_data(obj: ReplicaSet, deployment: str, lookups: Lookups) -> dict[st
         "annotations": sanitize.safe_annotations(meta.annotations),
         **pod_template_data(template),
         **revision_relations(namespace, meta.name, deployment, template.metadata.labels, lookups),
-        "helm": helm_context(meta.labels, meta.annotations),
+        "helm": helm,
     }
 
 

@@ -1360,3 +1360,33 @@ def test_each_template_renders_its_own_containers_whatever_was_rendered_before()
     listed = [c["image"] for c in older["spec"]["template"]["spec"]["containers"]]
     assert [entry["image"] for entry in old[2]] == listed
     assert old[0][1:] == first[0][1:]  # the sidecar is the same in both
+
+
+def test_a_container_named_and_imaged_as_one_rendered_before_is_rendered_anew() -> None:
+    """Containers rendered before are given again by name and image only while they are
+    equal: one that changed elsewhere (its resources, an env var) renders its own, and an
+    init container its own `images` entry, past as many others as the renderer keeps."""
+    first = only(run(deployment.NORMALIZER, DEPLOYMENT)).data
+    changed = copy.deepcopy(DEPLOYMENT)
+    web = changed["spec"]["template"]["spec"]["containers"][0]
+    web["resources"] = {"requests": {"cpu": "1"}}
+    web["env"].append({"name": "REGION", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})
+    # The web container again as an init container: the same name and image, other entry.
+    changed["spec"]["template"]["spec"]["initContainers"].append(copy.deepcopy(web))
+    data = only(run(deployment.NORMALIZER, changed)).data
+    assert data["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+    assert data["containers"][0]["env"][-1]["from"] == "fieldRef"
+    assert data["containers"][1] == first["containers"][1]
+    assert data["init_containers"][-1] == data["containers"][0]
+    assert [(entry["container"], entry["init"]) for entry in data["images"]] == [
+        ("web", False),
+        ("sidecar", False),
+        ("migrate", True),
+        ("web", True),
+    ]
+    many = copy.deepcopy(DEPLOYMENT)
+    many["spec"]["template"]["spec"]["containers"] = [
+        {"name": f"c{number}", "image": f"example/c:{number}"} for number in range(40)
+    ]
+    run(deployment.NORMALIZER, many)
+    assert only(run(deployment.NORMALIZER, DEPLOYMENT)).data == first

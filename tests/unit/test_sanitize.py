@@ -421,3 +421,17 @@ def test_kept_metadata_loses_only_the_values_no_record_carries() -> None:
     assert revision.rollout_type({}, slim.annotations) == "gitops"
     untouched = ObjectMeta(name="api", annotations={"team": "shop"})
     assert sanitize.without_dropped_values(untouched) is untouched
+
+
+def test_a_remembered_annotation_value_is_remembered_with_its_key() -> None:
+    # Short values are remembered per key and value: the same text is dropped under a key
+    # that names a credential or a manifest's and masked under another, whichever came
+    # first; a long one is judged each time, the same way.
+    value = "password=hunter2"
+    for _ in range(2):
+        assert sanitize.annotation_value("example.com/db-password", value) is None
+        assert sanitize.annotation_value("kapp.k14s.io/original", value) is None
+        assert sanitize.annotation_value("example.com/note", value) == f"password={redact.REDACTED}"
+        assert sanitize.annotation_value("example.com/note", "db-main") == "db-main"
+    long = "token=" + "x" * 200
+    assert sanitize.annotation_value("example.com/note", long) == f"token={redact.REDACTED}"
