@@ -32,8 +32,9 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from collector.resources import Resource
 
@@ -44,24 +45,23 @@ WAKE_AT = 64
 """Applied or removed objects waiting that wake the taker (see the module docstring)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
+# Deltas are frozen Structs rather than frozen dataclasses: one is made per object listed,
+# and a frozen dataclass's `__init__` (a `object.__setattr__` per field) cost 7 times more.
+class Applied(msgspec.Struct, frozen=True):
     """The object exists as given (a list item, ADDED or MODIFIED)."""
 
     resource: Resource
     obj: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Removed:
+class Removed(msgspec.Struct, frozen=True):
     """The object was deleted; `obj` is its last state."""
 
     resource: Resource
     obj: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
+class Listed(msgspec.Struct, frozen=True):
     """A full list completed: `keys` is every object of the resource at that point."""
 
     resource: Resource
@@ -70,8 +70,7 @@ class Listed:
     keys: AbstractSet[str]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(msgspec.Struct, frozen=True):
     """Work another thread hands the processor (it runs on the processor's thread)."""
 
     work: Callable[[], None]

@@ -515,6 +515,9 @@ class Informer(Generic[T]):
     def _initial_event(self, line: bytes, seen: set[str], listed_at: str) -> bool:
         """One event of a streaming list; True once it was the end of the initial events."""
         event = self._event(line)
+        if event.type == "ADDED":  # all but the last: asked first
+            self._list_item(event.object, seen)
+            return False
         if event.type == "ERROR":
             raise self._status_error(event)
         if event.type == "BOOKMARK":
@@ -523,10 +526,7 @@ class Informer(Generic[T]):
                 raise _StreamingUnavailable("a plain bookmark came first")
             self._listed(meta.resource_version, listed_at, seen)
             return True
-        if event.type != "ADDED":
-            raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
-        self._list_item(event.object, seen)
-        return False
+        raise _StreamingUnavailable(f"a {event.type} event among the initial ones")
 
     def _list_pages(self) -> None:
         listed_at = utc_timestamp()
@@ -720,10 +720,14 @@ class Informer(Generic[T]):
 
     def _list_item(self, item: Any, seen: set[str]) -> bool:
         """One object of a list. False when not even its key could be read."""
-        who = self._give_item(item)
-        if who is None or who.key is None:
+        if isinstance(item, msgspec.Raw):
+            who = self._give_raw(item)
+            key = None if who is None else who.key
+        else:
+            key = self._give(item)  # the common case: no `Identity` made only to be read
+        if key is None:
             return False
-        seen.add(who.key)  # even if skipped, it exists: what it was before is not deleted
+        seen.add(key)  # even if skipped, it exists: what it was before is not deleted
         return True
 
     def _give_item(self, item: Any, *, deleted: bool = False) -> Identity | None:
@@ -731,9 +735,7 @@ class Informer(Generic[T]):
         (`T`); its identity as `_give_raw` says it."""
         if isinstance(item, msgspec.Raw):
             return self._give_raw(item, deleted=deleted)
-        meta: ObjectMeta = item.metadata
-        self._give(item, deleted=deleted)
-        return Identity(meta.key, meta.resource_version)
+        return Identity(self._give(item, deleted=deleted), item.metadata.resource_version)
 
     def _give_raw(self, raw: msgspec.Raw, *, deleted: bool = False) -> Identity | None:
         """Decode one object and hand it to the sink, or skip it; its key and
@@ -751,18 +753,21 @@ class Informer(Generic[T]):
             return who if who.key is not None else None
         return self._give_item(obj, deleted=deleted)
 
-    def _give(self, obj: Any, *, deleted: bool = False) -> None:
-        """Hand a decoded object to the sink; one it cannot normalize or store is skipped."""
+    def _give(self, obj: Any, *, deleted: bool = False) -> str:
+        """Hand a decoded object to the sink; one it cannot normalize or store is skipped.
+        Its key (worked out once here: each `ObjectMeta.key` builds a new string)."""
         meta: ObjectMeta = obj.metadata
+        key = meta.key
         try:
             if deleted:
                 self.sink.remove(obj)
             else:
                 self.sink.apply(obj)
         except SkippedObject as skip:
-            self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
-            return
-        self.skips.passed(meta.key)
+            self.skips.skipped(Identity(key, meta.resource_version), skip)
+            return key
+        self.skips.passed(key)
+        return key
 
     def _advance(self, resource_version: str) -> None:
         """Hold `resource_version` unless it is older than the one held."""
