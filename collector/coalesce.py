@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Collection, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import msgspec
 import structlog
@@ -77,20 +77,25 @@ class Destination(Protocol):
 _SORTED = msgspec.json.Encoder(order="sorted")
 
 
-def encoded(record: Record) -> tuple[Entry, bytes]:
-    """The record as the outbox keeps it, and its fingerprint: what makes two records of
-    one object equal for the platform (op, uid and data; not ids or times), the hash of
-    `[op, uid, data]` encoded with sorted keys. The data is encoded once, for both."""
+def fingerprinted(record: Record) -> tuple[bytes, bytes]:
+    """The record's data encoded with sorted keys, and the record's fingerprint: what makes
+    two records of one object equal for the platform (op, uid and data; not ids or times),
+    the hash of `[op, uid, data]` encoded with sorted keys. The data is encoded once, for
+    both the fingerprint and the entry (`entry_of`)."""
     data = _SORTED.encode(record.data)
-    identity = b"".join(
-        (b"[", _SORTED.encode(record.op), b",", _SORTED.encode(record.uid), b",", data, b"]")
-    )
-    spliced = msgspec.structs.replace(record, data=msgspec.Raw(data))
-    return as_entry(spliced), hashlib.blake2b(identity, digest_size=16).digest()
+    identity = _SORTED.encode((record.op, record.uid, msgspec.Raw(data)))
+    return data, hashlib.blake2b(identity, digest_size=16).digest()
 
 
-class _Worth(NamedTuple):
-    """A record worth enqueueing, as the flush keeps it until its put went through."""
+def entry_of(record: Record, data: bytes) -> Entry:
+    """The record as the outbox keeps it, its data spliced in as `fingerprinted` encoded it
+    (only for a record worth sending: a restart's unchanged records are never encoded)."""
+    return as_entry(msgspec.structs.replace(record, data=msgspec.Raw(data)))
+
+
+class _Worth(msgspec.Struct, frozen=True):
+    """A record worth enqueueing, as the flush keeps it until its put went through (a
+    Struct: built in C, one per record, where a NamedTuple's constructor is Python)."""
 
     op: str
     slot: Slot
@@ -193,11 +198,11 @@ class Coalescer:
         )
         worth: dict[_Slot, _Worth] = {}
         for slot, record in pending.items():
-            entry, mark = encoded(record)
+            data, mark = fingerprinted(record)
             record_slot = (record.kind, record.key)
             if record.op != "event" and known.get(record_slot) == mark:
                 continue
-            worth[slot] = _Worth(record.op, record_slot, entry, mark)
+            worth[slot] = _Worth(record.op, record_slot, entry_of(record, data), mark)
         return worth
 
     def _remember(self, enqueued: Collection[_Worth]) -> None:

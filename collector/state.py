@@ -255,11 +255,11 @@ class StateStore:
             self._write_deferred_for(sql)
             return self._db.execute(sql, tuple(parameters))
 
-    def execute_many(self, sql: str, rows: Iterable[Iterable[object]]) -> None:
+    def execute_many(self, sql: str, rows: Iterable[tuple[object, ...]]) -> None:
         """One statement for many rows (prepared once, run in C for each)."""
         with self._guarded:
             self._write_deferred_for(sql)
-            self._db.executemany(sql, (tuple(row) for row in rows))
+            self._db.executemany(sql, rows)
 
     def rows(self, sql: str, parameters: Iterable[object] = ()) -> list[tuple[object, ...]]:
         with self._guarded:
@@ -281,7 +281,7 @@ class StateStore:
         it: before the next statement that names the table (so every read and write sees it,
         in order), once `DEFERRED_ROWS` wait, and at the latest with the commit. A warm-up
         holds and produces tens of thousands of rows in a row, one statement each before."""
-        with self._guarded:
+        with self.lock:  # no statement runs here, but every `DEFERRED_ROWS`th (`_guarded`)
             runs = self._deferred.setdefault(table, [])
             if runs and runs[-1][0] == sql:
                 runs[-1][1].append(row)
@@ -289,7 +289,8 @@ class StateStore:
                 runs.append((sql, [row]))
             self._deferred_rows += 1
             if self._deferred_rows >= DEFERRED_ROWS:
-                self._write_deferred(list(self._deferred))
+                with self._guarded:
+                    self._write_deferred(list(self._deferred))
 
     def _write_deferred_for(self, sql: str) -> None:
         """(Lock held.) The deferred writes to the tables the statement names."""
@@ -449,6 +450,8 @@ class SentFingerprints:
         """The records' deletes were enqueued: their rows go, but for those some object
         produced again since, which only lose their fingerprint."""
         slots = list(slots)
+        if not slots:
+            return  # a warm-up enqueues no delete: two statements less per flush
         self._store.execute_many(
             "DELETE FROM records WHERE kind = ? AND key = ? AND source IS NULL", slots
         )

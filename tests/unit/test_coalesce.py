@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from collector import model
-from collector.coalesce import Coalescer, encoded
+from collector.coalesce import Coalescer, entry_of, fingerprinted
 from collector.model import ObjectMeta
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY, Record
@@ -165,7 +165,8 @@ def test_the_fingerprint_is_the_one_earlier_versions_stored_and_the_data_is_unch
     record: Record,
 ) -> None:
     """A state file written before keeps matching: an upgrade re-sends nothing unchanged."""
-    entry, mark = encoded(record)
+    data, mark = fingerprinted(record)
+    entry = entry_of(record, data)
     before = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
     assert mark == hashlib.blake2b(before, digest_size=16).digest()
     assert entry.cls == record.record_class
