@@ -505,12 +505,12 @@ def _container_signals(
     found: list[_Signal] = []
     for init, group in ((True, status.init_container_statuses), (False, status.container_statuses)):
         for cs in group:
-            memo.containers[cs.name] = _container(
-                cs,
-                previous.containers.get(cs.name) if previous is not None else None,
-                init,
-                pod_reason_explains,
-                found,
+            before = previous.containers.get(cs.name) if previous is not None else None
+            quiet = _quiet_memo(cs, before)
+            memo.containers[cs.name] = (
+                quiet
+                if quiet is not None
+                else _container(cs, before, init, pod_reason_explains, found)
             )
     return found
 
@@ -579,22 +579,6 @@ def _container(
 ) -> _ContainerMemo:
     """One container's new memo; its signals go to `found`: at most one termination (the
     current one, else the end of the run before or a bare restart), one waiting."""
-    if _quiet(cs, before):
-        # Nothing to report or remember but its restarts (most containers, most times).
-        return _ContainerMemo(
-            restarts=cs.restart_count, crash_loop=before is not None and before.crash_loop
-        )
-    return _container_news(cs, before, init, pod_reason_explains, found)
-
-
-def _container_news(
-    cs: ContainerStatus,
-    before: _ContainerMemo | None,
-    init: bool,
-    pod_reason_explains: bool,
-    found: list[_Signal],
-) -> _ContainerMemo:
-    """`_container` worked out in full, whatever the container's state."""
     first_sight = before is None
     before = before or _ContainerMemo(restarts=cs.restart_count)
     memo = _ContainerMemo(restarts=cs.restart_count, crash_loop=before.crash_loop)
@@ -615,15 +599,20 @@ def _container_news(
     return memo
 
 
-def _quiet(cs: ContainerStatus, before: _ContainerMemo | None) -> bool:
-    """Whether the container is neither terminated (now or in its last state) nor waiting,
-    and has not restarted since its memo: none of its signals can fire, and its memo keeps
-    no termination or waiting reason."""
-    return (
-        cs.state.terminated is None
-        and cs.state.waiting is None
-        and cs.last_state.terminated is None
-        and (before is None or cs.restart_count <= before.restarts)
+def _quiet_memo(cs: ContainerStatus, before: _ContainerMemo | None) -> _ContainerMemo | None:
+    """The new memo of a container neither terminated (now or in its last state) nor
+    waiting, that has not restarted since its memo: none of its signals can fire, and its
+    memo keeps only its restarts (most containers, most times). None for any other, which
+    `_container` works out in full."""
+    if (
+        cs.state.terminated is not None
+        or cs.state.waiting is not None
+        or cs.last_state.terminated is not None
+        or (before is not None and cs.restart_count > before.restarts)
+    ):
+        return None
+    return _ContainerMemo(
+        restarts=cs.restart_count, crash_loop=before is not None and before.crash_loop
     )
 
 
