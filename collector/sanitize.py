@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -373,28 +373,56 @@ def conditions(items: Iterable[Condition] | None, *, message: bool = True) -> li
 # -- containers -------------------------------------------------------------------------
 
 
-def containers(pod_spec_containers: Iterable[Container] | None) -> list[dict[str, Any]]:
-    """Containers as shipped, in pod spec order (the order is the spec's, and meaningful)."""
-    return [container(c) for c in pod_spec_containers or []]
+def pod_containers(spec: PodSpec) -> dict[str, Any]:
+    """A pod spec's containers and init containers as shipped, in spec order (the order is
+    the spec's, and meaningful), and one `images` entry for each: the reference as written
+    and parsed."""
+    containers = [_rendered(c, init=False) for c in spec.containers or []]
+    init_containers = [_rendered(c, init=True) for c in spec.init_containers or []]
+    return {
+        "containers": [rendered.shipped for rendered in containers],
+        "init_containers": [rendered.shipped for rendered in init_containers],
+        "images": [rendered.image for rendered in (*containers, *init_containers)],
+    }
 
 
-def images(spec: PodSpec) -> list[dict[str, Any]]:
-    """One entry per container and init container: the reference as written and parsed."""
-    entries = []
-    for init, group in ((False, spec.containers), (True, spec.init_containers)):
-        for c in group or []:
-            entries.append(image_entry(c, init, image_ref(c.image)))
-    return entries
+class _Rendered(NamedTuple):
+    """A container as records ship it, and its entry in `images`."""
+
+    container: Container
+    shipped: dict[str, Any]
+    image: dict[str, Any]
 
 
-def image_entry(c: Container, init: bool, ref: Mapping[str, str | None]) -> dict[str, Any]:
-    """A container's entry in `images`, given its image parsed (`image_ref`): a caller that
-    shipped the container has it parsed already, as its `image_ref`."""
-    return {"container": c.name, "init": init, "image": c.image, **ref}
+# A Deployment's record is built right before its ReplicaSets' (`collector.sources`): its
+# current ReplicaSet's pod template has the very same containers, an older one's differ in
+# a container or two, and sidecars repeat across Deployments. The containers rendered last
+# are given again while they stay equal (the records share the dicts, which nobody changes
+# once built), by container name, image and whether it is an init container, the last
+# `_RENDERED_KEPT` of them: a few records' worth, rendered anyway. Only the collector's
+# processor thread renders.
+_RENDERED_KEPT = 16
+_renderings: dict[tuple[bool, str, str | None], _Rendered] = {}
 
 
-def container(c: Container) -> dict[str, Any]:
-    """One container as shipped (see `containers`)."""
+def _rendered(c: Container, *, init: bool) -> _Rendered:
+    key = (init, c.name, c.image)
+    known = _renderings.get(key)
+    if known is not None and known.container == c:  # the Structs compare field by field
+        return known
+    shipped = _container(c)
+    # The image is parsed once, for both: the container's `image_ref` is its entry's too.
+    image = {"container": c.name, "init": init, "image": c.image, **shipped["image_ref"]}
+    rendered = _Rendered(c, shipped, image)
+    _renderings.pop(key, None)  # one that changed is kept as the newest
+    _renderings[key] = rendered
+    if len(_renderings) > _RENDERED_KEPT:
+        _renderings.pop(next(iter(_renderings)), None)
+    return rendered
+
+
+def _container(c: Container) -> dict[str, Any]:
+    """One container as shipped (see `pod_containers`)."""
     resources = c.resources or ResourceRequirements()
     return {
         "name": c.name,

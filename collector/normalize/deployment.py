@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -104,51 +104,8 @@ def pod_template_data(template: sanitize.PodTemplate) -> dict[str, Any]:
             "labels": sanitize.labels(template.metadata.labels),
             "annotations": sanitize.safe_annotations(template.metadata.annotations),
         },
-        **_containers_data(template.spec),
+        **sanitize.pod_containers(template.spec),
     }
-
-
-class _Rendered(NamedTuple):
-    """A container as records ship it, and its entry in `images`."""
-
-    container: sanitize.Container
-    shipped: dict[str, Any]
-    image: dict[str, Any]
-
-
-# A Deployment's record is built right before its ReplicaSets' (`collector.sources`): its
-# current ReplicaSet's pod template has the very same containers, an older one's differ in
-# a container or two, and sidecars repeat across Deployments. The containers rendered last
-# are given again while they stay equal (the records share the dicts, which nobody changes
-# once built), by container name, image and whether it is an init container, the last
-# `_RENDERED_KEPT` of them: a few records' worth, rendered anyway.
-_RENDERED_KEPT = 16
-_rendered: dict[tuple[bool, str, str | None], _Rendered] = {}
-
-
-def _containers_data(spec: sanitize.PodSpec) -> dict[str, Any]:
-    containers = [_container(c, False) for c in spec.containers or []]
-    init_containers = [_container(c, True) for c in spec.init_containers or []]
-    return {
-        "containers": [rendered.shipped for rendered in containers],
-        "init_containers": [rendered.shipped for rendered in init_containers],
-        "images": [rendered.image for rendered in (*containers, *init_containers)],
-    }
-
-
-def _container(c: sanitize.Container, init: bool) -> _Rendered:
-    key = (init, c.name, c.image)
-    known = _rendered.get(key)
-    if known is not None and known.container == c:  # the Structs compare field by field
-        return known
-    shipped = sanitize.container(c)
-    # The image is parsed once, for both: the container's `image_ref` is its entry's too.
-    rendered = _Rendered(c, shipped, sanitize.image_entry(c, init, shipped["image_ref"]))
-    _rendered.pop(key, None)  # one that changed is kept as the newest
-    _rendered[key] = rendered
-    if len(_rendered) > _RENDERED_KEPT:
-        _rendered.pop(next(iter(_rendered)), None)
-    return rendered
 
 
 def deployment_relations(

@@ -282,19 +282,19 @@ SANITIZED_CONTAINER = {
 
 def test_containers_keep_identities_and_drop_values() -> None:
     decoded = msgspec.json.decode(msgspec.json.encode([CONTAINER]), type=list[Container])
-    shipped = sanitize.containers(decoded)
+    shipped = sanitize.pod_containers(PodSpec(containers=decoded))["containers"]
     assert shipped == [SANITIZED_CONTAINER]
     encoded = msgspec.json.encode(shipped)
     assert SECRET.encode() not in encoded
     assert b"debug" not in encoded  # a literal env value, however harmless
     assert b"/bin/sh" not in encoded
     assert b"healthz" not in encoded  # probe handlers are reduced to their type
-    assert sanitize.containers(None) == []
+    assert sanitize.pod_containers(PodSpec())["containers"] == []
 
 
 def test_a_minimal_container_decodes_and_normalizes() -> None:
     decoded = msgspec.json.decode(b'{"name": "x", "image": "busybox"}', type=Container)
-    assert sanitize.containers([decoded]) == [
+    assert sanitize.pod_containers(PodSpec(containers=[decoded]))["containers"] == [
         {
             "name": "x",
             "image": "busybox",
@@ -320,7 +320,7 @@ def test_images_cover_containers_and_init_containers() -> None:
         b' "initContainers": [{"name": "migrate", "image": "ghcr.io/o/m@sha256:abc"}]}',
         type=PodSpec,
     )
-    assert sanitize.images(spec) == [
+    assert sanitize.pod_containers(spec)["images"] == [
         {
             "container": "web",
             "init": False,
