@@ -87,7 +87,7 @@ def peek(queue_dir: Path, stream: str | None = None, limit: int | None = None) -
     return itertools.islice(bodies, limit)
 
 
-class DeadLetterLine(msgspec.Struct):
+class DeadLetterLine(msgspec.Struct, gc=False):
     stream: str
     status: int | None
     response: str

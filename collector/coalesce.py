@@ -93,7 +93,7 @@ def entry_of(record: Record, data: bytes) -> Entry:
     return as_entry(msgspec.structs.replace(record, data=msgspec.Raw(data)))
 
 
-class _Worth(msgspec.Struct, frozen=True):
+class _Worth(msgspec.Struct, frozen=True, gc=False):
     """A record worth enqueueing, as the flush keeps it until its put went through (a
     Struct: built in C, one per record, where a NamedTuple's constructor is Python)."""
 

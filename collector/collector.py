@@ -90,7 +90,7 @@ REBUILD_BATCH = 32
 SECRET_BYTES = 4 * 1024 * 1024
 
 
-class _Version(msgspec.Struct, rename="camel"):
+class _Version(msgspec.Struct, rename="camel", gc=False):
     git_version: str | None = None
 
 

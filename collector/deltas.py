@@ -47,21 +47,21 @@ WAKE_AT = 64
 
 # Deltas are frozen Structs rather than frozen dataclasses: one is made per object listed,
 # and a frozen dataclass's `__init__` (a `object.__setattr__` per field) cost 7 times more.
-class Applied(msgspec.Struct, frozen=True):
+class Applied(msgspec.Struct, frozen=True, gc=False):
     """The object exists as given (a list item, ADDED or MODIFIED)."""
 
     resource: Resource
     obj: Any
 
 
-class Removed(msgspec.Struct, frozen=True):
+class Removed(msgspec.Struct, frozen=True, gc=False):
     """The object was deleted; `obj` is its last state."""
 
     resource: Resource
     obj: Any
 
 
-class Listed(msgspec.Struct, frozen=True):
+class Listed(msgspec.Struct, frozen=True, gc=False):
     """A full list completed: `keys` is every object of the resource at that point."""
 
     resource: Resource
@@ -71,7 +71,9 @@ class Listed(msgspec.Struct, frozen=True):
 
 
 class Call(msgspec.Struct, frozen=True):
-    """Work another thread hands the processor (it runs on the processor's thread)."""
+    """Work another thread hands the processor (it runs on the processor's thread). Tracked
+    by the garbage collector, unlike every other Struct here: its closure may reach what
+    holds it, and only a tracked Struct lets the collector see such a cycle."""
 
     work: Callable[[], None]
 

@@ -161,18 +161,18 @@ class InformerSettings:
         return max(1, -(-self.list_bytes // self.page_bytes))
 
 
-class _ListMeta(msgspec.Struct, rename="camel"):
+class _ListMeta(msgspec.Struct, rename="camel", gc=False):
     resource_version: str = ""
     continue_: str | None = msgspec.field(default=None, name="continue")
     remaining_item_count: int | None = None
 
 
-class _WatchEvent(msgspec.Struct):
+class _WatchEvent(msgspec.Struct, gc=False):
     type: str
     object: msgspec.Raw
 
 
-class _DecodedEvent(msgspec.Struct):
+class _DecodedEvent(msgspec.Struct, gc=False):
     """An event about an object, the object decoded already (`Informer._event`). Each
     informer decodes into a subclass whose `object` is its own struct, and hands that on as
     it is: wrapping it again cost each of a list's objects one more allocation."""
@@ -184,11 +184,11 @@ class _DecodedEvent(msgspec.Struct):
 _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 
-class _Bookmark(msgspec.Struct):
+class _Bookmark(msgspec.Struct, gc=False):
     metadata: ObjectMeta
 
 
-class _ListHead(msgspec.Struct):
+class _ListHead(msgspec.Struct, gc=False):
     metadata: _ListMeta
 
 
@@ -210,7 +210,7 @@ class _RawPage:
     items: list[msgspec.Raw]
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, gc=False):
     code: int = 0
     reason: str = ""
     message: str = ""

@@ -68,7 +68,7 @@ class LeaseSettings:
     retry_seconds: float = 2.0
 
 
-class _LeaseSpec(msgspec.Struct, rename="camel"):
+class _LeaseSpec(msgspec.Struct, rename="camel", gc=False):
     holder_identity: str | None = None
     lease_duration_seconds: int | None = None
     acquire_time: str | None = None
@@ -76,11 +76,11 @@ class _LeaseSpec(msgspec.Struct, rename="camel"):
     lease_transitions: int | None = None
 
 
-class _LeaseMeta(msgspec.Struct, rename="camel"):
+class _LeaseMeta(msgspec.Struct, rename="camel", gc=False):
     resource_version: str = ""
 
 
-class _Lease(msgspec.Struct):
+class _Lease(msgspec.Struct, gc=False):
     metadata: _LeaseMeta = msgspec.field(default_factory=_LeaseMeta)
     spec: _LeaseSpec = msgspec.field(default_factory=_LeaseSpec)
 

@@ -54,7 +54,7 @@ _EKSCTL_CLUSTER = "alpha.eksctl.io/cluster-name"
 _AKS_NODE_GROUP = "kubernetes.azure.com/cluster"
 
 
-class NodeHint(msgspec.Struct, rename="camel", frozen=True):
+class NodeHint(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """What the metadata needs of a node: its labels and `spec.providerID`."""
 
     name: str = ""
@@ -62,7 +62,7 @@ class NodeHint(msgspec.Struct, rename="camel", frozen=True):
     provider_id: str | None = msgspec.field(default=None, name="providerID")
 
 
-class ClusterMetadata(msgspec.Struct, frozen=True, kw_only=True):
+class ClusterMetadata(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The heartbeat's `metadata` object (see `as_dict`)."""
 
     provider: str = UNKNOWN

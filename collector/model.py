@@ -48,7 +48,7 @@ def parse_int64(text: str) -> int | None:
     return number if INT64_MIN <= number <= INT64_MAX else None
 
 
-class OwnerReference(msgspec.Struct, rename="camel", frozen=True):
+class OwnerReference(msgspec.Struct, rename="camel", frozen=True, gc=False):
     kind: str = ""
     name: str = ""
     uid: str = ""
@@ -56,7 +56,7 @@ class OwnerReference(msgspec.Struct, rename="camel", frozen=True):
     controller: bool | None = None
 
 
-class ObjectMeta(msgspec.Struct, rename="camel", frozen=True):
+class ObjectMeta(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str = ""
     namespace: str | None = None
     uid: str = ""

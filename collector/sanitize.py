@@ -77,45 +77,45 @@ _LEGACY_DOCKER_HUBS = frozenset({"index.docker.io", "registry-1.docker.io"})
 # -- decode shapes ----------------------------------------------------------------------
 
 
-class KeyRef(msgspec.Struct, rename="camel", frozen=True):
+class KeyRef(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str = ""
     key: str = ""
 
 
-class FieldRef(msgspec.Struct, rename="camel", frozen=True):
+class FieldRef(msgspec.Struct, rename="camel", frozen=True, gc=False):
     field_path: str = ""
 
 
-class ResourceFieldRef(msgspec.Struct, rename="camel", frozen=True):
+class ResourceFieldRef(msgspec.Struct, rename="camel", frozen=True, gc=False):
     resource: str = ""
     container_name: str | None = None
 
 
-class EnvVarSource(msgspec.Struct, rename="camel", frozen=True):
+class EnvVarSource(msgspec.Struct, rename="camel", frozen=True, gc=False):
     secret_key_ref: KeyRef | None = None
     config_map_key_ref: KeyRef | None = None
     field_ref: FieldRef | None = None
     resource_field_ref: ResourceFieldRef | None = None
 
 
-class EnvVar(msgspec.Struct, rename="camel", frozen=True):
+class EnvVar(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """An env var without its `value`: the field is not declared, so it is never read."""
 
     name: str = ""
     value_from: EnvVarSource | None = None
 
 
-class NameRef(msgspec.Struct, frozen=True):
+class NameRef(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
 
 
-class EnvFromSource(msgspec.Struct, rename="camel", frozen=True):
+class EnvFromSource(msgspec.Struct, rename="camel", frozen=True, gc=False):
     prefix: str | None = None
     config_map_ref: NameRef | None = None
     secret_ref: NameRef | None = None
 
 
-class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
+class ContainerPort(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str | None = None
     container_port: Int64 | None = None
     protocol: str = "TCP"
@@ -124,29 +124,29 @@ class ContainerPort(msgspec.Struct, rename="camel", frozen=True):
 Quantity = str | int | float
 
 
-class ResourceRequirements(msgspec.Struct, frozen=True):
+class ResourceRequirements(msgspec.Struct, frozen=True, gc=False):
     requests: dict[str, Quantity] | None = None
     limits: dict[str, Quantity] | None = None
 
 
-class VolumeMount(msgspec.Struct, rename="camel", frozen=True):
+class VolumeMount(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str = ""
     mount_path: str = ""
     read_only: bool | None = None
 
 
-class Present(msgspec.Struct, frozen=True):
+class Present(msgspec.Struct, frozen=True, gc=False):
     """Decodes any JSON object and keeps none of it: the probe handler's contents stay out."""
 
 
-class Probe(msgspec.Struct, rename="camel", frozen=True):
+class Probe(msgspec.Struct, rename="camel", frozen=True, gc=False):
     http_get: Present | None = None
     tcp_socket: Present | None = None
     grpc: Present | None = None
     exec: Present | None = None
 
 
-class Container(msgspec.Struct, rename="camel", frozen=True):
+class Container(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A container without `args`, `command` or env values."""
 
     name: str = ""
@@ -161,28 +161,28 @@ class Container(msgspec.Struct, rename="camel", frozen=True):
     startup_probe: Probe | None = None
 
 
-class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+class PodSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
 
 
-class PodTemplate(msgspec.Struct, frozen=True):
+class PodTemplate(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: PodSpec = msgspec.field(default_factory=PodSpec)
 
 
-class LabelSelectorRequirement(msgspec.Struct, frozen=True):
+class LabelSelectorRequirement(msgspec.Struct, frozen=True, gc=False):
     key: str = ""
     operator: str = ""
     values: list[str] | None = None
 
 
-class LabelSelector(msgspec.Struct, rename="camel", frozen=True):
+class LabelSelector(msgspec.Struct, rename="camel", frozen=True, gc=False):
     match_labels: dict[str, str] | None = None
     match_expressions: list[LabelSelectorRequirement] | None = None
 
 
-class Condition(msgspec.Struct, rename="camel", frozen=True):
+class Condition(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A status condition without its heartbeat-like times (lastUpdate/Heartbeat/Probe)."""
 
     type: str = ""

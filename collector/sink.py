@@ -80,7 +80,7 @@ class Stale:
         return found
 
 
-class _Kept(msgspec.Struct, array_like=True):
+class _Kept(msgspec.Struct, array_like=True, gc=False):
     """A rebuildable record as the state store keeps it (msgpack: a decoded data dict would
     cost several times the memory)."""
 

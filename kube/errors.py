@@ -108,7 +108,7 @@ _BY_STATUS: dict[int, type[KubeError]] = {  # 403 is built apart: it names a per
 }
 
 
-class _Status(msgspec.Struct):
+class _Status(msgspec.Struct, gc=False):
     message: str = ""
     reason: str = ""
 

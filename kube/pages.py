@@ -28,11 +28,11 @@ PAGE_SIZE = 500
 T = TypeVar("T")
 
 
-class _ListMeta(msgspec.Struct):
+class _ListMeta(msgspec.Struct, gc=False):
     continue_: str = msgspec.field(default="", name="continue")
 
 
-class _Page(msgspec.Struct):
+class _Page(msgspec.Struct, gc=False):
     items: list[msgspec.Raw] | None = None
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
 

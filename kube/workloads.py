@@ -31,7 +31,7 @@ from kube.resources import DEPLOYMENTS, HPAS, Resource
 
 
 class ManagedFieldsEntry(
-    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, gc=False
 ):
     """One entry of `metadata.managedFields`: the fields one manager set by one operation.
 
@@ -47,7 +47,7 @@ class ManagedFieldsEntry(
     subresource: str = ""
 
 
-class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
     """What scaling reads of any object's metadata: also which object a write is about, and
     the preconditions that write carries from the read."""
 
@@ -83,12 +83,12 @@ class ObjectMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         return self.uid, self.resource_version
 
 
-class ScaleTargetRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class ScaleTargetRef(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
     kind: str = ""
     name: str = ""
 
 
-class HpaSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class HpaSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
     scale_target_ref: ScaleTargetRef = msgspec.field(default_factory=ScaleTargetRef)
     min_replicas: int | None = None  # absent: the API's default, 1
     max_replicas: int | None = None
@@ -100,7 +100,7 @@ class HpaSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         return (1 if low is None else low, self.max_replicas)
 
 
-class Hpa(msgspec.Struct, frozen=True, kw_only=True):
+class Hpa(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An autoscaling/v2 HorizontalPodAutoscaler."""
 
     resource: ClassVar[Resource] = HPAS
@@ -109,11 +109,11 @@ class Hpa(msgspec.Struct, frozen=True, kw_only=True):
     spec_json: str  # the whole spec, as the server sent it (compact JSON, keys in its order)
 
 
-class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True):
+class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     replicas: int = 1  # absent: the API's default
 
 
-class Deployment(msgspec.Struct, frozen=True, kw_only=True):
+class Deployment(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An apps/v1 Deployment."""
 
     resource: ClassVar[Resource] = DEPLOYMENTS
@@ -121,7 +121,7 @@ class Deployment(msgspec.Struct, frozen=True, kw_only=True):
     spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
 
 
-class _HpaWire(msgspec.Struct):
+class _HpaWire(msgspec.Struct, gc=False):
     metadata: ObjectMeta
     spec: msgspec.Raw = msgspec.Raw(b"{}")
 

@@ -34,7 +34,7 @@ class EvaluateError(Exception):
         super().__init__(" ".join(message.splitlines()))
 
 
-class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One object of the output array (the shape is fixed by the design)."""
 
     template_id: str

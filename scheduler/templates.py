@@ -23,7 +23,7 @@ Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 RUNNING = "running"
 
 
-class Execution(msgspec.Struct, frozen=True, kw_only=True):
+class Execution(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A manual execution. `status` is `running`, `finished` or `cancelled`; only `running`
     matters, so a status the contract may add later is read as not running."""
 
@@ -33,7 +33,7 @@ class Execution(msgspec.Struct, frozen=True, kw_only=True):
     run_until: Timestamp | None = None
 
 
-class Template(msgspec.Struct, frozen=True, kw_only=True):
+class Template(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
     enabled: bool
     name: str | None = None
@@ -48,7 +48,7 @@ class Template(msgspec.Struct, frozen=True, kw_only=True):
         return "UTC" if self.timezone is None else self.timezone
 
 
-class MalformedTemplate(msgspec.Struct, frozen=True, kw_only=True):
+class MalformedTemplate(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A template whose `id` could be read but not the rest."""
 
     id: str
@@ -59,11 +59,11 @@ class TemplatesError(ValueError):
     """The payload as a whole cannot be used; `str()` is one line."""
 
 
-class _Document(msgspec.Struct):
+class _Document(msgspec.Struct, gc=False):
     templates: list[Any]
 
 
-class _Identity(msgspec.Struct):
+class _Identity(msgspec.Struct, gc=False):
     id: str
 
 

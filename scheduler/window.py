@@ -42,7 +42,7 @@ _CALENDAR_CYCLE = timedelta(days=146097) + LONGEST_PERIOD + timedelta(days=1)
 _FLOOR = datetime(2, 1, 1, tzinfo=UTC)
 
 
-class ActiveWindow(msgspec.Struct, frozen=True, kw_only=True):
+class ActiveWindow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """When an active template's window starts and until when it runs: aware UTC instants,
     and the text of each (`format_timestamp`), made once by `of`."""
 
@@ -62,7 +62,7 @@ class ActiveWindow(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Activation(msgspec.Struct, frozen=True, kw_only=True):
+class Activation(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The verdict on one template at one instant; `window` is set exactly when active."""
 
     template_id: str

@@ -91,13 +91,13 @@ _json = msgspec.json.Encoder()
 _T = TypeVar("_T")
 
 
-class _Templates(msgspec.Struct):
+class _Templates(msgspec.Struct, gc=False):
     # Elements stay untyped: the scheduler reads each on its own, so one bad element
     # does not hide the others.
     templates: list[Any]
 
 
-class _Actions(msgspec.Struct):
+class _Actions(msgspec.Struct, gc=False):
     actions: list[Any]
 
 

@@ -84,7 +84,7 @@ class Batch:
         return [entry.body for entry in self.entries]
 
 
-class _RecordId(msgspec.Struct):
+class _RecordId(msgspec.Struct, gc=False):
     id: str = ""
 
 

@@ -45,7 +45,7 @@ def stream_path(directory: Path, stream: str) -> Path:
     return directory / f"{stream}.db"
 
 
-class Chunk(msgspec.Struct, array_like=True, frozen=True):
+class Chunk(msgspec.Struct, array_like=True, frozen=True, gc=False):
     enqueued_at: float
     entries: list[Entry]
 
@@ -93,7 +93,7 @@ class ChunkInfo:
         )
 
 
-class StreamStats(msgspec.Struct, frozen=True):
+class StreamStats(msgspec.Struct, frozen=True, gc=False):
     """The shape `moonin-agent queue stats` prints per stream (see the design)."""
 
     records: int
@@ -278,7 +278,7 @@ class Salvage:
     """False when the file could not be read to its end: the counts are a floor."""
 
 
-class _Kind(msgspec.Struct):
+class _Kind(msgspec.Struct, gc=False):
     kind: str = ""
 
 

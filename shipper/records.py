@@ -30,7 +30,7 @@ class RecordClass(enum.IntEnum):
     EVENT = 3  # discovery events: dropped only past the byte bound; scaling events never
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
+class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False, gc=False):
     """One discovery record (`POST /v1/clusters/{id}/records`)."""
 
     id: str
@@ -49,7 +49,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
         return _CLASS_OF_OP[self.op]
 
 
-class ScalingEvent(msgspec.Struct, frozen=True, kw_only=True):
+class ScalingEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One scaling event (`POST /v1/clusters/{id}/events`); ids are deterministic."""
 
     id: str
@@ -89,7 +89,7 @@ def encode(record: Outgoing) -> bytes:
     return _ENCODER.encode(record)
 
 
-class Entry(msgspec.Struct, array_like=True, frozen=True):
+class Entry(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """One record as the outbox keeps it: its bound class and its JSON, exactly as it is
     sent."""
 

@@ -34,6 +34,8 @@ TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "integration", "e2e", "fake", "real")
 """The test folders, each a registered marker of the same name (pyproject.toml)."""
 FOLDERS = "tests/{" + ",".join(KINDS) + "}"
+PRODUCTION_PACKAGES = ("agent", "collector", "kube", "runtime", "scheduler", "shipper")
+"""The packages the image ships (the fakes, sandbox/, are a distribution of their own)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

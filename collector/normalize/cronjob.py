@@ -18,16 +18,16 @@ from collector.normalize.base import Context, PerObject
 from collector.sanitize import PodTemplate, Present
 
 
-class JobSpec(msgspec.Struct, frozen=True):
+class JobSpec(msgspec.Struct, frozen=True, gc=False):
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
 
 
-class JobTemplate(msgspec.Struct, frozen=True):
+class JobTemplate(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: JobSpec = msgspec.field(default_factory=JobSpec)
 
 
-class CronJobSpec(msgspec.Struct, rename="camel", frozen=True):
+class CronJobSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     schedule: str = ""
     time_zone: str | None = None
     concurrency_policy: str = "Allow"
@@ -35,13 +35,13 @@ class CronJobSpec(msgspec.Struct, rename="camel", frozen=True):
     job_template: JobTemplate = msgspec.field(default_factory=JobTemplate)
 
 
-class CronJobStatus(msgspec.Struct, rename="camel", frozen=True):
+class CronJobStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     active: list[Present] | None = None  # only counted
     last_schedule_time: str | None = None
     last_successful_time: str | None = None
 
 
-class CronJob(msgspec.Struct, frozen=True):
+class CronJob(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: CronJobSpec = msgspec.field(default_factory=CronJobSpec)
     status: CronJobStatus = msgspec.field(default_factory=CronJobStatus)

@@ -33,17 +33,17 @@ _MANAGED_BY = "app.kubernetes.io/managed-by"
 _CHART = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+(?:[-_][0-9A-Za-z.\-_]*)?)$")
 
 
-class RollingUpdate(msgspec.Struct, rename="camel", frozen=True):
+class RollingUpdate(msgspec.Struct, rename="camel", frozen=True, gc=False):
     max_surge: Int64 | str | None = None
     max_unavailable: Int64 | str | None = None
 
 
-class Strategy(msgspec.Struct, rename="camel", frozen=True):
+class Strategy(msgspec.Struct, rename="camel", frozen=True, gc=False):
     type: str | None = None
     rolling_update: RollingUpdate | None = None
 
 
-class DeploymentSpec(msgspec.Struct, rename="camel", frozen=True):
+class DeploymentSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     replicas: Int64 | None = None
     selector: LabelSelector | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
@@ -51,7 +51,7 @@ class DeploymentSpec(msgspec.Struct, rename="camel", frozen=True):
     paused: bool | None = None
 
 
-class DeploymentStatus(msgspec.Struct, rename="camel", frozen=True):
+class DeploymentStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     replicas: Int64 | None = None
     ready_replicas: Int64 | None = None
     available_replicas: Int64 | None = None
@@ -60,7 +60,7 @@ class DeploymentStatus(msgspec.Struct, rename="camel", frozen=True):
     conditions: list[Condition] | None = None
 
 
-class Deployment(msgspec.Struct, frozen=True):
+class Deployment(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
     status: DeploymentStatus = msgspec.field(default_factory=DeploymentStatus)

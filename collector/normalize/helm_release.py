@@ -76,7 +76,7 @@ class _ManifestResolver(yaml.resolver.Resolver):
 _RESOLVER = _ManifestResolver()
 
 
-class Secret(msgspec.Struct, frozen=True):
+class Secret(msgspec.Struct, frozen=True, gc=False):
     """A Secret as far as Helm's storage goes: only `data.release` is ever read.
 
     As listed and watched (PartialObjectMetadata) it has no `type` (the list's field
@@ -87,31 +87,31 @@ class Secret(msgspec.Struct, frozen=True):
     data: dict[str, str] | None = None
 
 
-class _SecretData(msgspec.Struct, frozen=True):
+class _SecretData(msgspec.Struct, frozen=True, gc=False):
     data: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 _SECRET_DATA = msgspec.json.Decoder(_SecretData)
 
 
-class _ChartMetadata(msgspec.Struct, rename="camel", frozen=True):
+class _ChartMetadata(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str | None = None
     version: str | None = None
     app_version: str | None = None
 
 
-class _Chart(msgspec.Struct, frozen=True):
+class _Chart(msgspec.Struct, frozen=True, gc=False):
     metadata: _ChartMetadata = msgspec.field(default_factory=_ChartMetadata)
 
 
-class _Info(msgspec.Struct, frozen=True):
+class _Info(msgspec.Struct, frozen=True, gc=False):
     status: str | None = None
     first_deployed: str | None = None
     last_deployed: str | None = None
     deleted: str | None = None
 
 
-class _Release(msgspec.Struct, frozen=True):
+class _Release(msgspec.Struct, frozen=True, gc=False):
     """The fields shipped; `config`, `chart.values/templates/files`, notes and hooks are not."""
 
     name: str = ""

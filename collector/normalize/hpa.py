@@ -20,25 +20,25 @@ from collector.sanitize import Condition, LabelSelector, Quantity
 from collector.skips import NUMBER_OUT_OF_RANGE, SkippedObject
 
 
-class ObjectRef(msgspec.Struct, rename="camel", frozen=True):
+class ObjectRef(msgspec.Struct, rename="camel", frozen=True, gc=False):
     kind: str = ""
     name: str = ""
     api_version: str | None = None
 
 
-class MetricIdentifier(msgspec.Struct, frozen=True):
+class MetricIdentifier(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     selector: LabelSelector | None = None
 
 
-class MetricValue(msgspec.Struct, rename="camel", frozen=True):
+class MetricValue(msgspec.Struct, rename="camel", frozen=True, gc=False):
     type: str | None = None
     value: Quantity | None = None
     average_value: Quantity | None = None
     average_utilization: Int64 | None = None
 
 
-class MetricSource(msgspec.Struct, rename="camel", frozen=True):
+class MetricSource(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """Any of the five metric sources; each uses some of these fields."""
 
     name: str | None = None
@@ -48,7 +48,7 @@ class MetricSource(msgspec.Struct, rename="camel", frozen=True):
     target: MetricValue | None = None
 
 
-class Metric(msgspec.Struct, rename="camel", frozen=True):
+class Metric(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A spec metric: which source, and its target."""
 
     type: str = ""
@@ -59,7 +59,7 @@ class Metric(msgspec.Struct, rename="camel", frozen=True):
     external: MetricSource | None = None
 
 
-class HpaSpec(msgspec.Struct, rename="camel", frozen=True):
+class HpaSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     scale_target_ref: ObjectRef = msgspec.field(default_factory=ObjectRef)
     min_replicas: Int64 | None = None
     max_replicas: Int64 | None = None
@@ -67,14 +67,14 @@ class HpaSpec(msgspec.Struct, rename="camel", frozen=True):
     behavior: dict[str, Any] | None = None
 
 
-class HpaStatus(msgspec.Struct, rename="camel", frozen=True):
+class HpaStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     current_replicas: Int64 | None = None
     desired_replicas: Int64 | None = None
     last_scale_time: str | None = None
     conditions: list[Condition] | None = None
 
 
-class HorizontalPodAutoscaler(msgspec.Struct, frozen=True):
+class HorizontalPodAutoscaler(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: HpaSpec = msgspec.field(default_factory=HpaSpec)
     status: HpaStatus = msgspec.field(default_factory=HpaStatus)

@@ -20,59 +20,59 @@ from collector.normalize.service import LoadBalancerStatus, load_balancer
 CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 
 
-class ServiceBackendPort(msgspec.Struct, frozen=True):
+class ServiceBackendPort(msgspec.Struct, frozen=True, gc=False):
     name: str | None = None
     number: Int64 | None = None
 
 
-class ServiceBackend(msgspec.Struct, frozen=True):
+class ServiceBackend(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     port: ServiceBackendPort | None = None
 
 
-class ResourceBackend(msgspec.Struct, rename="camel", frozen=True):
+class ResourceBackend(msgspec.Struct, rename="camel", frozen=True, gc=False):
     api_group: str | None = None
     kind: str = ""
     name: str = ""
 
 
-class Backend(msgspec.Struct, frozen=True):
+class Backend(msgspec.Struct, frozen=True, gc=False):
     service: ServiceBackend | None = None
     resource: ResourceBackend | None = None
 
 
-class HttpPath(msgspec.Struct, rename="camel", frozen=True):
+class HttpPath(msgspec.Struct, rename="camel", frozen=True, gc=False):
     path: str | None = None
     path_type: str | None = None
     backend: Backend = msgspec.field(default_factory=Backend)
 
 
-class HttpRule(msgspec.Struct, frozen=True):
+class HttpRule(msgspec.Struct, frozen=True, gc=False):
     paths: list[HttpPath] | None = None
 
 
-class Rule(msgspec.Struct, frozen=True):
+class Rule(msgspec.Struct, frozen=True, gc=False):
     host: str | None = None
     http: HttpRule | None = None
 
 
-class Tls(msgspec.Struct, rename="camel", frozen=True):
+class Tls(msgspec.Struct, rename="camel", frozen=True, gc=False):
     hosts: list[str] | None = None
     secret_name: str | None = None
 
 
-class IngressSpec(msgspec.Struct, rename="camel", frozen=True):
+class IngressSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     ingress_class_name: str | None = None
     default_backend: Backend | None = None
     rules: list[Rule] | None = None
     tls: list[Tls] | None = None
 
 
-class IngressStatus(msgspec.Struct, rename="camel", frozen=True):
+class IngressStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     load_balancer: LoadBalancerStatus | None = None
 
 
-class Ingress(msgspec.Struct, frozen=True):
+class Ingress(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: IngressSpec = msgspec.field(default_factory=IngressSpec)
     status: IngressStatus = msgspec.field(default_factory=IngressStatus)

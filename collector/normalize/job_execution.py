@@ -47,7 +47,7 @@ LOG_LINES = 200
 MAX_LOG_LINE_BYTES = 2048  # a record must fit a batch even when a log is one huge line
 
 
-class JobStatus(msgspec.Struct, rename="camel", frozen=True):
+class JobStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     start_time: str | None = None
     completion_time: str | None = None
     active: Int64 = 0
@@ -56,7 +56,7 @@ class JobStatus(msgspec.Struct, rename="camel", frozen=True):
     conditions: list[Condition] = msgspec.field(default_factory=list)
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: JobStatus = msgspec.field(default_factory=JobStatus)
 

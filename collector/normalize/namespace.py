@@ -11,11 +11,11 @@ from collector.model import ObjectMeta
 from collector.normalize.base import Context, PerObject
 
 
-class NamespaceStatus(msgspec.Struct, frozen=True):
+class NamespaceStatus(msgspec.Struct, frozen=True, gc=False):
     phase: str | None = None
 
 
-class Namespace(msgspec.Struct, frozen=True):
+class Namespace(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
 

@@ -17,41 +17,41 @@ from collector.normalize.base import Context, PerObject
 from collector.sanitize import LabelSelector
 
 
-class IpBlock(msgspec.Struct, frozen=True):
+class IpBlock(msgspec.Struct, frozen=True, gc=False):
     cidr: str = ""
     except_: list[str] | None = msgspec.field(default=None, name="except")
 
 
-class Peer(msgspec.Struct, rename="camel", frozen=True):
+class Peer(msgspec.Struct, rename="camel", frozen=True, gc=False):
     pod_selector: LabelSelector | None = None
     namespace_selector: LabelSelector | None = None
     ip_block: IpBlock | None = None
 
 
-class PolicyPort(msgspec.Struct, rename="camel", frozen=True):
+class PolicyPort(msgspec.Struct, rename="camel", frozen=True, gc=False):
     protocol: str = "TCP"
     port: Int64 | str | None = None
     end_port: Int64 | None = None
 
 
-class IngressRule(msgspec.Struct, frozen=True):
+class IngressRule(msgspec.Struct, frozen=True, gc=False):
     from_: list[Peer] | None = msgspec.field(default=None, name="from")
     ports: list[PolicyPort] | None = None
 
 
-class EgressRule(msgspec.Struct, frozen=True):
+class EgressRule(msgspec.Struct, frozen=True, gc=False):
     to: list[Peer] | None = None
     ports: list[PolicyPort] | None = None
 
 
-class NetworkPolicySpec(msgspec.Struct, rename="camel", frozen=True):
+class NetworkPolicySpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     pod_selector: LabelSelector | None = None
     policy_types: list[str] | None = None
     ingress: list[IngressRule] | None = None
     egress: list[EgressRule] | None = None
 
 
-class NetworkPolicy(msgspec.Struct, frozen=True):
+class NetworkPolicy(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NetworkPolicySpec = msgspec.field(default_factory=NetworkPolicySpec)
 

@@ -33,19 +33,19 @@ REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernete
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 
 
-class Taint(msgspec.Struct, frozen=True):
+class Taint(msgspec.Struct, frozen=True, gc=False):
     key: str = ""
     value: str | None = None
     effect: str = ""
 
 
-class NodeSpec(msgspec.Struct, frozen=True):
+class NodeSpec(msgspec.Struct, frozen=True, gc=False):
     provider_id: str | None = msgspec.field(default=None, name="providerID")
     unschedulable: bool | None = None
     taints: list[Taint] | None = None
 
 
-class NodeInfo(msgspec.Struct, rename="camel", frozen=True):
+class NodeInfo(msgspec.Struct, rename="camel", frozen=True, gc=False):
     kubelet_version: str | None = None
     container_runtime_version: str | None = None
     os_image: str | None = None
@@ -53,14 +53,14 @@ class NodeInfo(msgspec.Struct, rename="camel", frozen=True):
     operating_system: str | None = None
 
 
-class NodeStatus(msgspec.Struct, rename="camel", frozen=True):
+class NodeStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     capacity: dict[str, Quantity] | None = None
     allocatable: dict[str, Quantity] | None = None
     conditions: list[Condition] | None = None
     node_info: NodeInfo = msgspec.field(default_factory=NodeInfo)
 
 
-class Node(msgspec.Struct, frozen=True):
+class Node(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)

@@ -91,16 +91,16 @@ _BENIGN_WAITING_REASONS = frozenset({"ContainerCreating", "PodInitializing"})
 # -- decode shapes ----------------------------------------------------------------------
 
 
-class Waiting(msgspec.Struct, frozen=True):
+class Waiting(msgspec.Struct, frozen=True, gc=False):
     reason: str | None = None
     message: str | None = None
 
 
-class Running(msgspec.Struct, rename="camel", frozen=True):
+class Running(msgspec.Struct, rename="camel", frozen=True, gc=False):
     started_at: str | None = None
 
 
-class Terminated(msgspec.Struct, rename="camel", frozen=True):
+class Terminated(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A finished container. Its `message` (application output) is deliberately not read."""
 
     exit_code: Int64 = 0
@@ -111,13 +111,13 @@ class Terminated(msgspec.Struct, rename="camel", frozen=True):
     container_id: str | None = msgspec.field(default=None, name="containerID")
 
 
-class ContainerState(msgspec.Struct, frozen=True):
+class ContainerState(msgspec.Struct, frozen=True, gc=False):
     waiting: Waiting | None = None
     running: Running | None = None
     terminated: Terminated | None = None
 
 
-class ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
+class ContainerStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str = ""
     image: str | None = None
     ready: bool = False
@@ -126,13 +126,13 @@ class ContainerStatus(msgspec.Struct, rename="camel", frozen=True):
     last_state: ContainerState = msgspec.field(default_factory=ContainerState)
 
 
-class PodSpec(msgspec.Struct, rename="camel", frozen=True):
+class PodSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """Only the node: containers, env, args and commands are never decoded."""
 
     node_name: str | None = None
 
 
-class PodStatus(msgspec.Struct, rename="camel", frozen=True):
+class PodStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     phase: str | None = None
     reason: str | None = None
     message: str | None = None
@@ -141,7 +141,7 @@ class PodStatus(msgspec.Struct, rename="camel", frozen=True):
     init_container_statuses: list[ContainerStatus] = msgspec.field(default_factory=list)
 
 
-class Pod(msgspec.Struct, frozen=True):
+class Pod(msgspec.Struct, frozen=True, gc=False):
     """A pod as the error signals (and `JobPods`) need it."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
@@ -183,7 +183,7 @@ def seconds_between(start: str | None, end: str | None) -> float | None:
 # -- remembered state --------------------------------------------------------------------
 
 
-class _ContainerMemo(msgspec.Struct):
+class _ContainerMemo(msgspec.Struct, gc=False):
     restarts: int = 0
     # Waiting reasons reported since the container last ran or stopped.
     waiting: list[str] = msgspec.field(default_factory=list)
@@ -192,7 +192,7 @@ class _ContainerMemo(msgspec.Struct):
     terminations: list[str] = msgspec.field(default_factory=list)
 
 
-class EventNote(msgspec.Struct):
+class EventNote(msgspec.Struct, gc=False):
     """A scheduler's or kubelet's Warning Event about a pod-level signal the status reports
     too (FailedScheduling, Evicted), kept until the status reports it: one record, enriched."""
 
@@ -203,7 +203,7 @@ class EventNote(msgspec.Struct):
     occurred_at: str | None
 
 
-class _PodMemo(msgspec.Struct):
+class _PodMemo(msgspec.Struct, gc=False):
     uid: str = ""
     phase: str | None = None
     unschedulable: bool = False

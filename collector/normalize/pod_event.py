@@ -77,7 +77,7 @@ ENRICHING = {"FailedScheduling": UNSCHEDULABLE, "Evicted": EVICTED}
 STALE_SECONDS = 1800.0
 
 
-class InvolvedObject(msgspec.Struct, rename="camel", frozen=True):
+class InvolvedObject(msgspec.Struct, rename="camel", frozen=True, gc=False):
     kind: str = ""
     namespace: str | None = None
     name: str = ""
@@ -85,17 +85,17 @@ class InvolvedObject(msgspec.Struct, rename="camel", frozen=True):
     field_path: str | None = None
 
 
-class EventSource(msgspec.Struct, frozen=True):
+class EventSource(msgspec.Struct, frozen=True, gc=False):
     component: str | None = None
     host: str | None = None
 
 
-class Series(msgspec.Struct, rename="camel", frozen=True):
+class Series(msgspec.Struct, rename="camel", frozen=True, gc=False):
     count: Int64 = 0
     last_observed_time: str | None = None
 
 
-class Event(msgspec.Struct, rename="camel", frozen=True):
+class Event(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A core/v1 Event, in either of the forms writers use: the old one (`count`,
     `firstTimestamp`, `lastTimestamp`, `source`) or the events.k8s.io one as the core API
     shows it (`eventTime`, `series`, `reportingComponent`)."""

@@ -23,7 +23,7 @@ from collector.sanitize import LabelSelector
 KIND = "rbac"
 
 
-class PolicyRule(msgspec.Struct, rename="camel", frozen=True):
+class PolicyRule(msgspec.Struct, rename="camel", frozen=True, gc=False):
     api_groups: list[str] | None = None
     resources: list[str] | None = None
     verbs: list[str] | None = None
@@ -31,11 +31,11 @@ class PolicyRule(msgspec.Struct, rename="camel", frozen=True):
     non_resource_urls: list[str] | None = msgspec.field(default=None, name="nonResourceURLs")
 
 
-class AggregationRule(msgspec.Struct, rename="camel", frozen=True):
+class AggregationRule(msgspec.Struct, rename="camel", frozen=True, gc=False):
     cluster_role_selectors: list[LabelSelector] | None = None
 
 
-class Role(msgspec.Struct, rename="camel", frozen=True):
+class Role(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A Role or a ClusterRole."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
@@ -43,19 +43,19 @@ class Role(msgspec.Struct, rename="camel", frozen=True):
     aggregation_rule: AggregationRule | None = None
 
 
-class RoleRef(msgspec.Struct, rename="camel", frozen=True):
+class RoleRef(msgspec.Struct, rename="camel", frozen=True, gc=False):
     api_group: str | None = None
     kind: str = ""
     name: str = ""
 
 
-class Subject(msgspec.Struct, frozen=True):
+class Subject(msgspec.Struct, frozen=True, gc=False):
     kind: str = ""
     name: str = ""
     namespace: str | None = None
 
 
-class RoleBinding(msgspec.Struct, rename="camel", frozen=True):
+class RoleBinding(msgspec.Struct, rename="camel", frozen=True, gc=False):
     """A RoleBinding or a ClusterRoleBinding."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)

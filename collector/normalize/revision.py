@@ -39,18 +39,18 @@ _GITOPS_PREFIXES = ("argocd.argoproj.io/", "fluxcd.io/")
 _GITOPS_INFIXES = (".toolkit.fluxcd.io/",)
 
 
-class ReplicaSetSpec(msgspec.Struct, rename="camel", frozen=True):
+class ReplicaSetSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     replicas: Int64 | None = None
     template: PodTemplate = msgspec.field(default_factory=PodTemplate)
 
 
-class ReplicaSetStatus(msgspec.Struct, rename="camel", frozen=True):
+class ReplicaSetStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     replicas: Int64 | None = None
     ready_replicas: Int64 | None = None
     available_replicas: Int64 | None = None
 
 
-class ReplicaSet(msgspec.Struct, frozen=True):
+class ReplicaSet(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: ReplicaSetSpec = msgspec.field(default_factory=ReplicaSetSpec)
     status: ReplicaSetStatus = msgspec.field(default_factory=ReplicaSetStatus)

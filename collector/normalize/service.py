@@ -15,7 +15,7 @@ from collector.model import Int64, ObjectMeta
 from collector.normalize.base import Context, PerObject
 
 
-class ServicePort(msgspec.Struct, rename="camel", frozen=True):
+class ServicePort(msgspec.Struct, rename="camel", frozen=True, gc=False):
     name: str | None = None
     port: Int64 | None = None
     target_port: Int64 | str | None = None
@@ -23,7 +23,7 @@ class ServicePort(msgspec.Struct, rename="camel", frozen=True):
     node_port: Int64 | None = None
 
 
-class ServiceSpec(msgspec.Struct, rename="camel", frozen=True):
+class ServiceSpec(msgspec.Struct, rename="camel", frozen=True, gc=False):
     type: str = "ClusterIP"
     selector: dict[str, str] | None = None
     ports: list[ServicePort] | None = None
@@ -34,20 +34,20 @@ class ServiceSpec(msgspec.Struct, rename="camel", frozen=True):
     external_name: str | None = None
 
 
-class LoadBalancerIngress(msgspec.Struct, frozen=True):
+class LoadBalancerIngress(msgspec.Struct, frozen=True, gc=False):
     ip: str | None = None
     hostname: str | None = None
 
 
-class LoadBalancerStatus(msgspec.Struct, frozen=True):
+class LoadBalancerStatus(msgspec.Struct, frozen=True, gc=False):
     ingress: list[LoadBalancerIngress] | None = None
 
 
-class ServiceStatus(msgspec.Struct, rename="camel", frozen=True):
+class ServiceStatus(msgspec.Struct, rename="camel", frozen=True, gc=False):
     load_balancer: LoadBalancerStatus | None = None
 
 
-class Service(msgspec.Struct, frozen=True):
+class Service(msgspec.Struct, frozen=True, gc=False):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: ServiceSpec = msgspec.field(default_factory=ServiceSpec)
     status: ServiceStatus = msgspec.field(default_factory=ServiceStatus)

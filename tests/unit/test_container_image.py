@@ -44,6 +44,7 @@ from packaging.utils import canonicalize_name
 
 from agent import config as agent_config
 from agent.demo import EXIT_NO_SANDBOX, NO_SANDBOX
+from tests.conftest import PRODUCTION_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -54,9 +55,6 @@ PROJECT = PYPROJECT["project"]
 SANDBOX = ROOT / "sandbox"
 SANDBOX_PROJECT = tomllib.loads((SANDBOX / "pyproject.toml").read_text())["project"]
 VENV = "/opt/moonin-agent"
-# The packages the image ships and must import with its declared dependencies alone; the
-# fakes (sandbox/) are a distribution of their own, which the `sandbox` extra requires.
-PRODUCTION_PACKAGES = ("agent", "collector", "kube", "runtime", "scheduler", "shipper")
 COMMAND_TIMEOUT = 180
 PIP = (sys.executable, "-m", "pip")
 
