@@ -334,6 +334,21 @@ def test_each_connection_keeps_the_durability_its_store_declares(
     assert synchronous[level] == store.kind.durability.value
 
 
+def test_a_deleted_row_s_pages_are_freed_without_being_written_again(
+    opened: Callable[[], Opened],
+) -> None:
+    conn = opened().connection()
+    conn.execute("CREATE TABLE scratch (b BLOB)")
+    conn.execute("INSERT INTO scratch VALUES (randomblob(1048576))")
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("DELETE FROM scratch")
+    conn.commit()
+    (path,) = (row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    # Zeroing each freed overflow page would write all 64 of them to the WAL again.
+    assert Path(path + "-wal").stat().st_size < 8 * PAGE
+
+
 def test_a_new_file_has_the_agent_s_page_size_and_one_made_before_keeps_its_own(
     store: StoreUnderTest,
     opened: Callable[[], Opened],
