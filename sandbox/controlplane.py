@@ -458,16 +458,23 @@ def _exited(pid: int) -> bool:
 
 
 def audit_events(path: Path, since: int = 0) -> Iterator[dict[str, Any]]:
-    """The complete audit events of the log at `path` written after the offset `since`."""
+    """The complete audit events of the log at `path` written after the offset `since`, as
+    the log was when the read began: it is read at once, since the API server appends on
+    (reading on line by line once took the rest of an event finished meanwhile for an
+    event of its own)."""
     with path.open("rb") as log:
-        if since > 0:
-            log.seek(since - 1)
-            if log.read(1) != b"\n":
-                # The offset fell inside an event being written: that event was before it.
-                log.readline()
-        for line in log:
-            if line.endswith(b"\n"):
-                yield json.loads(line)
+        log.seek(max(since - 1, 0))
+        written = log.read()
+    first = 0
+    if since > 0:
+        # Unless the offset is where an event begins, it fell inside one being written:
+        # that event was before it.
+        first = 1 if written.startswith(b"\n") else written.find(b"\n") + 1
+        if first == 0:
+            return
+    complete = written[first : written.rfind(b"\n") + 1]  # one still being written waits
+    for line in complete.splitlines():
+        yield json.loads(line)
 
 
 def record_of(event: Mapping[str, Any]) -> RequestRecord:

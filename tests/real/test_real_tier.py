@@ -89,3 +89,18 @@ def test_a_mark_inside_an_audit_event_being_written_reads_from_the_next_event(
         writing.write(b"\n")
     assert [event["auditID"] for event in controlplane.audit_events(log, mark)] == ["2"]
     assert [event["auditID"] for event in controlplane.audit_events(log)] == ["1", "2"]
+
+
+def test_a_read_takes_the_log_as_it_was_and_leaves_an_event_being_written_for_the_next(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "audit.log"
+    first = json.dumps({"auditID": "1", "verb": "get"}).encode()
+    second = json.dumps({"auditID": "2", "verb": "list"}).encode()
+    log.write_bytes(first + b"\n" + second[:10])  # the API server is halfway through the second
+    events = controlplane.audit_events(log)
+    assert next(events)["auditID"] == "1"
+    with log.open("ab") as writing:  # ...and finishes it while the first is being read
+        writing.write(second[10:] + b"\n")
+    assert list(events) == []  # its rest is never taken for an event of its own
+    assert [event["auditID"] for event in controlplane.audit_events(log)] == ["1", "2"]
