@@ -26,12 +26,13 @@ once, so every file is opened, checked, set aside and waited on by the same rule
   scaling store: a pending restore must survive a power cut, not only a process crash),
   `synchronous=NORMAL` where a lost tail is re-derived (the collector's state is committed
   after the outbox, so a power cut only means records sent again).
-- **Deleting** (`secure_delete=FAST`): Debian's SQLite (the image's) is built to overwrite
-  every deleted byte with zeros, so each freed page of a large row (a taken chunk of
-  records, a held object released) was written to the WAL once more, and again into the
-  file by the checkpoint; about a fifth of a warm-up's writes. FAST zeroes what sits on the
-  pages a delete writes anyway and leaves freed pages as they were until reused. They hold
-  nothing the agent would not send: records are sanitized before they are stored.
+- **Deleting** (`secure_delete=FAST`, on every connection `connect` makes): Debian's SQLite
+  (the image's) is built to overwrite every deleted byte with zeros, so each freed page of a
+  large row (a taken chunk of records, a held object released) was written to the WAL once
+  more, and again into the file by the checkpoint; about a fifth of a warm-up's writes.
+  FAST zeroes what sits on the pages a delete writes anyway and leaves freed pages as they
+  were until reused. Zeroing them never kept a row's bytes off the volume: every page
+  written went through the WAL first, which SQLite does not zero.
 
 Errors are sorted by `runtime.storage_errors.classify_storage_error`, on SQLite's result
 codes. The stores log and count what was found under their own names; this module logs
