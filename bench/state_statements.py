@@ -69,8 +69,7 @@ def measure(store: StateStore, records: int) -> dict[str, float]:
             store.held.put("replicasets", key, held)
 
     def held_pop(window: list[str]) -> None:
-        for key in window:
-            store.held.pop("replicasets", key)
+        store.held.pop_many("replicasets", window)
 
     steps: dict[str, Callable[[list[str]], None]] = {
         "warm-up": warm_up,
