@@ -74,17 +74,31 @@ class Destination(Protocol):
         """Full state was sent again."""
 
 
-_SORTED = msgspec.json.Encoder(order="sorted")
+_encode = msgspec.json.Encoder().encode
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+# A fingerprint is this byte and a 16-byte hash. A stored one of 16 bytes alone was made by
+# the earlier definition (`legacy_fingerprint`), which sorted every key first.
+_VERSION = b"\x01"
+_LEGACY_LENGTH = 16
 
 
 def fingerprinted(record: Record) -> tuple[bytes, bytes]:
-    """The record's data encoded with sorted keys, and the record's fingerprint: what makes
-    two records of one object equal for the platform (op, uid and data; not ids or times),
-    the hash of `[op, uid, data]` encoded with sorted keys. The data is encoded once, for
-    both the fingerprint and the entry (`entry_of`)."""
-    data = _SORTED.encode(record.data)
-    identity = _SORTED.encode((record.op, record.uid, msgspec.Raw(data)))
-    return data, hashlib.blake2b(identity, digest_size=16).digest()
+    """The record's data encoded, and the record's fingerprint: what makes two records of
+    one object equal for the platform (op, uid and data; not ids or times), the hash of
+    `[op, uid, data]` encoded. The data is encoded once, for both the fingerprint and the
+    entry (`entry_of`). Keys are taken in the order the data holds them: a normalizer
+    builds its dicts in one order, and sorts those it copies from the object (labels,
+    annotations), so equal data encodes alike."""
+    data = _encode(record.data)
+    identity = _encode((record.op, record.uid, msgspec.Raw(data)))
+    return data, _VERSION + hashlib.blake2b(identity, digest_size=16).digest()
+
+
+def legacy_fingerprint(record: Record) -> bytes:
+    """The fingerprint as state files written before `_VERSION` hold it: the hash of
+    `[op, uid, data]` encoded with every key sorted."""
+    identity = _encode_sorted((record.op, record.uid, record.data))
+    return hashlib.blake2b(identity, digest_size=16).digest()
 
 
 def entry_of(record: Record, data: bytes) -> Entry:
@@ -197,12 +211,25 @@ class Coalescer:
             (record.kind, record.key) for record in pending.values() if record.op != "event"
         )
         worth: dict[_Slot, _Worth] = {}
+        renewed: list[tuple[Slot, bytes]] = []
         for slot, record in pending.items():
             data, mark = fingerprinted(record)
             record_slot = (record.kind, record.key)
-            if record.op != "event" and known.get(record_slot) == mark:
-                continue
+            if record.op != "event":
+                sent = known.get(record_slot)
+                if sent == mark:
+                    continue
+                if (
+                    sent is not None
+                    and len(sent) == _LEGACY_LENGTH
+                    and sent == legacy_fingerprint(record)
+                ):
+                    # Sent before an upgrade and unchanged since: stored anew, not re-sent.
+                    renewed.append((record_slot, mark))
+                    continue
             worth[slot] = _Worth(record.op, record_slot, entry_of(record, data), mark)
+        if renewed:
+            self._state.sent.set_many(renewed)
         return worth
 
     def _remember(self, enqueued: Collection[_Worth]) -> None:

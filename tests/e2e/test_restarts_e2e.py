@@ -4,12 +4,16 @@ platform's view ends equal to the cluster, and an unchanged cluster costs no ups
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from sandbox import objects
@@ -100,6 +104,8 @@ def test_the_view_converges_after_kills_an_outage_and_changes_nobody_watched(
         ("with leader election", "as written"),
         # An upgrade: the state file of the release before is migrated, not emptied.
         ("without leader election", "of schema 2"),
+        # An upgrade: the fingerprints as releases before defined them still match.
+        ("without leader election", "with the earlier fingerprints"),
     ],
 )
 def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
@@ -124,8 +130,11 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
     agent.send_signal(signal.SIGTERM)
     stop_within(agent, 30)
     before = len(platform.received_records())
+    state_file = Path(discovery_env["QUEUE_DIR"]) / "collector-state.sqlite"
     if store == "of schema 2":
-        rewrite_as_schema_2(Path(discovery_env["QUEUE_DIR"]) / "collector-state.sqlite")
+        rewrite_as_schema_2(state_file)
+    if store == "with the earlier fingerprints":
+        assert fingerprint_earlier_versions(state_file, platform) >= len(expected)
 
     discovery_agents()
     # The restart lists every kind again: each list ends with a snapshot.
@@ -139,6 +148,26 @@ def test_a_restart_against_an_unchanged_cluster_sends_no_upserts(
     assert [r for r in after if r["op"] == "delete"] == []
     assert {r["kind"] for r in after} <= {"snapshot", "cluster_metadata"}
     assert set(view(platform)) == expected
+
+
+def fingerprint_earlier_versions(state_file: Path, platform: FakePlatform) -> int:
+    """Store the fingerprint of each record the platform holds as releases before this one
+    stored it (the hash of `[op, uid, data]` with every key sorted); how many."""
+    latest = {(r["kind"], r["key"]): r for r in platform.received_records() if r["op"] == "upsert"}
+    with closing(sqlite3.connect(state_file)) as db:
+        for (kind, key), record in latest.items():
+            encoded = msgspec.json.encode(
+                (record["op"], record["uid"], record["data"]), order="sorted"
+            )
+            db.execute(
+                "UPDATE records SET fingerprint = ? WHERE kind = ? AND key = ?",
+                (hashlib.blake2b(encoded, digest_size=16).digest(), kind, key),
+            )
+        db.commit()
+        (changed,) = db.execute(
+            "SELECT COUNT(*) FROM records WHERE length(fingerprint) = 16"
+        ).fetchone()
+    return int(changed)
 
 
 def deployment_snapshots(queue: Path) -> int:

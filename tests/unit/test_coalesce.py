@@ -12,6 +12,7 @@ import pytest
 from collector import model
 from collector.coalesce import Coalescer, entry_of, fingerprinted
 from collector.model import ObjectMeta
+from collector.state import StateStore
 from shipper.outbox import Outbox, StreamOutbox
 from shipper.records import DISCOVERY, Record
 
@@ -152,22 +153,52 @@ def test_a_window_of_many_records_and_kinds_drops_exactly_the_unchanged_ones(
     ]
 
 
-@pytest.mark.parametrize(
-    "record",
-    [
-        model.upsert("deployment", meta("web"), {"z": 1, "a": {"y": [1, "é"], "b": None}}),
-        model.upsert("namespace", ObjectMeta(name="shop"), {"labels": {'q"uote': "\n"}}),
-        model.delete("service", meta("web", uid="")),
-        model.event("pod_error", "shop/web-1/app/x/1", meta("web-1"), {"reason": "OOMKilled"}),
-    ],
-)
-def test_the_fingerprint_is_the_one_earlier_versions_stored_and_the_data_is_unchanged(
+RECORDS = [
+    model.upsert("deployment", meta("web"), {"z": 1, "a": {"y": [1, "é"], "b": None}}),
+    model.upsert("namespace", ObjectMeta(name="shop"), {"labels": {'q"uote': "\n"}}),
+    model.delete("service", meta("web", uid="")),
+    model.event("pod_error", "shop/web-1/app/x/1", meta("web-1"), {"reason": "OOMKilled"}),
+]
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_the_entry_carries_the_record_as_it_is_and_the_fingerprint_ignores_id_and_times(
     record: Record,
 ) -> None:
-    """A state file written before keeps matching: an upgrade re-sends nothing unchanged."""
     data, mark = fingerprinted(record)
     entry = entry_of(record, data)
-    before = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
-    assert mark == hashlib.blake2b(before, digest_size=16).digest()
     assert entry.cls == record.record_class
     assert msgspec.json.decode(entry.body) == msgspec.json.decode(msgspec.json.encode(record))
+    again = msgspec.structs.replace(
+        record, id="another", observed_at="2030-01-01T00:00:00.000Z", resource_version="9"
+    )
+    assert fingerprinted(again)[1] == mark
+
+
+def sorted_fingerprint(record: Record) -> bytes:
+    """The fingerprint as state files written by earlier versions hold it."""
+    encoded = msgspec.json.encode((record.op, record.uid, record.data), order="sorted")
+    return hashlib.blake2b(encoded, digest_size=16).digest()
+
+
+def test_fingerprints_an_earlier_version_stored_still_match_so_an_upgrade_resends_nothing(
+    stream: StreamOutbox,
+) -> None:
+    state = StateStore()
+    upserts = [
+        model.upsert("deployment", meta("web"), {"z": 1, "a": {"y": [1, "é"], "b": None}}),
+        model.upsert("namespace", ObjectMeta(name="shop"), {"labels": {"b": "2", "a": "1"}}),
+        model.upsert("service", meta("api"), {"ports": [80]}),
+    ]
+    state.sent.set_many(((r.kind, r.key), sorted_fingerprint(r)) for r in upserts)
+    state.commit()
+    coalescer = Coalescer(stream, state=state)
+    changed = model.upsert("service", meta("api"), {"ports": [443]})
+    for record in [*upserts[:2], changed]:
+        coalescer.offer(record)
+    assert coalescer.flush() == 1
+    assert queued(stream) == [("upsert", "shop/api", {"ports": [443]})]
+    # Stored again by this version's definition: the next comparison needs no sorting.
+    for record in [*upserts[:2], changed]:
+        assert state.sent.get((record.kind, record.key)) == fingerprinted(record)[1]
+    assert all(len(fingerprinted(record)[1]) != 16 for record in RECORDS)
