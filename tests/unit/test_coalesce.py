@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
+from collector import coalesce as coalescing
 from collector import model
 from collector.coalesce import Coalescer, entry_of, fingerprinted
 from collector.model import ObjectMeta
@@ -127,6 +129,28 @@ def test_a_failed_write_keeps_the_records_for_the_next_window(
     ]
 
 
+def test_a_failure_midway_through_a_window_keeps_every_record_in_order(
+    stream: StreamOutbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coalescer = Coalescer(stream)
+    for name in ("a", "b", "c"):
+        coalescer.offer(model.upsert("deployment", meta(name), {"replicas": 1}))
+    built = coalescing.entry_of
+
+    def fails_at_b(record: Record, data: Any) -> Any:
+        if record.key == "shop/b":
+            raise RuntimeError("a bug")
+        return built(record, data)
+
+    monkeypatch.setattr(coalescing, "entry_of", fails_at_b)
+    with pytest.raises(RuntimeError):
+        coalescer.flush()
+    assert not coalescer.empty
+    monkeypatch.undo()
+    assert coalescer.flush() == 3
+    assert [key for _, key, _ in queued(stream)] == ["shop/a", "shop/b", "shop/c"]
+
+
 def test_a_window_of_many_records_and_kinds_drops_exactly_the_unchanged_ones(
     stream: StreamOutbox,
 ) -> None:
@@ -202,3 +226,10 @@ def test_fingerprints_an_earlier_version_stored_still_match_so_an_upgrade_resend
     for record in [*upserts[:2], changed]:
         assert state.sent.get((record.kind, record.key)) == fingerprinted(record)[1]
     assert all(len(fingerprinted(record)[1]) != 16 for record in RECORDS)
+    # A window of nothing but such records sends nothing and stores them anew all the same.
+    ingress = model.upsert("ingress", meta("www"), {"hosts": ["shop.example"]})
+    state.sent.set(("ingress", "shop/www"), sorted_fingerprint(ingress))
+    coalescer.offer(ingress)
+    assert coalescer.flush() == 0
+    assert queued(stream) == []
+    assert state.sent.get(("ingress", "shop/www")) == fingerprinted(ingress)[1]
