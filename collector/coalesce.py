@@ -9,9 +9,10 @@ are never coalesced away.
 
 Every window its owner (the collector's processor, `collector.processor`) has the buffered
 records committed to the outbox in one `put`, so a record is durable within about a second
-of being observed; a burst that fills the buffer (`max_pending`, e.g. a list page) is
-committed at once, within the `offer` of the last record, which bounds the memory the
-buffer takes. The coalescer calls nothing of its owner's.
+of being observed; a burst that fills the buffer (`max_pending` records, e.g. a list page,
+or `MAX_PENDING_BYTES` of data offered encoded) is committed at once, within the `offer` of
+the last record, which bounds the memory the buffer takes. The coalescer calls nothing of
+its owner's.
 
 Offers and flushes come from the one owner's thread, so the outbox receives a slot's
 states in order, and the state store (`collector.state`: fingerprints, what each object
@@ -35,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 import structlog
@@ -50,6 +51,9 @@ _Slot = Slot | tuple[str, int]  # a record's place in the window; an event's is 
 log = structlog.get_logger("collector.coalesce")
 
 RESYNC_BELOW_FILL = 0.5
+# Encoded data the buffer holds at most (`msgspec.Raw`: a kept record's JSON, a few KiB
+# each, distinct where a dict's containers are shared with the objects rendered once).
+MAX_PENDING_BYTES = 512 * 1024
 
 
 class Destination(Protocol):
@@ -76,35 +80,44 @@ class Destination(Protocol):
 
 _encode = msgspec.json.Encoder().encode
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
+_decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 # A fingerprint is this byte and a 16-byte hash. A stored one of 16 bytes alone was made by
 # the earlier definition (`legacy_fingerprint`), which sorted every key first.
 _VERSION = b"\x01"
 _LEGACY_LENGTH = 16
 
 
-def fingerprinted(record: Record) -> tuple[bytes, bytes]:
+def fingerprinted(record: Record) -> tuple[msgspec.Raw, bytes]:
     """The record's data encoded, and the record's fingerprint: what makes two records of
     one object equal for the platform (op, uid and data; not ids or times), the hash of
     `[op, uid, data]` encoded. The data is encoded once, for both the fingerprint and the
-    entry (`entry_of`). Keys are taken in the order the data holds them: a normalizer
-    builds its dicts in one order, and sorts those it copies from the object (labels,
-    annotations), so equal data encodes alike."""
-    data = _encode(record.data)
-    identity = _encode((record.op, record.uid, msgspec.Raw(data)))
+    entry (`entry_of`), or not at all when the record carries its JSON already (a kept
+    record's: `collector.sink`). Keys are taken in the order the data holds them: a
+    normalizer builds its dicts in one order, and sorts those it copies from the object
+    (labels, annotations), so equal data encodes alike."""
+    data = record.data
+    if not isinstance(data, msgspec.Raw):
+        data = msgspec.Raw(_encode(data))
+    identity = _encode((record.op, record.uid, data))
     return data, _VERSION + hashlib.blake2b(identity, digest_size=16).digest()
 
 
 def legacy_fingerprint(record: Record) -> bytes:
     """The fingerprint as state files written before `_VERSION` hold it: the hash of
     `[op, uid, data]` encoded with every key sorted."""
-    identity = _encode_sorted((record.op, record.uid, record.data))
+    data = record.data
+    if isinstance(data, msgspec.Raw):
+        data = _decode_data(data)
+    identity = _encode_sorted((record.op, record.uid, data))
     return hashlib.blake2b(identity, digest_size=16).digest()
 
 
-def entry_of(record: Record, data: bytes) -> Entry:
+def entry_of(record: Record, data: msgspec.Raw) -> Entry:
     """The record as the outbox keeps it, its data spliced in as `fingerprinted` encoded it
     (only for a record worth sending: a restart's unchanged records are never encoded)."""
-    return as_entry(msgspec.structs.replace(record, data=msgspec.Raw(data)))
+    if record.data is not data:
+        record = msgspec.structs.replace(record, data=data)
+    return as_entry(record)
 
 
 class _Worth(msgspec.Struct, frozen=True, gc=False):
@@ -136,6 +149,7 @@ class Coalescer:
         self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()  # the buffer, against readers of `empty`
         self._pending: dict[_Slot, Record] = {}
+        self._pending_bytes = 0
         self._event_seq = 0
 
     # -- producers ---------------------------------------------------------------------
@@ -147,7 +161,11 @@ class Coalescer:
                 self._pending[("event", self._event_seq)] = record
             else:
                 self._pending[(record.kind, record.key)] = record
-            full = len(self._pending) >= self.max_pending
+            if isinstance(record.data, msgspec.Raw):
+                self._pending_bytes += len(record.data)
+            full = (
+                len(self._pending) >= self.max_pending or self._pending_bytes >= MAX_PENDING_BYTES
+            )
         if full:
             self.flush()
 
@@ -178,6 +196,7 @@ class Coalescer:
     def _flush(self) -> int:
         with self._lock:
             pending, self._pending = self._pending, {}
+            self._pending_bytes = 0
             try:
                 worth = self._changed(pending)
             except BaseException:

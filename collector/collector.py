@@ -30,8 +30,9 @@ they mention has listed once, these records (and their kind's snapshot) are held
 then sent once, complete: a restart then derives exactly the records it sent before,
 which the persisted fingerprints drop. A held Deployment or ReplicaSet is kept encoded in
 the state store and normalized once, when released. The sinks of Deployments and
-ReplicaSets keep their last record's data in the state store (`collector.state`, SQLite:
-tens of thousands of objects cost little heap there), and the sinks of Jobs and Nodes
+ReplicaSets keep their last record's data in the state store, as the JSON the record
+carried (`collector.state`, SQLite: tens of thousands of objects cost little heap there),
+and the sinks of Jobs and Nodes
 (few) keep their decoded objects. The store also knows which records each object
 produced, so a relist that no longer finds an object deletes them.
 

@@ -80,7 +80,9 @@ class ObjectMeta(msgspec.Struct, rename="camel", frozen=True, gc=False):
         return None
 
 
-def upsert(kind: str, meta: ObjectMeta, data: dict[str, Any], *, key: str | None = None) -> Record:
+def upsert(
+    kind: str, meta: ObjectMeta, data: dict[str, Any] | msgspec.Raw, *, key: str | None = None
+) -> Record:
     """An upsert record for an object as it is now."""
     return _record(kind, "upsert", key or meta.key, meta, data)
 
@@ -100,7 +102,7 @@ def _record(
     op: Literal["upsert", "delete", "event"],
     key: str,
     meta: ObjectMeta,
-    data: dict[str, Any],
+    data: dict[str, Any] | msgspec.Raw,
 ) -> Record:
     return Record(
         id=new_id(),

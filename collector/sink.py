@@ -81,15 +81,23 @@ class Stale:
 
 
 class _Kept(msgspec.Struct, array_like=True, gc=False):
-    """A rebuildable record as the state store keeps it (msgpack: a decoded data dict would
-    cost several times the memory)."""
+    """A rebuildable record as the state store keeps it: its identity, and its data as the
+    JSON the record carried (encoded once, for the store, the fingerprint and the outbox).
+    Stores written before keep a msgpack map instead, decoded as a dict."""
 
     meta: ObjectMeta  # identity only: what the record envelope needs
-    data: dict[str, Any]
+    data: bytes | dict[str, Any]
 
 
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(_Kept).decode
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def _kept_data(kept: _Kept) -> msgspec.Raw | dict[str, Any]:
+    """The kept data as a record carries it."""
+    return msgspec.Raw(kept.data) if isinstance(kept.data, bytes) else kept.data
 
 
 def _slim(obj: T) -> T:
@@ -191,12 +199,16 @@ class SourceSink(Generic[T]):
                 delete(kind, meta, key=record_key)
                 for kind, record_key in self._produced.pop(self._name, meta.key)
             ]
-        identity = None
         if source.keep in (Keep.RECORDS, Keep.VERSIONED):
             identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
-        for record in records:
-            if record.op == "upsert":
-                self._remember(meta.key, record.kind, record.key, identity, record.data)
+            records = [
+                self._remember(meta.key, record, identity) if record.op == "upsert" else record
+                for record in records
+            ]
+        else:
+            for record in records:
+                if record.op == "upsert":
+                    self._produced.add(self._name, meta.key, (record.kind, record.key), None)
         wiring.offer(records)
 
     def _holds(self, meta: ObjectMeta) -> bool:
@@ -221,7 +233,7 @@ class SourceSink(Generic[T]):
             kept = _unpack(encoded)
             if kept.meta.resource_version != meta.resource_version:
                 return []
-            records.append(upsert(kind, kept.meta, kept.data, key=record_key))
+            records.append(upsert(kind, kept.meta, _kept_data(kept), key=record_key))
         return records
 
     def take_held(self, keys: list[str]) -> dict[str, bytes]:
@@ -248,9 +260,10 @@ class SourceSink(Generic[T]):
             return  # nothing in its records mentions other kinds
         for kind, record_key, encoded in self._produced.kept(self._name, key):
             kept = _unpack(encoded)
-            data = relink.relink(kept.data, kept.meta, self._wiring.relations)
-            self._remember(key, kind, record_key, kept.meta, data)
-            self._wiring.offer([upsert(kind, kept.meta, data, key=record_key)])
+            data = kept.data if isinstance(kept.data, dict) else _decode_json(kept.data)
+            data = relink.relink(data, kept.meta, self._wiring.relations)
+            record = upsert(kind, kept.meta, data, key=record_key)
+            self._wiring.offer([self._remember(key, record, kept.meta)])
 
     def _release(self, obj: T) -> None:
         """Build the object's records now; one that cannot be built is reported skipped
@@ -263,16 +276,12 @@ class SourceSink(Generic[T]):
             if self.skips is not None:
                 self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
 
-    def _remember(
-        self,
-        key: str,
-        kind: str,
-        record_key: str,
-        identity: ObjectMeta | None,
-        data: dict[str, Any],
-    ) -> None:
-        kept = None if identity is None else _pack(_Kept(identity, data))
-        self._produced.add(self._name, key, (kind, record_key), kept)
+    def _remember(self, key: str, record: Record, identity: ObjectMeta) -> Record:
+        """Keep the upsert's data to rebuild it from; the record as it is offered, its data
+        the JSON kept (so nothing encodes the data again)."""
+        data = _encode_json(record.data)
+        self._produced.add(self._name, key, (record.kind, record.key), _pack(_Kept(identity, data)))
+        return msgspec.structs.replace(record, data=msgspec.Raw(data))
 
     def remove(self, obj: T) -> None:
         """Raises `SkippedObject` for an object whose values it cannot handle."""

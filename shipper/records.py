@@ -42,7 +42,8 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False, gc=
     namespace: str | None = None
     name: str | None = None
     resource_version: str | None = None
-    data: dict[str, Any] = msgspec.field(default_factory=dict)
+    data: dict[str, Any] | msgspec.Raw = msgspec.field(default_factory=dict)
+    """The data, or its JSON as encoded once already (`msgspec.Raw`); decoded, a dict."""
 
     @property
     def record_class(self) -> RecordClass:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -932,13 +933,27 @@ def test_streamed_lists_and_their_fallbacks_send_what_paginated_lists_send(
     assert bool(streamed) == streaming
 
 
+def keep_as_before(state_file: Path) -> int:
+    """Store every kept record's data as releases before this one did (a msgpack map, not
+    the record's JSON); how many."""
+    with contextlib.closing(sqlite3.connect(state_file)) as db:
+        rows = db.execute("SELECT rowid, kept FROM records WHERE kept IS NOT NULL").fetchall()
+        for rowid, kept in rows:
+            meta, data = msgspec.msgpack.decode(kept)
+            earlier = msgspec.msgpack.encode([meta, msgspec.json.decode(data)])
+            db.execute("UPDATE records SET kept = ? WHERE rowid = ?", (earlier, rowid))
+        db.commit()
+    return len(rows)
+
+
+@pytest.mark.parametrize("kept", ["as written", "as the release before wrote it"])
 def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
-    kube: FakeKube, tmp_path: Path
+    kept: str, kube: FakeKube, tmp_path: Path
 ) -> None:
     expected = cluster_objects.populate(kube)
     settings = dataclasses.replace(SETTINGS, state_file=tmp_path / "state.sqlite")
 
-    def run() -> list[dict[str, Any]]:
+    def run(change: Callable[[], None] | None = None) -> list[dict[str, Any]]:
         with Outbox(tmp_path / "queue", streams=(DISCOVERY,)) as box:
             api = KubeApi(KubeTarget(server=kube.url, verify=False, token=lambda: kube.token))
             collector = Collector(api, box[DISCOVERY], settings=settings)
@@ -950,6 +965,14 @@ def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
                 wait_until(
                     lambda: "helm_release" in {r["data"]["of"] for r in received.events("snapshot")}
                 )
+                if change is not None:
+                    change()
+                    # Rebuilt from what was kept: the Deployment did not change.
+                    wait_until(
+                        lambda: (
+                            received.latest()[("deployment", "shop/web")]["data"]["services"] == []
+                        )
+                    )
             finally:
                 collector.stop()
                 api.close()
@@ -958,8 +981,10 @@ def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
 
     first = run()
     assert ("helm_release", "shop/shop/v1") in {(r["kind"], r["key"]) for r in first}
+    if kept == "as the release before wrote it":
+        assert keep_as_before(tmp_path / "state.sqlite") >= 2  # a Deployment's and the release's
     kube.clear_requests()
-    again = run()
+    again = run(change=lambda: kube.delete("services", "shop", "web"))
     reads = [r.path for r in kube.requests if "/secrets/" in r.path]
     assert reads == []  # the revision's resourceVersion is the one recorded: no body read
     assert not [r for r in again if r["kind"] == "helm_release"]  # and nothing sent again

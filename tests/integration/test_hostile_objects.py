@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,11 +18,10 @@ import structlog.testing
 
 from agent.health_watch import HealthWatch
 from agent.metrics import AgentMetrics
-from collector import resources
+from collector import relations, resources
 from collector.collector import Collector
 from collector.informer import Informer
 from collector.model import parse_int64
-from collector.normalize import deployment as deployment_kind
 from kube.api import KubeApi
 from kube.cluster import KubeTarget
 from sandbox import objects
@@ -38,6 +37,7 @@ from tests.waiting import wait_until
 NS = "shop"
 DEEP = 100_000
 PAST_64_BITS = 2**70
+UNBOUNDED = "test.moonin.io/unbounded"
 
 
 @pytest.fixture
@@ -99,6 +99,10 @@ def skipped_total(collector: Collector) -> dict[tuple[str, str], float]:
 
 def deployments(received: Received) -> set[str]:
     return {key for (kind, key), r in received.latest().items() if kind == "deployment"}
+
+
+def revisions(received: Received) -> set[str]:
+    return {key for (kind, key), r in received.latest().items() if kind == "revision"}
 
 
 def passed(kube: FakeKube, received: Received, sentinel: str) -> None:
@@ -200,26 +204,30 @@ def test_a_value_the_state_store_cannot_hold_skips_the_object_not_the_informer(
     start: Callable[..., Collector],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Every integer field decoded is bounded; a normalizer that let one past 64 bits through
-    # (from a field kept as the API gives it) would fail the Deployment's kept record.
-    upserts = deployment_kind.NORMALIZER.upserts
+    # Every integer field decoded is bounded; a relation index that let one past 64 bits
+    # through (from a field kept as the API gives it) would fail SQLite's insert of the
+    # ReplicaSet. Records carry such a number as JSON does; only the store refuses it.
+    bounded = relations.revision_number
 
-    def unbounded(obj: Any, ctx: Any) -> Any:
-        records = upserts(obj, ctx)
-        if obj.metadata.name == "bad":
-            records[0].data["revision"] = PAST_64_BITS
-        return records
+    def unbounded(annotations: Mapping[str, str]) -> int | None:
+        return PAST_64_BITS if UNBOUNDED in annotations else bounded(annotations)
 
-    monkeypatch.setattr(deployment_kind.NORMALIZER, "upserts", unbounded)
+    monkeypatch.setattr(relations, "revision_number", unbounded)
     kube.create(objects.namespace(name=NS))
-    kube.create(objects.deployment(name="bad", namespace=NS))
+    for name in ("bad", "good"):  # listed in name order: the bad one goes first
+        owner = kube.create(objects.deployment(name=name, namespace=NS))
+        replicaset = objects.replicaset(owner=owner)
+        if name == "bad":
+            replicaset["metadata"]["annotations"][UNBOUNDED] = "yes"
+        kube.create(replicaset)
     with structlog.testing.capture_logs() as logs:
         collector = start()
         received = Received(outbox)
-        passed(kube, received, "sentinel")
-    assert f"{NS}/bad" not in deployments(received)
-    assert skip_lines(logs) == [("bad", "unstorable", "OverflowError")]
-    assert skipped_total(collector) == {("deployments", "unstorable"): 1}
+        wait_until(lambda: f"{NS}/good-{objects.TEMPLATE_HASH}" in revisions(received))
+    assert f"{NS}/bad-{objects.TEMPLATE_HASH}" not in revisions(received)
+    assert {f"{NS}/bad", f"{NS}/good"} <= deployments(received)
+    assert skip_lines(logs) == [(f"bad-{objects.TEMPLATE_HASH}", "unstorable", "OverflowError")]
+    assert skipped_total(collector) == {("replicasets", "unstorable"): 1}
     assert health(collector).problems() == []
 
 
