@@ -10,7 +10,7 @@ are never coalesced away.
 Every window its owner (the collector's processor, `collector.processor`) has the buffered
 records committed to the outbox in one `put`, so a record is durable within about a second
 of being observed; a burst that fills the buffer (`max_pending` records, e.g. a list page,
-or `MAX_PENDING_BYTES` of data offered encoded) is committed at once, within the `offer` of
+or `max_pending_bytes` of data offered encoded) is committed at once, within the `offer` of
 the last record, which bounds the memory the buffer takes. The coalescer calls nothing of
 its owner's.
 
@@ -51,9 +51,6 @@ _Slot = Slot | tuple[str, int]  # a record's place in the window; an event's is 
 log = structlog.get_logger("collector.coalesce")
 
 RESYNC_BELOW_FILL = 0.5
-# Encoded data the buffer holds at most (`msgspec.Raw`: a kept record's JSON, a few KiB
-# each, distinct where a dict's containers are shared with the objects rendered once).
-MAX_PENDING_BYTES = 512 * 1024
 
 
 class Destination(Protocol):
@@ -142,9 +139,14 @@ class Coalescer:
         *,
         state: StateStore | None = None,
         max_pending: int = 1000,
+        max_pending_bytes: int = 512 * 1024,
     ) -> None:
+        """`max_pending_bytes` counts only data offered encoded (`msgspec.Raw`: a kept
+        record's JSON, a few KiB each and its own, where dicts share the containers rendered
+        once): a thousand Deployments' worth in the buffer raised the warm-up's peak RSS."""
         self.outbox = outbox
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
         self.reporter = HealthReporter("collector.coalesce")
         self._state = state if state is not None else StateStore()
         self._lock = threading.Lock()  # the buffer, against readers of `empty`
@@ -163,9 +165,8 @@ class Coalescer:
                 self._pending[(record.kind, record.key)] = record
             if isinstance(record.data, msgspec.Raw):
                 self._pending_bytes += len(record.data)
-            full = (
-                len(self._pending) >= self.max_pending or self._pending_bytes >= MAX_PENDING_BYTES
-            )
+            full = len(self._pending) >= self.max_pending
+            full = full or self._pending_bytes >= self.max_pending_bytes
         if full:
             self.flush()
 

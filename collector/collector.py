@@ -111,7 +111,12 @@ class Collector:
         if self.state.quarantined is not None:
             log.warning("collector_state_quarantined", moved_to=str(self.state.quarantined))
         self.relations = Relations(self.state)
-        self.coalescer = Coalescer(outbox, state=self.state, max_pending=settings.flush_max_records)
+        self.coalescer = Coalescer(
+            outbox,
+            state=self.state,
+            max_pending=settings.flush_max_records,
+            max_pending_bytes=settings.flush_max_bytes,
+        )
         self.deltas = DeltaQueue()
         self._logs_denied: dict[str, str] = {}  # namespace -> the permission refused (logged)
         self.job_logs = JobLogs(

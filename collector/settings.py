@@ -58,6 +58,8 @@ class CollectorSettings:
     flush_seconds: float = 1.0
     flush_max_records: int = 1000
     """A buffer this full is committed at once (bounds its memory during lists)."""
+    flush_max_bytes: int = 512 * 1024
+    """So is a buffer holding this much data already encoded (kept records' JSON)."""
     warm_up_timeout_seconds: float = 120.0
     """How long the warm-up waits for one resource's first list; also how long a list may
     be wanted without completing before its informer reports not ready."""

@@ -946,6 +946,12 @@ def keep_as_before(state_file: Path) -> int:
     return len(rows)
 
 
+def web_services(received: Received) -> list[str] | None:
+    """The Services the Deployment shop/web's latest record names (None: no record yet)."""
+    web = received.latest().get(("deployment", "shop/web"))
+    return None if web is None else web["data"]["services"]
+
+
 @pytest.mark.parametrize("kept", ["as written", "as the release before wrote it"])
 def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
     kept: str, kube: FakeKube, tmp_path: Path
@@ -968,11 +974,7 @@ def test_a_release_revision_already_recorded_is_not_read_again_after_a_restart(
                 if change is not None:
                     change()
                     # Rebuilt from what was kept: the Deployment did not change.
-                    wait_until(
-                        lambda: (
-                            received.latest()[("deployment", "shop/web")]["data"]["services"] == []
-                        )
-                    )
+                    wait_until(lambda: web_services(received) == [])
             finally:
                 collector.stop()
                 api.close()

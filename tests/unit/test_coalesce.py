@@ -190,7 +190,7 @@ def as_kept(record: Record) -> Record:
     return msgspec.structs.replace(record, data=msgspec.Raw(msgspec.json.encode(record.data)))
 
 
-@pytest.mark.parametrize("record", RECORDS + [as_kept(RECORDS[0])])
+@pytest.mark.parametrize("record", [*RECORDS, as_kept(RECORDS[0])])
 def test_the_entry_carries_the_record_as_it_is_and_the_fingerprint_ignores_id_and_times(
     record: Record,
 ) -> None:
@@ -224,10 +224,10 @@ def test_records_carrying_their_data_encoded_are_committed_once_they_hold_enough
 ) -> None:
     # The data's JSON in the buffer is the records' own (a dict shares what was rendered
     # once), so the buffer is bounded by its bytes too, not only by its records.
-    coalescer = Coalescer(stream, max_pending=10_000)
+    coalescer = Coalescer(stream, max_pending=10_000, max_pending_bytes=64 * 1024)
     padding = "x" * 4000
     per_record = len(msgspec.json.encode({"padding": padding}))
-    enough = -(-coalescing.MAX_PENDING_BYTES // per_record)
+    enough = -(-coalescer.max_pending_bytes // per_record)
     for n in range(enough - 1):
         coalescer.offer(model.upsert("deployment", meta(f"as-dict-{n}"), {"padding": padding}))
         coalescer.offer(as_kept(model.upsert("deployment", meta(f"a-{n}"), {"padding": padding})))
