@@ -199,17 +199,7 @@ class SourceSink(Generic[T]):
                 delete(kind, meta, key=record_key)
                 for kind, record_key in self._produced.pop(self._name, meta.key)
             ]
-        if source.keep in (Keep.RECORDS, Keep.VERSIONED):
-            identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
-            records = [
-                self._remember(meta.key, record, identity) if record.op == "upsert" else record
-                for record in records
-            ]
-        else:
-            for record in records:
-                if record.op == "upsert":
-                    self._produced.add(self._name, meta.key, (record.kind, record.key), None)
-        wiring.offer(records)
+        wiring.offer(self._produce(meta, records))
 
     def _holds(self, meta: ObjectMeta) -> bool:
         """Whether to hold the object's records back until what they depend on has listed
@@ -275,6 +265,20 @@ class SourceSink(Generic[T]):
         except SkippedObject as skip:
             if self.skips is not None:
                 self.skips.skipped(Identity(meta.key, meta.resource_version), skip)
+
+    def _produce(self, meta: ObjectMeta, records: list[Record]) -> list[Record]:
+        """Note the upserts as the object's (with their data, where the sink keeps it); the
+        records as they are offered."""
+        if self.source.keep not in (Keep.RECORDS, Keep.VERSIONED):
+            for record in records:
+                if record.op == "upsert":
+                    self._produced.add(self._name, meta.key, (record.kind, record.key), None)
+            return records
+        identity = msgspec.structs.replace(meta, labels={}, annotations={}, owner_references=[])
+        return [
+            self._remember(meta.key, record, identity) if record.op == "upsert" else record
+            for record in records
+        ]
 
     def _remember(self, key: str, record: Record, identity: ObjectMeta) -> Record:
         """Keep the upsert's data to rebuild it from; the record as it is offered, its data
