@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container
 from typing import Any
 
 import msgspec
@@ -67,7 +66,7 @@ class Listed(msgspec.Struct, frozen=True, gc=False):
     resource: Resource
     resource_version: str
     listed_at: str
-    keys: AbstractSet[str]
+    keys: Container[str]
 
 
 class Call(msgspec.Struct, frozen=True):
@@ -164,5 +163,5 @@ class ResourceDeltas:
     def remove(self, obj: Any) -> None:
         self._deltas.put(Removed(self._resource, obj))
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
+    def listed(self, *, resource_version: str, listed_at: str, keys: Container[str]) -> None:
         self._deltas.put(Listed(self._resource, resource_version, listed_at, keys))

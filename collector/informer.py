@@ -74,8 +74,7 @@ import random
 import threading
 import time
 import types
-from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -85,6 +84,7 @@ import structlog
 
 from collector import raw_json, skips
 from collector.list_end import EndlessList, ListEnd
+from collector.listed_keys import ListedKeys
 from collector.model import ObjectMeta
 from collector.paging import PageSize
 from collector.resource_version import is_behind
@@ -115,7 +115,7 @@ class Sink(Protocol[T_contra]):
         """The object was deleted (a DELETED event; `obj` is its last state). Raises
         `collector.skips.SkippedObject` like `apply`."""
 
-    def listed(self, *, resource_version: str, listed_at: str, keys: AbstractSet[str]) -> None:
+    def listed(self, *, resource_version: str, listed_at: str, keys: Container[str]) -> None:
         """A full list completed: `keys` is every object of the resource at that point, so
         whatever the sink remembers beyond them was deleted while no watch saw it."""
 
@@ -475,7 +475,7 @@ class Informer(Generic[T]):
     def _stream_list(self) -> None:
         """The list as a watch's initial events; returns once they have all gone through."""
         listed_at = utc_timestamp()
-        seen: set[str] = set()
+        seen = ListedKeys()
         quiet = self.settings.initial_events_quiet_seconds
         params = {
             "watch": "1",
@@ -512,7 +512,7 @@ class Informer(Generic[T]):
             raise
         raise _StreamCut("the stream ended before the initial events did")
 
-    def _initial_event(self, line: bytes, seen: set[str], listed_at: str) -> bool:
+    def _initial_event(self, line: bytes, seen: ListedKeys, listed_at: str) -> bool:
         """One event of a streaming list; True once it was the end of the initial events."""
         event = self._event(line)
         if event.type == "ADDED":  # all but the last: asked first
@@ -530,7 +530,7 @@ class Informer(Generic[T]):
 
     def _list_pages(self) -> None:
         listed_at = utc_timestamp()
-        seen: set[str] = set()
+        seen = ListedKeys()
         token: str | None = None
         end = ListEnd(self.resource.path, max_pages=self.settings.max_list_pages)
         while True:
@@ -558,7 +558,7 @@ class Informer(Generic[T]):
                     if token is None:
                         raise
                     # The continue token expired mid-list: start the list over.
-                    token, seen, listed_at = None, set(), utc_timestamp()
+                    token, seen, listed_at = None, ListedKeys(), utc_timestamp()
                     end.restarted()
                     self.reporter.count("list_restarts")
                     continue
@@ -583,7 +583,7 @@ class Informer(Generic[T]):
                 break
         self._listed(resource_version, listed_at, seen)
 
-    def _listed(self, resource_version: str, listed_at: str, keys: set[str]) -> None:
+    def _listed(self, resource_version: str, listed_at: str, keys: ListedKeys) -> None:
         self._hold(resource_version)
         self.skips.listed(keys)
         self.sink.listed(resource_version=resource_version, listed_at=listed_at, keys=keys)
@@ -718,7 +718,7 @@ class Informer(Generic[T]):
             self.reporter.count("pages_decoded_per_object")
             return _RawPage(metadata, [msgspec.Raw(item) for item in items])
 
-    def _list_item(self, item: Any, seen: set[str]) -> bool:
+    def _list_item(self, item: Any, seen: ListedKeys) -> bool:
         """One object of a list. False when not even its key could be read."""
         if isinstance(item, msgspec.Raw):
             who = self._give_raw(item)

@@ -11,8 +11,7 @@ indexes and normalizer state change one object at a time without a lock.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -310,7 +309,7 @@ class SourceSink(Generic[T]):
             wiring.offer(records)
             self._forget(meta.key, affected)
 
-    def listed(self, keys: AbstractSet[str]) -> None:
+    def listed(self, keys: Container[str]) -> None:
         """A full list: whatever is remembered but was not listed was deleted meanwhile."""
         gone = self._produced.missing(self._name, keys)
         gone.update(key for key in self.objects if key not in keys)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Set as AbstractSet
+from collections.abc import Container
 from dataclasses import dataclass
 
 import msgspec
@@ -122,7 +122,7 @@ class Skips:
             if self._skipped.pop(key, None) is not None:
                 self._note()
 
-    def listed(self, keys: AbstractSet[str]) -> None:
+    def listed(self, keys: Container[str]) -> None:
         """A full list: skipped objects it no longer has are gone. Those known only by a
         digest of their bytes stay (whether the list had them is not known)."""
         if not self._skipped:

@@ -70,8 +70,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
-from collections.abc import Set as AbstractSet
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 import msgspec
@@ -266,9 +265,7 @@ class StateStore:
             self._write_deferred_for(sql)
             return self._db.execute(sql, tuple(parameters)).fetchall()
 
-    def missing(
-        self, sql: str, parameters: Iterable[object], present: AbstractSet[str]
-    ) -> set[str]:
+    def missing(self, sql: str, parameters: Iterable[object], present: Container[str]) -> set[str]:
         """The keys the one-column query yields that are not in `present`."""
         with self._guarded:
             self._write_deferred_for(sql)
@@ -399,7 +396,7 @@ class ProducedRecords:
             )
         ]
 
-    def missing(self, source: str, present: AbstractSet[str]) -> set[str]:
+    def missing(self, source: str, present: Container[str]) -> set[str]:
         """The source's objects remembered here but not in `present` (streamed: a relist of
         50,000 pods compares without a second copy of the key set)."""
         return self._store.missing(
@@ -524,7 +521,7 @@ class PodMemos:
     def keys(self) -> builtins.set[str]:
         return self.missing(frozenset())
 
-    def missing(self, present: AbstractSet[str]) -> builtins.set[str]:
+    def missing(self, present: Container[str]) -> builtins.set[str]:
         """Pods with a memo that are not in `present`."""
         with self._store.lock:
             self.write_pending()
@@ -594,7 +591,7 @@ class EventSeries:
     def discard(self, key: str) -> None:
         self._store.execute("DELETE FROM event_series WHERE key = ?", (key,))
 
-    def missing(self, present: AbstractSet[str]) -> set[str]:
+    def missing(self, present: Container[str]) -> set[str]:
         """Series remembered here whose Events are not in `present`."""
         return self._store.missing("SELECT key FROM event_series", (), present)
 
@@ -633,7 +630,7 @@ class HeldObjects:
             f"DELETE FROM {_HELD} WHERE source = ? AND source_key = ?", (source, source_key)
         )
 
-    def missing(self, source: str, present: AbstractSet[str]) -> set[str]:
+    def missing(self, source: str, present: Container[str]) -> set[str]:
         """The source's held objects that are not in `present` (a relist: they went)."""
         return self._store.missing(
             f"SELECT source_key FROM {_HELD} WHERE source = ?", (source,), present

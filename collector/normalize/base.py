@@ -10,8 +10,7 @@ own: asking never blocks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -156,7 +155,7 @@ class Memory(Protocol):
     def forget(self, key: str) -> None:
         """The object `namespace/name` is gone."""
 
-    def missing(self, present: AbstractSet[str]) -> set[str]:
+    def missing(self, present: Container[str]) -> set[str]:
         """Keys with state that are not in `present` (a relist forgets those)."""
         ...
 

@@ -35,8 +35,7 @@ raises on odd statuses: missing fields decode to defaults.
 from __future__ import annotations
 
 import signal as signals
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -303,7 +302,7 @@ class PodErrorNormalizer:
         """Drop a pod's state (deleted, or found gone by a relist: `namespace/name`)."""
         self.memos.discard(key)
 
-    def missing(self, present: AbstractSet[str]) -> set[str]:
+    def missing(self, present: Container[str]) -> set[str]:
         """Pods with state that are not in `present` (a relist forgets those)."""
         return self.memos.missing(present)
 

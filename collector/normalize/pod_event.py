@@ -37,8 +37,7 @@ not remembered either, and is judged again when its count rises.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container
 from datetime import datetime
 from typing import Any
 
@@ -179,7 +178,7 @@ class PodEventNormalizer:
         """The Event `namespace/name` is gone: its series ends."""
         self._series.discard(key)
 
-    def missing(self, present: AbstractSet[str]) -> set[str]:
+    def missing(self, present: Container[str]) -> set[str]:
         return self._series.missing(present)
 
     def _keep_for_status(self, obj: Event, namespace: str) -> None:
