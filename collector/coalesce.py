@@ -36,11 +36,12 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 import structlog
 
+from collector.model import decoded_data
 from collector.state import Slot, StateStore
 from runtime.health import Health, HealthReporter
 from runtime.storage_errors import is_passing_storage_error
@@ -77,7 +78,6 @@ class Destination(Protocol):
 
 _encode = msgspec.json.Encoder().encode
 _encode_sorted = msgspec.json.Encoder(order="sorted").encode
-_decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 # A fingerprint is this byte and a 16-byte hash. A stored one of 16 bytes alone was made by
 # the earlier definition (`legacy_fingerprint`), which sorted every key first.
 _VERSION = b"\x01"
@@ -102,10 +102,7 @@ def fingerprinted(record: Record) -> tuple[msgspec.Raw, bytes]:
 def legacy_fingerprint(record: Record) -> bytes:
     """The fingerprint as state files written before `_VERSION` hold it: the hash of
     `[op, uid, data]` encoded with every key sorted."""
-    data = record.data
-    if isinstance(data, msgspec.Raw):
-        data = _decode_data(data)
-    identity = _encode_sorted((record.op, record.uid, data))
+    identity = _encode_sorted((record.op, record.uid, decoded_data(record.data)))
     return hashlib.blake2b(identity, digest_size=16).digest()
 
 

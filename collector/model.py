@@ -80,6 +80,14 @@ class ObjectMeta(msgspec.Struct, rename="camel", frozen=True, gc=False):
         return None
 
 
+_decode_data = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def decoded_data(data: dict[str, Any] | msgspec.Raw) -> dict[str, Any]:
+    """A record's data as a dict, decoded where the record carries it encoded."""
+    return _decode_data(data) if isinstance(data, msgspec.Raw) else data
+
+
 def upsert(
     kind: str, meta: ObjectMeta, data: dict[str, Any] | msgspec.Raw, *, key: str | None = None
 ) -> Record:

@@ -19,7 +19,7 @@ import msgspec
 
 from collector import sanitize
 from collector.filters import Filters
-from collector.model import ObjectMeta, delete, upsert
+from collector.model import ObjectMeta, decoded_data, delete, upsert
 from collector.normalize.base import Context, Object
 from collector.relations import Relations
 from collector.resources import Resource
@@ -91,7 +91,6 @@ class _Kept(msgspec.Struct, array_like=True, gc=False):
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(_Kept).decode
 _encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 def _kept_data(kept: _Kept) -> msgspec.Raw | dict[str, Any]:
@@ -249,8 +248,7 @@ class SourceSink(Generic[T]):
             return  # nothing in its records mentions other kinds
         for kind, record_key, encoded in self._produced.kept(self._name, key):
             kept = _unpack(encoded)
-            data = kept.data if isinstance(kept.data, dict) else _decode_json(kept.data)
-            data = relink.relink(data, kept.meta, self._wiring.relations)
+            data = relink.relink(decoded_data(_kept_data(kept)), kept.meta, self._wiring.relations)
             record = upsert(kind, kept.meta, data, key=record_key)
             self._wiring.offer([self._remember(key, record, kept.meta)])
 
